@@ -1,0 +1,370 @@
+//! The CPU backend: concrete-ntt for the transforms, rayon across limbs.
+
+mod convert;
+mod slices;
+
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError, RwLock};
+
+use hemem_memory::Allocator;
+use rayon::prelude::*;
+
+use self::slices::{read_limbs, write_limbs};
+use super::{Backend, BinaryOp, Device, Limbs, LimbsMut};
+use crate::ntt::{GaloisElement, NttPlan, automorphism_permutation};
+use crate::rns::BaseConverter;
+use crate::zq::Modulus;
+use crate::{Error, Result};
+
+/// Tables for one ModDown (or one ModUp) between two sets of moduli.
+#[derive(Debug)]
+struct ConversionTables {
+    converter: BaseConverter,
+    /// `P^{-1} mod q_i` for each target modulus (ModDown only).
+    p_inv: Vec<crate::zq::ShoupConstant>,
+}
+
+/// Source and target moduli (global indices) of a conversion.
+type ConversionKey = (Vec<usize>, Vec<usize>);
+
+/// The CPU implementation of [`Backend`]. Thread-safe; operations run on the
+/// rayon pool (set `RAYON_NUM_THREADS` to bound it).
+#[derive(Debug)]
+pub struct CpuBackend {
+    degree: usize,
+    moduli: Vec<Modulus>,
+    plans: Vec<NttPlan>,
+    allocator: Allocator,
+    conversions: RwLock<HashMap<ConversionKey, Arc<ConversionTables>>>,
+    permutations: RwLock<HashMap<u64, Arc<Vec<usize>>>>,
+}
+
+impl CpuBackend {
+    /// A backend for the global modulus table `moduli` at degree `n`, with a
+    /// host allocator.
+    ///
+    /// # Errors
+    /// [`Error::NttUnsupported`] if a modulus has no NTT of degree `n`.
+    pub fn new(n: usize, moduli: &[Modulus]) -> Result<Self> {
+        Self::with_allocator(n, moduli, Allocator::host())
+    }
+
+    /// As [`CpuBackend::new`], with the given allocator.
+    ///
+    /// # Errors
+    /// [`Error::NttUnsupported`] if a modulus has no NTT of degree `n`.
+    pub fn with_allocator(n: usize, moduli: &[Modulus], allocator: Allocator) -> Result<Self> {
+        let plans = moduli
+            .par_iter()
+            .map(|&m| NttPlan::new(n, m))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self {
+            degree: n,
+            moduli: moduli.to_vec(),
+            plans,
+            allocator,
+            conversions: RwLock::new(HashMap::new()),
+            permutations: RwLock::new(HashMap::new()),
+        })
+    }
+
+    /// The NTT plans, by global modulus index.
+    pub fn plans(&self) -> &[NttPlan] {
+        &self.plans
+    }
+
+    fn plan(&self, index: usize) -> Result<&NttPlan> {
+        self.plans.get(index).ok_or(Error::LengthMismatch {
+            expected: self.plans.len(),
+            actual: index + 1,
+        })
+    }
+
+    fn modulus(&self, index: usize) -> Result<Modulus> {
+        self.moduli
+            .get(index)
+            .copied()
+            .ok_or(Error::LengthMismatch {
+                expected: self.moduli.len(),
+                actual: index + 1,
+            })
+    }
+
+    fn moduli_of(&self, indices: &[usize]) -> Result<Vec<Modulus>> {
+        indices.iter().map(|&i| self.modulus(i)).collect()
+    }
+
+    /// Cached conversion tables from `from` to `to` (global indices); with
+    /// `mod_down`, also `P^{-1}` modulo each target.
+    fn conversion(&self, from: &[usize], to: &[usize]) -> Result<Arc<ConversionTables>> {
+        let key = (from.to_vec(), to.to_vec());
+        if let Some(t) = self
+            .conversions
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+        {
+            return Ok(Arc::clone(t));
+        }
+        let from_m = self.moduli_of(from)?;
+        let to_m = self.moduli_of(to)?;
+        let converter = BaseConverter::new(&from_m, &to_m)?;
+        let p_inv = to_m
+            .iter()
+            .zip(converter.q_mod())
+            .map(|(m, &p_mod)| {
+                m.inv(p_mod)
+                    .map(|inv| m.shoup(inv))
+                    .ok_or(Error::NotCoprime {
+                        first: m.value(),
+                        second: p_mod,
+                    })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let tables = Arc::new(ConversionTables { converter, p_inv });
+        self.conversions
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, Arc::clone(&tables));
+        Ok(tables)
+    }
+
+    fn permutation(&self, g: GaloisElement) -> Result<Arc<Vec<usize>>> {
+        if let Some(p) = self
+            .permutations
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&g.0)
+        {
+            return Ok(Arc::clone(p));
+        }
+        let perm = Arc::new(automorphism_permutation(self.degree, g));
+        self.permutations
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(g.0, Arc::clone(&perm));
+        Ok(perm)
+    }
+
+    fn same_length(a: usize, b: usize) -> Result<()> {
+        if a == b {
+            Ok(())
+        } else {
+            Err(Error::LengthMismatch {
+                expected: a,
+                actual: b,
+            })
+        }
+    }
+}
+
+#[inline]
+fn apply(m: &Modulus, op: BinaryOp, a: u64, b: u64) -> u64 {
+    match op {
+        BinaryOp::Add => m.add(a, b),
+        BinaryOp::Sub => m.sub(a, b),
+        BinaryOp::Mul => m.mul(a, b),
+    }
+}
+
+impl Backend for CpuBackend {
+    fn device(&self) -> Device {
+        Device::Cpu
+    }
+
+    fn degree(&self) -> usize {
+        self.degree
+    }
+
+    fn moduli(&self) -> &[Modulus] {
+        &self.moduli
+    }
+
+    fn allocator(&self) -> &Allocator {
+        &self.allocator
+    }
+
+    fn write(&self, dst: LimbsMut<'_>, src: &[u64]) -> Result<()> {
+        let n = self.degree;
+        Self::same_length(dst.len() * n, src.len())?;
+        let out = write_limbs(dst, n)?;
+        for (o, s) in out.into_iter().zip(src.chunks_exact(n)) {
+            o.copy_from_slice(s);
+        }
+        Ok(())
+    }
+
+    fn read(&self, src: Limbs<'_>, dst: &mut [u64]) -> Result<()> {
+        let n = self.degree;
+        Self::same_length(src.len() * n, dst.len())?;
+        for (s, d) in read_limbs(&src, n)?
+            .into_iter()
+            .zip(dst.chunks_exact_mut(n))
+        {
+            d.copy_from_slice(s);
+        }
+        Ok(())
+    }
+
+    fn copy(&self, src: Limbs<'_>, dst: LimbsMut<'_>) -> Result<()> {
+        let n = self.degree;
+        Self::same_length(src.len(), dst.len())?;
+        let s = read_limbs(&src, n)?;
+        let d = write_limbs(dst, n)?;
+        d.into_par_iter()
+            .zip(s)
+            .for_each(|(d, s)| d.copy_from_slice(s));
+        Ok(())
+    }
+
+    fn ntt_forward(&self, x: LimbsMut<'_>) -> Result<()> {
+        let n = self.degree;
+        let plans = x
+            .moduli
+            .iter()
+            .map(|&i| self.plan(i))
+            .collect::<Result<Vec<_>>>()?;
+        let limbs = write_limbs(x, n)?;
+        limbs
+            .into_par_iter()
+            .zip(plans)
+            .try_for_each(|(l, p)| p.forward(l))
+    }
+
+    fn ntt_inverse(&self, x: LimbsMut<'_>) -> Result<()> {
+        let n = self.degree;
+        let plans = x
+            .moduli
+            .iter()
+            .map(|&i| self.plan(i))
+            .collect::<Result<Vec<_>>>()?;
+        let limbs = write_limbs(x, n)?;
+        limbs
+            .into_par_iter()
+            .zip(plans)
+            .try_for_each(|(l, p)| p.inverse(l))
+    }
+
+    fn binary(&self, op: BinaryOp, a: Limbs<'_>, b: Limbs<'_>, out: LimbsMut<'_>) -> Result<()> {
+        let n = self.degree;
+        Self::same_length(a.len(), b.len())?;
+        Self::same_length(a.len(), out.len())?;
+        let moduli = self.moduli_of(out.moduli)?;
+        let (a, b) = (read_limbs(&a, n)?, read_limbs(&b, n)?);
+        let out = write_limbs(out, n)?;
+        out.into_par_iter()
+            .zip(a)
+            .zip(b)
+            .zip(moduli)
+            .for_each(|(((o, a), b), m)| {
+                for ((o, &x), &y) in o.iter_mut().zip(a).zip(b) {
+                    *o = apply(&m, op, x, y);
+                }
+            });
+        Ok(())
+    }
+
+    fn binary_assign(&self, op: BinaryOp, acc: LimbsMut<'_>, b: Limbs<'_>) -> Result<()> {
+        let n = self.degree;
+        Self::same_length(acc.len(), b.len())?;
+        let moduli = self.moduli_of(acc.moduli)?;
+        let b = read_limbs(&b, n)?;
+        let acc = write_limbs(acc, n)?;
+        acc.into_par_iter()
+            .zip(b)
+            .zip(moduli)
+            .for_each(|((o, b), m)| {
+                for (o, &y) in o.iter_mut().zip(b) {
+                    *o = apply(&m, op, *o, y);
+                }
+            });
+        Ok(())
+    }
+
+    fn mul_add_assign(&self, acc: LimbsMut<'_>, a: Limbs<'_>, b: Limbs<'_>) -> Result<()> {
+        let n = self.degree;
+        Self::same_length(acc.len(), a.len())?;
+        Self::same_length(acc.len(), b.len())?;
+        let moduli = self.moduli_of(acc.moduli)?;
+        let (a, b) = (read_limbs(&a, n)?, read_limbs(&b, n)?);
+        let acc = write_limbs(acc, n)?;
+        acc.into_par_iter()
+            .zip(a)
+            .zip(b)
+            .zip(moduli)
+            .for_each(|(((o, a), b), m)| {
+                for ((o, &x), &y) in o.iter_mut().zip(a).zip(b) {
+                    *o = m.add(*o, m.mul(x, y));
+                }
+            });
+        Ok(())
+    }
+
+    fn negate(&self, x: LimbsMut<'_>) -> Result<()> {
+        let n = self.degree;
+        let moduli = self.moduli_of(x.moduli)?;
+        let x = write_limbs(x, n)?;
+        x.into_par_iter().zip(moduli).for_each(|(l, m)| {
+            for v in l.iter_mut() {
+                *v = m.neg(*v);
+            }
+        });
+        Ok(())
+    }
+
+    fn scalar_assign(&self, op: BinaryOp, x: LimbsMut<'_>, scalars: &[u64]) -> Result<()> {
+        let n = self.degree;
+        Self::same_length(x.len(), scalars.len())?;
+        let moduli = self.moduli_of(x.moduli)?;
+        let x = write_limbs(x, n)?;
+        x.into_par_iter()
+            .zip(moduli)
+            .zip(scalars)
+            .for_each(|((l, m), &s)| match op {
+                BinaryOp::Mul => {
+                    let w = m.shoup(s);
+                    for v in l.iter_mut() {
+                        *v = m.mul_shoup(*v, &w);
+                    }
+                }
+                _ => {
+                    let s = m.reduce(s);
+                    for v in l.iter_mut() {
+                        *v = apply(&m, op, *v, s);
+                    }
+                }
+            });
+        Ok(())
+    }
+
+    fn rescale(&self, x: Limbs<'_>, out: LimbsMut<'_>) -> Result<()> {
+        convert::rescale(self, x, out)
+    }
+
+    fn mod_down(&self, x: Limbs<'_>, p_count: usize, out: LimbsMut<'_>) -> Result<()> {
+        convert::mod_down(self, x, p_count, out)
+    }
+
+    fn mod_up(
+        &self,
+        digit: Limbs<'_>,
+        digit_ntt: Option<Limbs<'_>>,
+        out: LimbsMut<'_>,
+    ) -> Result<()> {
+        convert::mod_up(self, digit, digit_ntt, out)
+    }
+
+    fn automorphism(&self, x: Limbs<'_>, g: GaloisElement, out: LimbsMut<'_>) -> Result<()> {
+        let n = self.degree;
+        Self::same_length(x.len(), out.len())?;
+        let perm = self.permutation(g)?;
+        let x = read_limbs(&x, n)?;
+        let out = write_limbs(out, n)?;
+        out.into_par_iter().zip(x).for_each(|(o, x)| {
+            for (o, &p) in o.iter_mut().zip(perm.iter()) {
+                *o = x.get(p).copied().unwrap_or(0);
+            }
+        });
+        Ok(())
+    }
+}

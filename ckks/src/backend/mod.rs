@@ -1,0 +1,227 @@
+//! The seam between CKKS algorithms and the hardware: the [`Backend`] trait of
+//! RNS-polynomial operations, implemented once for the CPU ([`CpuBackend`])
+//! and once for the GPU. Algorithms (key switching, rescaling, bootstrapping's
+//! linear transforms) are written against this trait only.
+//!
+//! Operations work on [`Limbs`] views: a buffer plus, for each limb of the
+//! view, its position in the buffer and its global modulus index (Q primes
+//! first, then the special primes; see [`crate::params::Parameters`]). The two
+//! backends must produce **bit-identical** limbs for the same inputs.
+//!
+//! Every operation is fallible (a GPU can be out of memory or over budget).
+//! On the GPU, operations are stream-ordered: a call enqueues work and data
+//! reaches the host only through [`Backend::read`], which synchronises.
+
+mod cpu;
+mod views;
+
+pub use cpu::CpuBackend;
+pub use views::{Limbs, LimbsMut, contiguous};
+
+use std::fmt;
+use std::str::FromStr;
+
+use hemem_memory::{Allocator, Buffer, MemoryClass};
+
+use crate::Result;
+use crate::ntt::GaloisElement;
+use crate::zq::Modulus;
+
+/// Where an object lives and its operations run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Device {
+    /// The host CPU.
+    Cpu,
+    /// The NVIDIA GPU with this ordinal.
+    Gpu(usize),
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Cpu => f.write_str("cpu"),
+            Self::Gpu(i) => write!(f, "gpu:{i}"),
+        }
+    }
+}
+
+/// The device asked for when a context is made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum DeviceSelection {
+    /// The CPU.
+    #[default]
+    Cpu,
+    /// The GPU with this ordinal; an error if there is none.
+    Gpu(usize),
+    /// The first GPU when one is usable, else the CPU.
+    Auto,
+}
+
+impl FromStr for DeviceSelection {
+    type Err = DeviceParseError;
+
+    /// Parses `cpu`, `gpu`, `gpu:N` or `auto`.
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        match s {
+            "cpu" => Ok(Self::Cpu),
+            "gpu" => Ok(Self::Gpu(0)),
+            "auto" => Ok(Self::Auto),
+            _ => s
+                .strip_prefix("gpu:")
+                .and_then(|n| n.parse().ok())
+                .map(Self::Gpu)
+                .ok_or_else(|| DeviceParseError { name: s.to_owned() }),
+        }
+    }
+}
+
+/// An unparseable device name.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown device {name:?} (expected cpu, gpu, gpu:N or auto)")]
+pub struct DeviceParseError {
+    /// The name given.
+    pub name: String,
+}
+
+/// Element-wise binary operations modulo each limb's prime.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinaryOp {
+    /// `a + b`.
+    Add,
+    /// `a − b`.
+    Sub,
+    /// `a · b` (NTT form: the polynomial product).
+    Mul,
+}
+
+/// RNS-polynomial operations, the only way CKKS algorithms touch data.
+///
+/// Shapes are checked: a view whose limbs do not fit its buffer, or views of
+/// different lengths, give [`crate::Error::LengthMismatch`]; a buffer of the wrong
+/// placement gives a memory error.
+pub trait Backend: Send + Sync + fmt::Debug {
+    /// Where this backend runs.
+    fn device(&self) -> Device;
+
+    /// The ring degree N.
+    fn degree(&self) -> usize;
+
+    /// The global modulus table (Q primes, then special primes).
+    fn moduli(&self) -> &[Modulus];
+
+    /// The allocator buffers of this backend come from.
+    fn allocator(&self) -> &Allocator;
+
+    /// Allocates room for `limbs` limbs of N words.
+    ///
+    /// # Errors
+    /// Whatever the allocator refuses.
+    fn allocate(&self, class: MemoryClass, limbs: usize, sensitive: bool) -> Result<Buffer> {
+        let bytes = limbs * self.degree() * 8;
+        let buffer = if sensitive {
+            self.allocator().allocate_sensitive(class, bytes)?
+        } else {
+            self.allocator().allocate(class, bytes)?
+        };
+        Ok(buffer)
+    }
+
+    /// Copies host words (limb after limb) into a view.
+    ///
+    /// # Errors
+    /// Shape or placement errors.
+    fn write(&self, dst: LimbsMut<'_>, src: &[u64]) -> Result<()>;
+
+    /// Copies a view into host words (limb after limb); synchronises.
+    ///
+    /// # Errors
+    /// Shape or placement errors.
+    fn read(&self, src: Limbs<'_>, dst: &mut [u64]) -> Result<()>;
+
+    /// Copies limbs between views of the same moduli.
+    ///
+    /// # Errors
+    /// Shape or placement errors.
+    fn copy(&self, src: Limbs<'_>, dst: LimbsMut<'_>) -> Result<()>;
+
+    /// Forward negacyclic NTT of every limb (coefficients → bit-reversed
+    /// evaluations).
+    ///
+    /// # Errors
+    /// Shape or placement errors.
+    fn ntt_forward(&self, x: LimbsMut<'_>) -> Result<()>;
+
+    /// Inverse negacyclic NTT of every limb, normalised.
+    ///
+    /// # Errors
+    /// Shape or placement errors.
+    fn ntt_inverse(&self, x: LimbsMut<'_>) -> Result<()>;
+
+    /// `out = a op b`, limb by limb.
+    ///
+    /// # Errors
+    /// Shape or placement errors.
+    fn binary(&self, op: BinaryOp, a: Limbs<'_>, b: Limbs<'_>, out: LimbsMut<'_>) -> Result<()>;
+
+    /// `acc = acc op b`, limb by limb.
+    ///
+    /// # Errors
+    /// Shape or placement errors.
+    fn binary_assign(&self, op: BinaryOp, acc: LimbsMut<'_>, b: Limbs<'_>) -> Result<()>;
+
+    /// `acc += a · b`, limb by limb.
+    ///
+    /// # Errors
+    /// Shape or placement errors.
+    fn mul_add_assign(&self, acc: LimbsMut<'_>, a: Limbs<'_>, b: Limbs<'_>) -> Result<()>;
+
+    /// `x = −x`.
+    ///
+    /// # Errors
+    /// Shape or placement errors.
+    fn negate(&self, x: LimbsMut<'_>) -> Result<()>;
+
+    /// `x = x op s_i` with one scalar per limb (`scalars[i] < q_i`).
+    ///
+    /// # Errors
+    /// Shape or placement errors.
+    fn scalar_assign(&self, op: BinaryOp, x: LimbsMut<'_>, scalars: &[u64]) -> Result<()>;
+
+    /// Divides by the last limb's prime with rounding: `x` holds `l+1` limbs
+    /// in NTT form, `out` the first `l` (also NTT form).
+    /// `out_i = q_l^{-1} (x_i − [x_l]_centred) mod q_i`.
+    ///
+    /// # Errors
+    /// Shape or placement errors.
+    fn rescale(&self, x: Limbs<'_>, out: LimbsMut<'_>) -> Result<()>;
+
+    /// ModDown: divides by `P` (the product of the last `p_count` limbs'
+    /// primes) with rounding. `x` holds `Q_l ∪ P` in NTT form, `out` the
+    /// `Q_l` limbs in NTT form. The centred representative of `x mod P` is
+    /// found exactly (HPS), so the result is `round(x / P)`.
+    ///
+    /// # Errors
+    /// Shape or placement errors.
+    fn mod_down(&self, x: Limbs<'_>, p_count: usize, out: LimbsMut<'_>) -> Result<()>;
+
+    /// ModUp of one gadget digit: `digit` holds the digit's limbs in
+    /// **coefficient** form; `out` receives every modulus of its view in NTT
+    /// form — the digit's own limbs copied (and transformed), the others by
+    /// approximate fast base conversion. Limbs of `out` whose modulus is in
+    /// `digit` are taken from `digit_ntt` when given (already transformed).
+    ///
+    /// # Errors
+    /// Shape or placement errors.
+    fn mod_up(
+        &self,
+        digit: Limbs<'_>,
+        digit_ntt: Option<Limbs<'_>>,
+        out: LimbsMut<'_>,
+    ) -> Result<()>;
+
+    /// Applies `X ↦ X^g` to NTT-form limbs: `out[j] = x[perm_g[j]]`.
+    ///
+    /// # Errors
+    /// Shape or placement errors.
+    fn automorphism(&self, x: Limbs<'_>, g: GaloisElement, out: LimbsMut<'_>) -> Result<()>;
+}

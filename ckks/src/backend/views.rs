@@ -1,0 +1,174 @@
+//! [`Limbs`] and [`LimbsMut`]: which limbs of a buffer an operation touches,
+//! and under which moduli.
+
+use hemem_memory::Buffer;
+
+use crate::{Error, Result};
+
+/// `0, 1, 2, …`: positions for contiguous views without allocating.
+const IOTA: [usize; 256] = {
+    let mut a = [0usize; 256];
+    let mut i = 0;
+    while i < 256 {
+        #[expect(clippy::indexing_slicing, reason = "i < 256 is the loop bound")]
+        {
+            a[i] = i;
+        }
+        i += 1;
+    }
+    a
+};
+
+/// Positions `start .. start + count` (at most 256 limbs).
+///
+/// # Errors
+/// [`Error::LengthMismatch`] beyond 256 limbs.
+pub fn contiguous(start: usize, count: usize) -> Result<&'static [usize]> {
+    IOTA.get(start..start + count).ok_or(Error::LengthMismatch {
+        expected: IOTA.len(),
+        actual: start + count,
+    })
+}
+
+/// A read-only view: limb `i` of the view is limb `positions[i]` of `buffer`
+/// (N words each), reduced modulo the prime with global index `moduli[i]`.
+#[derive(Clone, Copy, Debug)]
+pub struct Limbs<'a> {
+    /// The buffer.
+    pub buffer: &'a Buffer,
+    /// Limb positions in the buffer.
+    pub positions: &'a [usize],
+    /// Global modulus index of each limb.
+    pub moduli: &'a [usize],
+}
+
+/// A mutable view; positions must be distinct.
+#[derive(Debug)]
+pub struct LimbsMut<'a> {
+    /// The buffer.
+    pub buffer: &'a mut Buffer,
+    /// Limb positions in the buffer.
+    pub positions: &'a [usize],
+    /// Global modulus index of each limb.
+    pub moduli: &'a [usize],
+}
+
+impl<'a> Limbs<'a> {
+    /// A view of `moduli.len()` consecutive limbs starting at limb 0.
+    ///
+    /// # Errors
+    /// [`Error::LengthMismatch`] beyond 256 limbs.
+    pub fn new(buffer: &'a Buffer, moduli: &'a [usize]) -> Result<Self> {
+        Ok(Self {
+            buffer,
+            positions: contiguous(0, moduli.len())?,
+            moduli,
+        })
+    }
+
+    /// Number of limbs in the view.
+    pub fn len(&self) -> usize {
+        self.moduli.len()
+    }
+
+    /// Whether the view is empty.
+    pub fn is_empty(&self) -> bool {
+        self.moduli.is_empty()
+    }
+
+    /// Checks that the view fits its buffer at degree `n`.
+    ///
+    /// # Errors
+    /// [`Error::LengthMismatch`].
+    pub fn check(&self, n: usize) -> Result<()> {
+        check_shape(self.buffer, self.positions, self.moduli, n, false)
+    }
+}
+
+impl<'a> LimbsMut<'a> {
+    /// A view of `moduli.len()` consecutive limbs starting at limb 0.
+    ///
+    /// # Errors
+    /// [`Error::LengthMismatch`] beyond 256 limbs.
+    pub fn new(buffer: &'a mut Buffer, moduli: &'a [usize]) -> Result<Self> {
+        Ok(Self {
+            buffer,
+            positions: contiguous(0, moduli.len())?,
+            moduli,
+        })
+    }
+
+    /// Number of limbs in the view.
+    pub fn len(&self) -> usize {
+        self.moduli.len()
+    }
+
+    /// Whether the view is empty.
+    pub fn is_empty(&self) -> bool {
+        self.moduli.is_empty()
+    }
+
+    /// A shorter-lived mutable view of the same limbs.
+    pub fn reborrow(&mut self) -> LimbsMut<'_> {
+        LimbsMut {
+            buffer: self.buffer,
+            positions: self.positions,
+            moduli: self.moduli,
+        }
+    }
+
+    /// A read-only view of the same limbs.
+    pub fn as_limbs(&self) -> Limbs<'_> {
+        Limbs {
+            buffer: self.buffer,
+            positions: self.positions,
+            moduli: self.moduli,
+        }
+    }
+
+    /// Checks that the view fits its buffer at degree `n` and that its
+    /// positions are distinct.
+    ///
+    /// # Errors
+    /// [`Error::LengthMismatch`].
+    pub fn check(&self, n: usize) -> Result<()> {
+        check_shape(self.buffer, self.positions, self.moduli, n, true)
+    }
+}
+
+fn check_shape(
+    buffer: &Buffer,
+    positions: &[usize],
+    moduli: &[usize],
+    n: usize,
+    distinct: bool,
+) -> Result<()> {
+    if positions.len() != moduli.len() {
+        return Err(Error::LengthMismatch {
+            expected: moduli.len(),
+            actual: positions.len(),
+        });
+    }
+    let limbs = buffer.words() / n.max(1);
+    if let Some(&p) = positions.iter().find(|&&p| p >= limbs) {
+        return Err(Error::LengthMismatch {
+            expected: limbs,
+            actual: p + 1,
+        });
+    }
+    if distinct {
+        let mut seen = vec![false; limbs];
+        for &p in positions {
+            match seen.get_mut(p) {
+                Some(s) if !*s => *s = true,
+                _ => {
+                    return Err(Error::LengthMismatch {
+                        expected: positions.len(),
+                        actual: p,
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,179 @@
+//! [`Context`]: parameters plus the backends objects live on.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, PoisonError, RwLock};
+
+use hemem_memory::Statistics;
+
+use crate::backend::{Backend, CpuBackend, Device, DeviceSelection};
+use crate::encoding::SpecialFft;
+use crate::params::{Level, Parameters, Preset};
+use crate::rns::{CrtToFloat, RnsBasis};
+use crate::{Error, OperandError, Result};
+
+struct Inner {
+    params: Parameters,
+    device: Device,
+    cpu: Arc<dyn Backend>,
+    backend: Arc<dyn Backend>,
+    /// Float CRT tables for each level's basis `q_0 … q_l`.
+    crt: Vec<CrtToFloat>,
+    ffts: RwLock<HashMap<usize, Arc<SpecialFft>>>,
+}
+
+/// Parameters and the backends their objects live on. Cheap to clone
+/// (clones share everything); `Send + Sync`.
+///
+/// The device is chosen when a context is made; objects are created there
+/// and move with `to_device`/`to_host`; an operation runs where its operands
+/// live.
+#[derive(Clone)]
+pub struct Context {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Context {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Context")
+            .field("parameters", &self.inner.params.name())
+            .field("device", &self.inner.device)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Context {
+    /// A context for `params` on the selected device.
+    ///
+    /// # Errors
+    /// [`Error::NoGpu`] when a GPU is asked for but unusable; backend
+    /// construction errors.
+    pub fn new(params: Parameters, device: DeviceSelection) -> Result<Self> {
+        let moduli = params.all_moduli();
+        let n = params.degree().get();
+        let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::new(n, &moduli)?);
+        let (device, backend) = match device {
+            DeviceSelection::Cpu | DeviceSelection::Auto => (Device::Cpu, Arc::clone(&cpu)),
+            DeviceSelection::Gpu(_) => {
+                return Err(Error::NoGpu {
+                    reason: "this build of hemem has no GPU backend yet",
+                });
+            }
+        };
+        let crt = (0..params.q_moduli().len())
+            .map(|l| {
+                let basis = RnsBasis::new(params.q_moduli().iter().take(l + 1).copied().collect())?;
+                Ok(CrtToFloat::new(&basis))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                params,
+                device,
+                cpu,
+                backend,
+                crt,
+                ffts: RwLock::new(HashMap::new()),
+            }),
+        })
+    }
+
+    /// A CPU context for a secure preset.
+    ///
+    /// # Errors
+    /// As [`Parameters::from_preset`] and [`Context::new`].
+    pub fn from_preset(preset: Preset) -> Result<Self> {
+        Self::new(Parameters::from_preset(preset)?, DeviceSelection::Cpu)
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &Parameters {
+        &self.inner.params
+    }
+
+    /// The device objects are created on.
+    pub fn device(&self) -> Device {
+        self.inner.device
+    }
+
+    /// The backend of the context's device.
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.inner.backend
+    }
+
+    /// The CPU backend (host objects).
+    pub fn host_backend(&self) -> &Arc<dyn Backend> {
+        &self.inner.cpu
+    }
+
+    /// The backend for `device`.
+    ///
+    /// # Errors
+    /// [`Error::NoGpu`] for a device this context does not have.
+    pub fn backend_for(&self, device: Device) -> Result<&Arc<dyn Backend>> {
+        match device {
+            Device::Cpu => Ok(&self.inner.cpu),
+            d if d == self.inner.device => Ok(&self.inner.backend),
+            _ => Err(Error::NoGpu {
+                reason: "the context was not created for this device",
+            }),
+        }
+    }
+
+    /// Memory statistics of the context's device.
+    pub fn memory_statistics(&self) -> Statistics {
+        self.inner.backend.allocator().statistics()
+    }
+
+    /// Whether two handles refer to the same context.
+    pub fn ptr_eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// Checks that `other` is this context.
+    ///
+    /// # Errors
+    /// [`OperandError::ContextMismatch`].
+    pub fn check_same(&self, other: &Self) -> Result<()> {
+        if self.ptr_eq(other) {
+            Ok(())
+        } else {
+            Err(OperandError::ContextMismatch.into())
+        }
+    }
+
+    /// Float CRT tables for `level`.
+    pub(crate) fn crt(&self, level: Level) -> Result<&CrtToFloat> {
+        self.inner.crt.get(level.0).ok_or_else(|| {
+            OperandError::LevelOutOfRange {
+                level,
+                max: self.inner.params.max_level(),
+            }
+            .into()
+        })
+    }
+
+    /// The special FFT for `slots` slots (cached).
+    pub(crate) fn fft(&self, slots: usize) -> Result<Arc<SpecialFft>> {
+        let max = self.inner.params.degree().get() / 2;
+        if slots == 0 || !slots.is_power_of_two() || slots > max {
+            return Err(OperandError::InvalidSlots { slots, max }.into());
+        }
+        if let Some(f) = self
+            .inner
+            .ffts
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&slots)
+        {
+            return Ok(Arc::clone(f));
+        }
+        let fft = Arc::new(SpecialFft::new(slots));
+        self.inner
+            .ffts
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(slots, Arc::clone(&fft));
+        Ok(fft)
+    }
+}

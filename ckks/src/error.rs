@@ -1,0 +1,423 @@
+//! Errors of the CKKS layer.
+
+use crate::backend::Device;
+use crate::params::Level;
+
+/// Errors of hemem-ckks.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The memory system refused or failed.
+    #[error(transparent)]
+    Memory(#[from] hemem_memory::Error),
+    /// Parameters could not be built.
+    #[error(transparent)]
+    Parameters(#[from] ParametersError),
+    /// The operands of an operation do not fit together.
+    #[error(transparent)]
+    Operand(#[from] OperandError),
+    /// A modulus outside `[2, 2^62)`.
+    #[error("modulus {modulus} is outside [2, 2^62)")]
+    InvalidModulus {
+        /// The modulus.
+        modulus: u64,
+    },
+    /// No negacyclic NTT exists for this degree and modulus.
+    #[error("no negacyclic NTT of degree {degree} modulo {modulus}")]
+    NttUnsupported {
+        /// The degree.
+        degree: usize,
+        /// The modulus.
+        modulus: u64,
+    },
+    /// A slice or buffer of the wrong length.
+    #[error("length mismatch: expected {expected}, got {actual}")]
+    LengthMismatch {
+        /// Expected length.
+        expected: usize,
+        /// Actual length.
+        actual: usize,
+    },
+    /// An RNS basis with no moduli.
+    #[error("an RNS basis needs at least one modulus")]
+    EmptyBasis,
+    /// Two moduli of a basis share a factor.
+    #[error("moduli {first} and {second} are not coprime")]
+    NotCoprime {
+        /// One modulus.
+        first: u64,
+        /// The other.
+        second: u64,
+    },
+    /// A GPU was asked for but none can be used (no driver library, no
+    /// device, or no GPU support compiled in).
+    #[error("no usable GPU: {reason}")]
+    NoGpu {
+        /// Why.
+        reason: &'static str,
+    },
+    /// The operating system's entropy source failed.
+    #[error("the operating system's random source failed")]
+    Entropy,
+}
+
+/// Why parameters were refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ParametersError {
+    /// A preset name that hemem does not know.
+    #[error(
+        "unknown preset {name:?} (known: FGa, FGb, FVa, FVb, FVc, FTa, FTb, and test-* variants)"
+    )]
+    UnknownPreset {
+        /// The name given.
+        name: String,
+    },
+    /// Parameters below 128-bit security, or a test preset, without opt-in.
+    #[error(
+        "insecure parameters refused: log QP = {log_qp} at N = 2^{log_n} exceeds the 128-bit bound {bound:?}; opt in explicitly to use them"
+    )]
+    Insecure {
+        /// `log2 N`.
+        log_n: u32,
+        /// `log2 QP`.
+        log_qp: u32,
+        /// The table's bound (`None`: the table has no row for this degree).
+        bound: Option<u32>,
+    },
+    /// A ring degree outside `2^4 … 2^17`.
+    #[error("log N = {log_n} is outside 4..=17")]
+    InvalidDegree {
+        /// `log2 N` given.
+        log_n: u32,
+    },
+    /// A slot count above `N/2`.
+    #[error("log slots = {log_slots} exceeds log N − 1 = {max}")]
+    InvalidSlots {
+        /// `log2` of the slot count given.
+        log_slots: u32,
+        /// The largest allowed.
+        max: u32,
+    },
+    /// A prime size hemem cannot use.
+    #[error("prime size of {bits} bits is outside 20..=61")]
+    InvalidPrimeBits {
+        /// The size given.
+        bits: u32,
+    },
+    /// Not enough NTT-friendly primes of a size.
+    #[error("not enough {bits}-bit primes ≡ 1 mod 2N")]
+    NotEnoughPrimes {
+        /// The size.
+        bits: u32,
+    },
+    /// A modulus chain or special-prime list that is empty.
+    #[error("the modulus chain needs at least one Q prime and one special prime")]
+    EmptyChain,
+    /// A gadget rank that does not fit the chain.
+    #[error("dnum = {dnum} does not fit {primes} Q primes")]
+    InvalidDnum {
+        /// The rank given.
+        dnum: usize,
+        /// Q primes in the chain.
+        primes: usize,
+    },
+    /// A level beyond the chain.
+    #[error("level {level} is beyond the chain's top level {max}")]
+    LevelOutOfRange {
+        /// The level given.
+        level: usize,
+        /// The top level.
+        max: usize,
+    },
+    /// A Hamming weight outside `1..=N`.
+    #[error("Hamming weight {weight} is outside 1..=N (N = {degree})")]
+    InvalidHammingWeight {
+        /// The weight given.
+        weight: usize,
+        /// The degree.
+        degree: usize,
+    },
+}
+
+/// Why the operands of an operation were refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OperandError {
+    /// Operands from different contexts.
+    #[error("operands belong to different contexts")]
+    ContextMismatch,
+    /// Operands on different devices.
+    #[error(
+        "operands live on different devices ({left} and {right}); move one with to_device/to_host"
+    )]
+    DeviceMismatch {
+        /// The first operand's device.
+        left: Device,
+        /// The second operand's device.
+        right: Device,
+    },
+    /// Operands at different levels.
+    #[error(
+        "operands are at different levels ({left} and {right}); bring the higher one down with level_down"
+    )]
+    LevelMismatch {
+        /// The first operand's level.
+        left: Level,
+        /// The second operand's level.
+        right: Level,
+    },
+    /// Operands at different scales.
+    #[error(
+        "operands have different scales (2^{left_log2:.4} and 2^{right_log2:.4}); rescale or encode at a matching scale"
+    )]
+    ScaleMismatch {
+        /// `log2` of the first scale.
+        left_log2: f64,
+        /// `log2` of the second scale.
+        right_log2: f64,
+    },
+    /// Operands with different slot counts.
+    #[error("operands have different slot counts ({left} and {right})")]
+    SlotsMismatch {
+        /// The first operand's slot count.
+        left: usize,
+        /// The second operand's slot count.
+        right: usize,
+    },
+    /// A level above the operand's current level or the chain's top.
+    #[error("level {level} is out of range (at most {max})")]
+    LevelOutOfRange {
+        /// The level asked for.
+        level: Level,
+        /// The highest allowed.
+        max: Level,
+    },
+    /// An operation that needs a lower level (a rescale or multiplication at
+    /// level 0, say).
+    #[error("{operation} is not possible at level {level}")]
+    LevelTooLow {
+        /// The operation.
+        operation: &'static str,
+        /// The operand's level.
+        level: Level,
+    },
+    /// A rescale whose result scale would exceed the prime it divides by
+    /// (the scale would grow level after level instead of staying put).
+    #[error(
+        "rescale at level {level} would leave scale 2^{result_log2:.2} above the dropped {prime_bits}-bit prime; levels below this belong to bootstrapping"
+    )]
+    ScaleOverflow {
+        /// The level being rescaled.
+        level: Level,
+        /// `log2` of the would-be result scale.
+        result_log2: f64,
+        /// Bits of the prime dropped.
+        prime_bits: u32,
+    },
+    /// More values than slots.
+    #[error("{values} values do not fit in {slots} slots")]
+    TooManyValues {
+        /// Values given.
+        values: usize,
+        /// Slots available.
+        slots: usize,
+    },
+    /// A slot count that is not a power of two or exceeds the context's.
+    #[error("{slots} slots: must be a power of two no larger than {max}")]
+    InvalidSlots {
+        /// Slots asked for.
+        slots: usize,
+        /// The context's maximum.
+        max: usize,
+    },
+    /// A NaN or infinite input, or a value too large for the scale.
+    #[error("input value is not finite or too large for the scale")]
+    NonFiniteValue,
+    /// A scale that is not positive and finite.
+    #[error("scale must be positive and finite")]
+    InvalidScale,
+}
+
+/// `Result` with hemem-ckks's [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_strings() {
+        let cases: Vec<(Error, &str)> = vec![
+            (
+                Error::InvalidModulus { modulus: 1 },
+                "modulus 1 is outside [2, 2^62)",
+            ),
+            (
+                Error::NttUnsupported {
+                    degree: 8,
+                    modulus: 7,
+                },
+                "no negacyclic NTT of degree 8 modulo 7",
+            ),
+            (
+                Error::LengthMismatch {
+                    expected: 2,
+                    actual: 3,
+                },
+                "length mismatch: expected 2, got 3",
+            ),
+            (Error::EmptyBasis, "an RNS basis needs at least one modulus"),
+            (
+                Error::NotCoprime {
+                    first: 6,
+                    second: 4,
+                },
+                "moduli 6 and 4 are not coprime",
+            ),
+            (
+                Error::NoGpu {
+                    reason: "no driver",
+                },
+                "no usable GPU: no driver",
+            ),
+            (
+                Error::Entropy,
+                "the operating system's random source failed",
+            ),
+            (
+                ParametersError::UnknownPreset { name: "FGz".into() }.into(),
+                "unknown preset \"FGz\" (known: FGa, FGb, FVa, FVb, FVc, FTa, FTb, and test-* variants)",
+            ),
+            (
+                ParametersError::Insecure {
+                    log_n: 12,
+                    log_qp: 1555,
+                    bound: Some(106),
+                }
+                .into(),
+                "insecure parameters refused: log QP = 1555 at N = 2^12 exceeds the 128-bit bound Some(106); opt in explicitly to use them",
+            ),
+            (
+                ParametersError::InvalidDegree { log_n: 20 }.into(),
+                "log N = 20 is outside 4..=17",
+            ),
+            (
+                ParametersError::InvalidSlots {
+                    log_slots: 16,
+                    max: 15,
+                }
+                .into(),
+                "log slots = 16 exceeds log N − 1 = 15",
+            ),
+            (
+                ParametersError::InvalidPrimeBits { bits: 70 }.into(),
+                "prime size of 70 bits is outside 20..=61",
+            ),
+            (
+                ParametersError::NotEnoughPrimes { bits: 20 }.into(),
+                "not enough 20-bit primes ≡ 1 mod 2N",
+            ),
+            (
+                ParametersError::EmptyChain.into(),
+                "the modulus chain needs at least one Q prime and one special prime",
+            ),
+            (
+                ParametersError::InvalidDnum { dnum: 0, primes: 3 }.into(),
+                "dnum = 0 does not fit 3 Q primes",
+            ),
+            (
+                ParametersError::LevelOutOfRange { level: 9, max: 4 }.into(),
+                "level 9 is beyond the chain's top level 4",
+            ),
+            (
+                ParametersError::InvalidHammingWeight {
+                    weight: 0,
+                    degree: 16,
+                }
+                .into(),
+                "Hamming weight 0 is outside 1..=N (N = 16)",
+            ),
+            (
+                OperandError::ContextMismatch.into(),
+                "operands belong to different contexts",
+            ),
+            (
+                OperandError::DeviceMismatch {
+                    left: Device::Cpu,
+                    right: Device::Gpu(0),
+                }
+                .into(),
+                "operands live on different devices (cpu and gpu:0); move one with to_device/to_host",
+            ),
+            (
+                OperandError::LevelMismatch {
+                    left: Level(3),
+                    right: Level(4),
+                }
+                .into(),
+                "operands are at different levels (3 and 4); bring the higher one down with level_down",
+            ),
+            (
+                OperandError::ScaleMismatch {
+                    left_log2: 40.0,
+                    right_log2: 42.0,
+                }
+                .into(),
+                "operands have different scales (2^40.0000 and 2^42.0000); rescale or encode at a matching scale",
+            ),
+            (
+                OperandError::SlotsMismatch { left: 4, right: 8 }.into(),
+                "operands have different slot counts (4 and 8)",
+            ),
+            (
+                OperandError::LevelOutOfRange {
+                    level: Level(9),
+                    max: Level(4),
+                }
+                .into(),
+                "level 9 is out of range (at most 4)",
+            ),
+            (
+                OperandError::LevelTooLow {
+                    operation: "rescale",
+                    level: Level(0),
+                }
+                .into(),
+                "rescale is not possible at level 0",
+            ),
+            (
+                OperandError::ScaleOverflow {
+                    level: Level(3),
+                    result_log2: 51.0,
+                    prime_bits: 45,
+                }
+                .into(),
+                "rescale at level 3 would leave scale 2^51.00 above the dropped 45-bit prime; levels below this belong to bootstrapping",
+            ),
+            (
+                OperandError::TooManyValues {
+                    values: 9,
+                    slots: 8,
+                }
+                .into(),
+                "9 values do not fit in 8 slots",
+            ),
+            (
+                OperandError::InvalidSlots { slots: 3, max: 8 }.into(),
+                "3 slots: must be a power of two no larger than 8",
+            ),
+            (
+                OperandError::NonFiniteValue.into(),
+                "input value is not finite or too large for the scale",
+            ),
+            (
+                OperandError::InvalidScale.into(),
+                "scale must be positive and finite",
+            ),
+        ];
+        for (error, text) in cases {
+            assert_eq!(error.to_string(), text);
+        }
+    }
+}

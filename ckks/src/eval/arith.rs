@@ -1,0 +1,199 @@
+//! [`Evaluator`]: homomorphic arithmetic that needs no keys — addition,
+//! subtraction, negation, plaintext and constant operands, `level_down`.
+
+use hemem_memory::MemoryClass;
+use num_complex::Complex64;
+
+use super::Ciphertext;
+use crate::backend::BinaryOp;
+use crate::context::Context;
+use crate::encoding::Plaintext;
+use crate::params::Level;
+use crate::poly::{Coeff, RnsPoly};
+use crate::{OperandError, Result};
+
+/// Evaluates homomorphic operations. Each operation runs where its operands
+/// live and checks that they agree in context, device, level, scale and slot
+/// count, returning a typed error that names the mismatch.
+#[derive(Clone, Debug)]
+pub struct Evaluator {
+    context: Context,
+}
+
+impl Evaluator {
+    /// An evaluator for `context`.
+    pub fn new(context: &Context) -> Self {
+        Self {
+            context: context.clone(),
+        }
+    }
+
+    /// The context.
+    pub fn context(&self) -> &Context {
+        &self.context
+    }
+
+    fn check_pair(&self, a: &Ciphertext, b: &Ciphertext) -> Result<()> {
+        self.context.check_same(&a.context)?;
+        a.check_matches(&b.context, b.level, b.scale, b.slots, b.device())
+    }
+
+    fn check_plain(&self, a: &Ciphertext, p: &Plaintext) -> Result<()> {
+        self.context.check_same(&a.context)?;
+        a.check_matches(&p.context, p.level, p.scale, p.slots, p.device())
+    }
+
+    /// `a + b`.
+    ///
+    /// # Errors
+    /// Mismatched context, device, level, scale or slots.
+    pub fn add(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
+        let mut out = a.try_clone()?;
+        self.add_assign(&mut out, b)?;
+        Ok(out)
+    }
+
+    /// `a += b`.
+    ///
+    /// # Errors
+    /// As [`Evaluator::add`].
+    pub fn add_assign(&self, a: &mut Ciphertext, b: &Ciphertext) -> Result<()> {
+        self.check_pair(a, b)?;
+        a.c0.add_assign(&b.c0)?;
+        a.c1.add_assign(&b.c1)
+    }
+
+    /// `a − b`.
+    ///
+    /// # Errors
+    /// As [`Evaluator::add`].
+    pub fn sub(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
+        let mut out = a.try_clone()?;
+        self.sub_assign(&mut out, b)?;
+        Ok(out)
+    }
+
+    /// `a −= b`.
+    ///
+    /// # Errors
+    /// As [`Evaluator::add`].
+    pub fn sub_assign(&self, a: &mut Ciphertext, b: &Ciphertext) -> Result<()> {
+        self.check_pair(a, b)?;
+        a.c0.sub_assign(&b.c0)?;
+        a.c1.sub_assign(&b.c1)
+    }
+
+    /// `−a`.
+    ///
+    /// # Errors
+    /// A ciphertext of another context; allocation errors.
+    pub fn negate(&self, a: &Ciphertext) -> Result<Ciphertext> {
+        self.context.check_same(&a.context)?;
+        let mut out = a.try_clone()?;
+        out.c0.negate()?;
+        out.c1.negate()?;
+        Ok(out)
+    }
+
+    /// `a + p` for a plaintext at the same level and scale.
+    ///
+    /// # Errors
+    /// Mismatched context, device, level, scale or slots.
+    pub fn add_plain(&self, a: &Ciphertext, p: &Plaintext) -> Result<Ciphertext> {
+        self.check_plain(a, p)?;
+        let mut out = a.try_clone()?;
+        out.c0.add_assign(&p.poly)?;
+        Ok(out)
+    }
+
+    /// `a − p` for a plaintext at the same level and scale.
+    ///
+    /// # Errors
+    /// As [`Evaluator::add_plain`].
+    pub fn sub_plain(&self, a: &Ciphertext, p: &Plaintext) -> Result<Ciphertext> {
+        self.check_plain(a, p)?;
+        let mut out = a.try_clone()?;
+        out.c0.sub_assign(&p.poly)?;
+        Ok(out)
+    }
+
+    /// `a + c` in every slot. A real `c` is one scalar per limb; an imaginary
+    /// part adds `Im(c)·Δ·X^{N/2}` (`X^{N/2}` is `i` in every slot).
+    ///
+    /// # Errors
+    /// A ciphertext of another context; a non-finite constant.
+    pub fn add_const(&self, a: &Ciphertext, c: Complex64) -> Result<Ciphertext> {
+        self.context.check_same(&a.context)?;
+        if !(c.re.is_finite() && c.im.is_finite()) {
+            return Err(OperandError::NonFiniteValue.into());
+        }
+        let params = self.context.params();
+        let mut out = a.try_clone()?;
+        let re = (c.re * a.scale.0).round();
+        let moduli =
+            params
+                .q_moduli()
+                .get(..a.level.primes())
+                .ok_or(OperandError::LevelOutOfRange {
+                    level: a.level,
+                    max: params.max_level(),
+                })?;
+        let scalars = moduli
+            .iter()
+            .map(|m| m.reduce_f64(re).ok_or(OperandError::NonFiniteValue.into()))
+            .collect::<Result<Vec<u64>>>()?;
+        out.c0.scalar_assign(BinaryOp::Add, &scalars)?;
+        if c.im != 0.0 {
+            let n = params.degree().get();
+            let im = (c.im * a.scale.0).round();
+            let mut words = vec![0u64; moduli.len() * n];
+            for (limb, m) in words.chunks_exact_mut(n).zip(moduli) {
+                if let Some(w) = limb.get_mut(n / 2) {
+                    *w = m.reduce_f64(im).ok_or(OperandError::NonFiniteValue)?;
+                }
+            }
+            let poly = RnsPoly::<Coeff>::from_words(
+                a.c0.backend(),
+                a.c0.moduli(),
+                MemoryClass::Temporary,
+                &words,
+            )?
+            .into_ntt()?;
+            out.c0.add_assign(&poly)?;
+        }
+        Ok(out)
+    }
+
+    /// `a − c` in every slot.
+    ///
+    /// # Errors
+    /// As [`Evaluator::add_const`].
+    pub fn sub_const(&self, a: &Ciphertext, c: Complex64) -> Result<Ciphertext> {
+        self.add_const(a, -c)
+    }
+
+    /// Drops the primes above `level`, keeping the scale exactly (no noise
+    /// is added).
+    ///
+    /// # Errors
+    /// [`OperandError::LevelOutOfRange`] if `level` is above the ciphertext's.
+    pub fn level_down(&self, a: &Ciphertext, level: Level) -> Result<Ciphertext> {
+        self.context.check_same(&a.context)?;
+        if level > a.level {
+            return Err(OperandError::LevelOutOfRange {
+                level,
+                max: a.level,
+            }
+            .into());
+        }
+        let count = level.primes();
+        Ciphertext::from_parts(
+            &self.context,
+            a.c0.truncated(count, MemoryClass::Ciphertext)?,
+            a.c1.truncated(count, MemoryClass::Ciphertext)?,
+            level,
+            a.scale,
+            a.slots,
+        )
+    }
+}

@@ -1,0 +1,168 @@
+//! [`Encryptor`]: public-key encryption in `QP` followed by ModDown, and
+//! secret-key encryption.
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use hemem_memory::MemoryClass;
+
+use super::Ciphertext;
+use crate::Result;
+use crate::backend::{BinaryOp, Limbs};
+use crate::context::Context;
+use crate::encoding::Plaintext;
+use crate::keys::{PublicKey, SecretKey};
+use crate::params::ERROR_STD_DEV;
+use crate::poly::{Coeff, Ntt, RnsPoly};
+use crate::sampling::Sampler;
+
+/// Encrypts plaintexts, with randomness from a ChaCha20 stream seeded from
+/// the operating system (or a fixed seed, for reproducible tests).
+#[derive(Debug)]
+pub struct Encryptor {
+    context: Context,
+    sampler: Mutex<Sampler>,
+}
+
+impl Encryptor {
+    /// An encryptor seeded from the operating system.
+    ///
+    /// # Errors
+    /// [`crate::Error::Entropy`] if the OS source fails.
+    pub fn new(context: &Context) -> Result<Self> {
+        Ok(Self {
+            context: context.clone(),
+            sampler: Mutex::new(Sampler::from_os()?),
+        })
+    }
+
+    /// An encryptor with a fixed seed (reproducible; for tests only).
+    pub fn with_seed(context: &Context, seed: [u8; 32]) -> Self {
+        Self {
+            context: context.clone(),
+            sampler: Mutex::new(Sampler::from_seed(seed)),
+        }
+    }
+
+    fn sampler(&self) -> MutexGuard<'_, Sampler> {
+        self.sampler.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Public-key encryption at the plaintext's level.
+    ///
+    /// The encryption runs over `Q_l ∪ P`: `(v·b + e0 + P·m, v·a + e1)` with
+    /// `v ← ZO(1/2)` and Gaussian `e0, e1`, then divides by `P` (ModDown). The
+    /// key's noise shrinks by `P`, leaving only the rounding noise of about
+    /// `√((1+h)/12)` per coefficient.
+    ///
+    /// # Errors
+    /// [`crate::OperandError::ContextMismatch`]; allocation errors.
+    pub fn encrypt(&self, plaintext: &Plaintext, key: &PublicKey) -> Result<Ciphertext> {
+        self.context.check_same(&plaintext.context)?;
+        self.context.check_same(&key.context)?;
+        let params = self.context.params();
+        let backend = self.context.backend();
+        let n = params.degree().get();
+        let level = plaintext.level;
+        let q_count = level.primes();
+        let p_count = params.p_moduli().len();
+        let qp = params.qp_indices(level);
+        // Positions of Q_l ∪ P in the key's Q_L ∪ P layout: the same indices.
+        let key_positions = qp.clone();
+
+        let (v, e0, e1) = {
+            let mut s = self.sampler();
+            (
+                s.zero_one(n),
+                s.gaussian(n, ERROR_STD_DEV),
+                s.gaussian(n, ERROR_STD_DEV),
+            )
+        };
+        let v = RnsPoly::<Coeff>::from_signed(backend, &qp, MemoryClass::Temporary, &v, false)?
+            .into_ntt()?;
+        let mut c0 =
+            RnsPoly::<Coeff>::from_signed(backend, &qp, MemoryClass::Temporary, &e0, false)?
+                .into_ntt()?;
+        let mut c1 =
+            RnsPoly::<Coeff>::from_signed(backend, &qp, MemoryClass::Temporary, &e1, false)?
+                .into_ntt()?;
+        let b = Limbs {
+            buffer: key.b.buffer(),
+            positions: &key_positions,
+            moduli: &qp,
+        };
+        let a = Limbs {
+            buffer: key.a.buffer(),
+            positions: &key_positions,
+            moduli: &qp,
+        };
+        backend.mul_add_assign(c0.limbs_mut()?, v.limbs()?, b)?;
+        backend.mul_add_assign(c1.limbs_mut()?, v.limbs()?, a)?;
+
+        // c0 += P·m on the Q limbs (P·m ≡ 0 modulo the special primes).
+        let p_mod_q: Vec<u64> = params
+            .q_moduli()
+            .iter()
+            .take(q_count)
+            .map(|q| {
+                params
+                    .p_moduli()
+                    .iter()
+                    .fold(1u64, |acc, p| q.mul(acc, q.reduce(p.value())))
+            })
+            .collect();
+        let mut pm = plaintext.poly.clone_as(MemoryClass::Temporary)?;
+        pm.scalar_assign(BinaryOp::Mul, &p_mod_q)?;
+        backend.binary_assign(BinaryOp::Add, c0.prefix_mut(q_count)?, pm.limbs()?)?;
+
+        let q_indices = params.q_indices(level);
+        let mut d0 = RnsPoly::<Ntt>::allocate(backend, &q_indices, MemoryClass::Ciphertext, false)?;
+        let mut d1 = RnsPoly::<Ntt>::allocate(backend, &q_indices, MemoryClass::Ciphertext, false)?;
+        backend.mod_down(c0.limbs()?, p_count, d0.limbs_mut()?)?;
+        backend.mod_down(c1.limbs()?, p_count, d1.limbs_mut()?)?;
+        Ciphertext::from_parts(
+            &self.context,
+            d0,
+            d1,
+            level,
+            plaintext.scale,
+            plaintext.slots,
+        )
+    }
+
+    /// Secret-key encryption at the plaintext's level: `(−a·s + e + m, a)`
+    /// with `a` uniform over `Q_l`.
+    ///
+    /// # Errors
+    /// [`crate::OperandError::ContextMismatch`]; allocation errors.
+    pub fn encrypt_symmetric(&self, plaintext: &Plaintext, key: &SecretKey) -> Result<Ciphertext> {
+        self.context.check_same(&plaintext.context)?;
+        self.context.check_same(&key.context)?;
+        let params = self.context.params();
+        let backend = self.context.backend();
+        let n = params.degree().get();
+        let level = plaintext.level;
+        let q = params.q_indices(level);
+        let (a, e) = {
+            let mut s = self.sampler();
+            let a = RnsPoly::<Ntt>::uniform(backend, &q, MemoryClass::Ciphertext, &mut s)?;
+            (a, s.gaussian(n, ERROR_STD_DEV))
+        };
+        let mut c0 =
+            RnsPoly::<Coeff>::from_signed(backend, &q, MemoryClass::Ciphertext, &e, false)?
+                .into_ntt()?;
+        c0.add_assign(&plaintext.poly)?;
+        let mut moduli = Vec::new();
+        let s = key.poly.select(&q, &mut moduli)?;
+        let mut a_s = RnsPoly::<Ntt>::allocate(backend, &q, MemoryClass::Temporary, false)?;
+        backend.binary(BinaryOp::Mul, a.limbs()?, s, a_s.limbs_mut()?)?;
+        c0.sub_assign(&a_s)?;
+        Ciphertext::from_parts(
+            &self.context,
+            c0,
+            a,
+            level,
+            plaintext.scale,
+            plaintext.slots,
+        )
+    }
+}

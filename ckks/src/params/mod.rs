@@ -1,0 +1,659 @@
+//! Parameters: the HEaaN presets by name ([`Preset`]), custom descriptions
+//! ([`ParametersSpec`]), and the resolved [`Parameters`] — primes, levels,
+//! default scales, gadget layout and a security estimate.
+
+mod level;
+mod preset;
+pub mod security;
+
+pub use level::{Degree, Dnum, Level, Scale};
+pub use preset::Preset;
+pub use security::SecurityEstimate;
+
+use num_bigint::BigUint;
+use num_traits::One;
+
+use crate::zq::Modulus;
+use crate::zq::primes::PrimeGenerator;
+use crate::{OperandError, ParametersError, Result};
+
+/// The Gaussian error width σ.
+pub const ERROR_STD_DEV: f64 = 3.2;
+
+/// Whether parameters below 128-bit security (or test presets) are accepted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SecurityCheck {
+    /// Refuse them (the default).
+    #[default]
+    Enforce,
+    /// Accept them: for tests and experiments only.
+    AllowInsecure,
+}
+
+/// A description of a parameter set, from a [`Preset`] or written by hand.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParametersSpec {
+    /// A name for reports.
+    pub name: String,
+    /// `log2 N`.
+    pub log_n: u32,
+    /// `log2` of the default slot count (at most `log_n − 1`).
+    pub log_slots: u32,
+    /// Bit sizes of the Q primes, level 0 first.
+    pub q_bits: Vec<u32>,
+    /// Bit sizes of the special primes P.
+    pub p_bits: Vec<u32>,
+    /// Gadget rank of key switching.
+    pub dnum: usize,
+    /// Level of a fresh ciphertext.
+    pub enc_level: usize,
+    /// Level after bootstrapping, if the parameters are bootstrappable.
+    pub post_bootstrap_level: Option<usize>,
+    /// How many Q primes (from level 0) belong to user computation; the rest
+    /// are reserved for bootstrapping.
+    pub user_primes: usize,
+    /// Hamming weight of the secret key.
+    pub hamming_weight: usize,
+    /// A claimed security level that overrides the table (HEaaN presets).
+    pub claimed_security_bits: Option<u32>,
+    /// Marks a test preset: insecure by construction.
+    pub insecure_test: bool,
+    /// Rotation keys a full-slot bootstrap needs, where known.
+    pub bootstrap_rotation_keys: Option<usize>,
+}
+
+impl ParametersSpec {
+    /// The same description at another ring degree (slots follow: `N/2`).
+    /// A smaller degree makes the parameters insecure.
+    pub fn with_log_n(mut self, log_n: u32) -> Self {
+        self.log_n = log_n;
+        self.log_slots = log_n.saturating_sub(1);
+        self.claimed_security_bits = None;
+        self.bootstrap_rotation_keys = None;
+        self
+    }
+}
+
+/// Resolved CKKS parameters: the moduli, levels, default scales, gadget
+/// layout and security estimate. Cheap to clone.
+///
+/// Moduli have global indices: `0 ..= L` are the Q primes (level order),
+/// `L+1 ..= L+K` the special primes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Parameters {
+    spec: ParametersSpec,
+    q: Vec<Modulus>,
+    p: Vec<Modulus>,
+    scales: Vec<f64>,
+    alpha: usize,
+    log_qp: u32,
+    security: SecurityEstimate,
+    fingerprint: u64,
+}
+
+impl Parameters {
+    /// The parameters of a secure preset.
+    ///
+    /// # Errors
+    /// [`ParametersError::Insecure`] for test presets (use
+    /// [`Parameters::from_preset_with`] and opt in).
+    pub fn from_preset(preset: Preset) -> Result<Self> {
+        Self::new(preset.spec(), SecurityCheck::Enforce)
+    }
+
+    /// The parameters of a preset, with an explicit security decision.
+    ///
+    /// # Errors
+    /// As [`Parameters::new`].
+    pub fn from_preset_with(preset: Preset, check: SecurityCheck) -> Result<Self> {
+        Self::new(preset.spec(), check)
+    }
+
+    /// Builds parameters from a description: generates the primes (for each
+    /// bit size, primes `p < 2^b`, `p ≡ 1 mod 2N`, largest first, Q primes by
+    /// level then special primes), the default scale of every level, and the
+    /// security estimate.
+    ///
+    /// # Errors
+    /// A [`ParametersError`] for inconsistent descriptions, and
+    /// [`ParametersError::Insecure`] for parameters above the 128-bit table
+    /// (or test presets) unless `check` allows them.
+    pub fn new(spec: ParametersSpec, check: SecurityCheck) -> Result<Self> {
+        validate(&spec)?;
+        let two_n = 2u64 << spec.log_n;
+        let mut generators: Vec<(u32, PrimeGenerator)> = Vec::new();
+        let mut next_prime = |bits: u32| -> Result<Modulus> {
+            let generator = match generators.iter_mut().find(|(b, _)| *b == bits) {
+                Some((_, g)) => g,
+                None => {
+                    generators.push((bits, PrimeGenerator::new(bits, two_n)));
+                    let last = generators.len() - 1;
+                    match generators.get_mut(last) {
+                        Some((_, g)) => g,
+                        None => return Err(ParametersError::NotEnoughPrimes { bits }.into()),
+                    }
+                }
+            };
+            let p = generator
+                .next()
+                .ok_or(ParametersError::NotEnoughPrimes { bits })?;
+            Modulus::new(p)
+        };
+        let q = spec
+            .q_bits
+            .iter()
+            .map(|&b| next_prime(b))
+            .collect::<Result<Vec<_>>>()?;
+        let p = spec
+            .p_bits
+            .iter()
+            .map(|&b| next_prime(b))
+            .collect::<Result<Vec<_>>>()?;
+
+        let product = q
+            .iter()
+            .chain(&p)
+            .fold(BigUint::one(), |acc, m| acc * m.value());
+        let log_qp = u32::try_from(product.bits()).unwrap_or(u32::MAX);
+        let security = security::estimate(spec.log_n, log_qp, spec.claimed_security_bits);
+        let secure =
+            !spec.insecure_test && (spec.claimed_security_bits.is_some() || security.within_table);
+        if !secure && check == SecurityCheck::Enforce {
+            return Err(ParametersError::Insecure {
+                log_n: spec.log_n,
+                log_qp,
+                bound: security.table_bound,
+            }
+            .into());
+        }
+
+        let scales = default_scales(&spec, &q);
+        let alpha = q.len().div_ceil(spec.dnum);
+        let fingerprint = fingerprint(&spec, &q, &p);
+        Ok(Self {
+            spec,
+            q,
+            p,
+            scales,
+            alpha,
+            log_qp,
+            security,
+            fingerprint,
+        })
+    }
+
+    /// The description these parameters were built from.
+    pub fn spec(&self) -> &ParametersSpec {
+        &self.spec
+    }
+
+    /// The name (preset name or the custom description's).
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// The ring degree N.
+    pub fn degree(&self) -> Degree {
+        Degree(1 << self.spec.log_n)
+    }
+
+    /// `log2` of the default (maximum) slot count.
+    pub fn log_slots(&self) -> u32 {
+        self.spec.log_slots
+    }
+
+    /// The default (maximum) slot count.
+    pub fn slots(&self) -> usize {
+        1 << self.spec.log_slots
+    }
+
+    /// The top level L.
+    pub fn max_level(&self) -> Level {
+        Level(self.q.len() - 1)
+    }
+
+    /// The Q primes, level 0 first.
+    pub fn q_moduli(&self) -> &[Modulus] {
+        &self.q
+    }
+
+    /// The special primes P.
+    pub fn p_moduli(&self) -> &[Modulus] {
+        &self.p
+    }
+
+    /// Every modulus in global-index order: Q then P.
+    pub fn all_moduli(&self) -> Vec<Modulus> {
+        self.q.iter().chain(&self.p).copied().collect()
+    }
+
+    /// Global indices of the Q primes present at `level`.
+    pub fn q_indices(&self, level: Level) -> Vec<usize> {
+        (0..=level.0).collect()
+    }
+
+    /// Global indices of the special primes.
+    pub fn p_indices(&self) -> Vec<usize> {
+        (self.q.len()..self.q.len() + self.p.len()).collect()
+    }
+
+    /// Global indices of `Q_level ∪ P`.
+    pub fn qp_indices(&self, level: Level) -> Vec<usize> {
+        let mut v = self.q_indices(level);
+        v.extend(self.p_indices());
+        v
+    }
+
+    /// The Q prime `q_level`.
+    ///
+    /// # Errors
+    /// [`OperandError::LevelOutOfRange`] beyond the top level.
+    pub fn q_modulus(&self, level: Level) -> Result<Modulus> {
+        self.q.get(level.0).copied().ok_or_else(|| {
+            OperandError::LevelOutOfRange {
+                level,
+                max: self.max_level(),
+            }
+            .into()
+        })
+    }
+
+    /// The default scale Δ_l of `level`: `2^(bits of q_enc)` at the
+    /// encryption level, `Δ_{l−1} = Δ_l² / q_l` below it, and the inverse
+    /// step `Δ_{l+1} = sqrt(Δ_l · q_{l+1})` above it, so that `mult` +
+    /// `rescale` of two default-scale ciphertexts lands exactly on the next
+    /// level's default scale everywhere on the chain.
+    ///
+    /// # Errors
+    /// [`OperandError::LevelOutOfRange`] beyond the top level.
+    pub fn default_scale(&self, level: Level) -> Result<Scale> {
+        self.scales.get(level.0).map(|&s| Scale(s)).ok_or_else(|| {
+            OperandError::LevelOutOfRange {
+                level,
+                max: self.max_level(),
+            }
+            .into()
+        })
+    }
+
+    /// Level of a fresh ciphertext.
+    pub fn enc_level(&self) -> Level {
+        Level(self.spec.enc_level)
+    }
+
+    /// Level after bootstrapping, for bootstrappable parameters.
+    pub fn post_bootstrap_level(&self) -> Option<Level> {
+        self.spec.post_bootstrap_level.map(Level)
+    }
+
+    /// The lowest level user computation reaches: 3 for bootstrappable
+    /// parameters (levels 0–2 belong to SlotToCoeff), else 0.
+    pub fn min_user_level(&self) -> Level {
+        if self.spec.post_bootstrap_level.is_some() {
+            Level(3)
+        } else {
+            Level(0)
+        }
+    }
+
+    /// Hamming weight of the secret key.
+    pub fn hamming_weight(&self) -> usize {
+        self.spec.hamming_weight
+    }
+
+    /// Gadget rank of key switching.
+    pub fn dnum(&self) -> Dnum {
+        Dnum(self.spec.dnum)
+    }
+
+    /// Primes per gadget digit, `α = ⌈(L+1)/dnum⌉`.
+    pub fn alpha(&self) -> usize {
+        self.alpha
+    }
+
+    /// Number of gadget digits at `level`, `⌈(l+1)/α⌉`.
+    pub fn digits_at(&self, level: Level) -> usize {
+        level.primes().div_ceil(self.alpha)
+    }
+
+    /// `log2(QP)`, the bit length of the product of all primes.
+    pub fn log_qp(&self) -> u32 {
+        self.log_qp
+    }
+
+    /// What is known about the security of these parameters.
+    pub fn security(&self) -> &SecurityEstimate {
+        &self.security
+    }
+
+    /// Whether these parameters were accepted only by opting in.
+    pub fn is_insecure(&self) -> bool {
+        self.spec.insecure_test
+            || (self.spec.claimed_security_bits.is_none() && !self.security.within_table)
+    }
+
+    /// Bytes of one switching key at the top level:
+    /// `dnum × 2 × (L+1+K) × N × 8`.
+    pub fn switching_key_bytes(&self) -> u64 {
+        (self.spec.dnum * 2 * (self.q.len() + self.p.len()) * self.degree().0 * 8) as u64
+    }
+
+    /// Rotation keys a full-slot bootstrap needs, where known.
+    pub fn bootstrap_rotation_keys(&self) -> Option<usize> {
+        self.spec.bootstrap_rotation_keys
+    }
+
+    /// Bytes of a full-slot bootstrapping key set: the rotation keys plus
+    /// relinearisation and conjugation keys.
+    pub fn bootstrap_key_set_bytes(&self) -> Option<u64> {
+        self.bootstrap_rotation_keys()
+            .map(|r| (r as u64 + 2) * self.switching_key_bytes())
+    }
+
+    /// A 64-bit fingerprint of everything that makes two parameter sets
+    /// incompatible (degree, primes, gadget, secret weight), used to tag
+    /// serialized objects.
+    pub fn fingerprint(&self) -> u64 {
+        self.fingerprint
+    }
+
+    /// Checks that a rescale at `level` of a ciphertext with scale `scale`
+    /// is allowed: the result scale `scale / q_l` must not exceed twice the
+    /// dropped prime `q_l` (beyond that, scales grow with each
+    /// multiplication instead of staying put, which is how FGa's 48-bit
+    /// scale meets its 45-bit primes below level 4). Level 0 cannot be
+    /// rescaled.
+    ///
+    /// # Errors
+    /// [`OperandError::LevelTooLow`] at level 0, [`OperandError::ScaleOverflow`]
+    /// as described.
+    pub fn check_rescale(&self, level: Level, scale: Scale) -> Result<Scale> {
+        if level.0 == 0 {
+            return Err(OperandError::LevelTooLow {
+                operation: "rescale",
+                level,
+            }
+            .into());
+        }
+        let q = self.q_modulus(level)?;
+        let result = scale.0 / q.value() as f64;
+        if result > 2.0 * q.value() as f64 {
+            return Err(OperandError::ScaleOverflow {
+                level,
+                result_log2: result.log2(),
+                prime_bits: q.bits(),
+            }
+            .into());
+        }
+        Ok(Scale(result))
+    }
+}
+
+fn validate(spec: &ParametersSpec) -> Result<()> {
+    if !(4..=17).contains(&spec.log_n) {
+        return Err(ParametersError::InvalidDegree { log_n: spec.log_n }.into());
+    }
+    if spec.log_slots > spec.log_n - 1 {
+        return Err(ParametersError::InvalidSlots {
+            log_slots: spec.log_slots,
+            max: spec.log_n - 1,
+        }
+        .into());
+    }
+    if spec.q_bits.is_empty() || spec.p_bits.is_empty() {
+        return Err(ParametersError::EmptyChain.into());
+    }
+    if let Some(&bits) = spec
+        .q_bits
+        .iter()
+        .chain(&spec.p_bits)
+        .find(|b| !(20..=61).contains(*b))
+    {
+        return Err(ParametersError::InvalidPrimeBits { bits }.into());
+    }
+    let primes = spec.q_bits.len();
+    if spec.dnum == 0 || spec.dnum > primes {
+        return Err(ParametersError::InvalidDnum {
+            dnum: spec.dnum,
+            primes,
+        }
+        .into());
+    }
+    let max = primes - 1;
+    for level in [Some(spec.enc_level), spec.post_bootstrap_level]
+        .into_iter()
+        .flatten()
+    {
+        if level > max {
+            return Err(ParametersError::LevelOutOfRange { level, max }.into());
+        }
+    }
+    if spec.user_primes > primes {
+        return Err(ParametersError::LevelOutOfRange {
+            level: spec.user_primes,
+            max,
+        }
+        .into());
+    }
+    let degree = 1usize << spec.log_n;
+    if spec.hamming_weight == 0 || spec.hamming_weight > degree {
+        return Err(ParametersError::InvalidHammingWeight {
+            weight: spec.hamming_weight,
+            degree,
+        }
+        .into());
+    }
+    Ok(())
+}
+
+fn default_scales(spec: &ParametersSpec, q: &[Modulus]) -> Vec<f64> {
+    let mut scales = vec![0f64; q.len()];
+    let enc = spec.enc_level;
+    let bits = spec.q_bits.get(enc).copied().unwrap_or(40);
+    if let Some(s) = scales.get_mut(enc) {
+        *s = 2f64.powi(bits as i32);
+    }
+    for l in (1..=enc).rev() {
+        if let (Some(&above), Some(m)) = (scales.get(l), q.get(l))
+            && let Some(below) = scales.get_mut(l - 1)
+        {
+            *below = above * above / m.value() as f64;
+        }
+    }
+    for l in enc + 1..q.len() {
+        if let (Some(&below), Some(m)) = (scales.get(l - 1), q.get(l))
+            && let Some(s) = scales.get_mut(l)
+        {
+            *s = (below * m.value() as f64).sqrt();
+        }
+    }
+    scales
+}
+
+/// FNV-1a over the defining numbers.
+fn fingerprint(spec: &ParametersSpec, q: &[Modulus], p: &[Modulus]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |x: u64| {
+        for byte in x.to_le_bytes() {
+            h ^= u64::from(byte);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    eat(u64::from(spec.log_n));
+    eat(spec.dnum as u64);
+    eat(spec.hamming_weight as u64);
+    eat(q.len() as u64);
+    for m in q.iter().chain(p) {
+        eat(m.value());
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Error;
+
+    #[test]
+    fn presets_have_heaan_structure() {
+        let expected = [
+            (Preset::FGa, 1555, 24, 4, 6, 9, 9, 192, 168),
+            (Preset::FGb, 1555, 25, 5, 5, 12, 12, 192, 150),
+            (Preset::FVa, 2070, 30, 10, 3, 29, 16, 64, 240),
+            (Preset::FVb, 2292, 30, 10, 3, 14, 14, 128, 240),
+            (Preset::FVc, 2341, 30, 10, 3, 13, 13, 128, 240),
+            (Preset::FTa, 777, 20, 2, 10, 8, 8, 192, 110),
+            (Preset::FTb, 771, 16, 1, 16, 4, 4, 192, 136),
+        ];
+        for (preset, log_qp, q, k, dnum, enc, post, h, key_mib) in expected {
+            let p = Parameters::from_preset(preset).unwrap();
+            assert_eq!(p.log_qp(), log_qp, "{preset}");
+            assert_eq!(p.q_moduli().len(), q, "{preset}");
+            assert_eq!(p.p_moduli().len(), k, "{preset}");
+            assert_eq!(p.dnum().get(), dnum);
+            assert_eq!(p.enc_level(), Level(enc));
+            assert_eq!(p.post_bootstrap_level(), Some(Level(post)));
+            assert_eq!(p.hamming_weight(), h);
+            assert_eq!(p.alpha(), k, "{preset}: α equals K for every preset");
+            assert_eq!(p.switching_key_bytes() >> 20, key_mib, "{preset}");
+            assert_eq!(p.security().bits, 128);
+            assert!(p.security().within_table, "{preset}");
+            for (m, &bits) in p.q_moduli().iter().zip(&p.spec().q_bits) {
+                assert_eq!(m.bits(), bits);
+                assert_eq!(m.value() % (2 * p.degree().get() as u64), 1);
+            }
+        }
+    }
+
+    #[test]
+    fn fgb_primes_match_heaan() {
+        let p = Parameters::from_preset(Preset::FGb).unwrap();
+        let q: Vec<u64> = p.q_moduli().iter().map(Modulus::value).collect();
+        assert_eq!(q[0], 288_230_376_147_386_369);
+        assert_eq!(q[1], 4_398_044_938_241);
+        assert_eq!(q[12], 4_398_018_592_769);
+        let specials: Vec<u64> = p.p_moduli().iter().map(Modulus::value).collect();
+        assert_eq!(
+            specials,
+            [
+                576_460_752_300_015_617,
+                576_460_752_298_835_969,
+                576_460_752_298_180_609,
+                1_152_921_504_606_584_833,
+                1_152_921_504_598_720_513
+            ]
+        );
+    }
+
+    #[test]
+    fn default_scales_follow_the_chain() {
+        for preset in Preset::HEAAN {
+            let p = Parameters::from_preset(preset).unwrap();
+            let enc = p.enc_level();
+            let bits = p.spec().q_bits[enc.0];
+            assert_eq!(p.default_scale(enc).unwrap().0, 2f64.powi(bits as i32));
+            for l in 1..=p.max_level().0 {
+                let above = p.default_scale(Level(l)).unwrap().0;
+                let below = p.default_scale(Level(l - 1)).unwrap().0;
+                let q = p.q_moduli()[l].value() as f64;
+                if l <= enc.0 {
+                    assert_eq!(below, above * above / q, "{preset} level {l}");
+                } else {
+                    let rel = (above * above / q - below).abs() / below;
+                    assert!(rel < 1e-12, "{preset} level {l}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn rescale_rule_matches_design() {
+        // FGa: 48-bit scale reaches level 3 (45-bit prime) but not below.
+        let p = Parameters::from_preset(Preset::FGa).unwrap();
+        let s4 = p.default_scale(Level(4)).unwrap();
+        let product = Scale(s4.0 * s4.0);
+        let s3 = p.check_rescale(Level(4), product).unwrap();
+        assert_eq!(s3, p.default_scale(Level(3)).unwrap());
+        let product3 = Scale(s3.0 * s3.0);
+        assert!(matches!(
+            p.check_rescale(Level(3), product3),
+            Err(Error::Operand(OperandError::ScaleOverflow { .. }))
+        ));
+        // FGb: every user level rescales.
+        let p = Parameters::from_preset(Preset::FGb).unwrap();
+        for l in 1..=12 {
+            let s = p.default_scale(Level(l)).unwrap();
+            assert!(
+                p.check_rescale(Level(l), Scale(s.0 * s.0)).is_ok(),
+                "level {l}"
+            );
+        }
+        assert!(matches!(
+            p.check_rescale(Level(0), Scale(1.0)),
+            Err(Error::Operand(OperandError::LevelTooLow { .. }))
+        ));
+        // FTb: 36-bit scale reaches level 3 (33-bit prime) but not below.
+        let p = Parameters::from_preset(Preset::FTb).unwrap();
+        let s4 = p.default_scale(Level(4)).unwrap();
+        let s3 = p.check_rescale(Level(4), Scale(s4.0 * s4.0)).unwrap();
+        assert!(p.check_rescale(Level(3), Scale(s3.0 * s3.0)).is_err());
+    }
+
+    #[test]
+    fn test_presets_need_opt_in_and_custom_parameters_are_checked() {
+        for preset in Preset::TEST {
+            assert!(matches!(
+                Parameters::from_preset(preset),
+                Err(Error::Parameters(ParametersError::Insecure { .. }))
+            ));
+            let p = Parameters::from_preset_with(preset, SecurityCheck::AllowInsecure).unwrap();
+            assert!(p.is_insecure());
+            assert_eq!(p.spec().q_bits, preset.shape_of().spec().q_bits);
+        }
+        let mut spec = Preset::FGb.spec();
+        spec.claimed_security_bits = None;
+        assert!(Parameters::new(spec.clone(), SecurityCheck::Enforce).is_ok());
+        spec.q_bits.extend([60; 4]);
+        assert!(matches!(
+            Parameters::new(spec.clone(), SecurityCheck::Enforce),
+            Err(Error::Parameters(ParametersError::Insecure {
+                log_n: 16,
+                bound: Some(1747),
+                ..
+            }))
+        ));
+        let p = Parameters::new(spec, SecurityCheck::AllowInsecure).unwrap();
+        assert_eq!(p.security().bits, 0);
+        assert!("fgb".parse::<Preset>().is_ok());
+        assert!(matches!(
+            "FGz".parse::<Preset>(),
+            Err(ParametersError::UnknownPreset { .. })
+        ));
+    }
+
+    #[test]
+    fn bad_descriptions_are_typed_errors() {
+        let base = Preset::FTb.spec();
+        type Mutation = Box<dyn Fn(&mut ParametersSpec)>;
+        let cases: Vec<(Mutation, &str)> = vec![
+            (Box::new(|s| s.log_n = 3), "degree"),
+            (Box::new(|s| s.log_slots = 15), "slots"),
+            (Box::new(|s| s.q_bits.clear()), "chain"),
+            (Box::new(|s| s.p_bits[0] = 63), "bits"),
+            (Box::new(|s| s.dnum = 0), "dnum"),
+            (Box::new(|s| s.enc_level = 99), "level"),
+            (Box::new(|s| s.hamming_weight = 0), "weight"),
+        ];
+        for (mutate, what) in cases {
+            let mut spec = base.clone();
+            mutate(&mut spec);
+            assert!(
+                matches!(
+                    Parameters::new(spec, SecurityCheck::AllowInsecure),
+                    Err(Error::Parameters(_))
+                ),
+                "{what}"
+            );
+        }
+    }
+}

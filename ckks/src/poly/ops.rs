@@ -1,0 +1,133 @@
+//! Arithmetic on [`RnsPoly`], delegated to the backend.
+
+use std::sync::Arc;
+
+use hemem_memory::MemoryClass;
+
+use super::{Ntt, Representation, RnsPoly};
+use crate::Result;
+use crate::backend::BinaryOp;
+use crate::ntt::GaloisElement;
+
+impl<R: Representation> RnsPoly<R> {
+    fn assign_op(&mut self, op: BinaryOp, other: &Self) -> Result<()> {
+        self.check_compatible(other)?;
+        let backend = Arc::clone(&self.backend);
+        backend.binary_assign(op, self.limbs_mut()?, other.limbs()?)
+    }
+
+    fn binary_op(&self, op: BinaryOp, other: &Self, class: MemoryClass) -> Result<Self> {
+        self.check_compatible(other)?;
+        let mut out = Self::allocate(&self.backend, &self.moduli, class, false)?;
+        self.backend
+            .binary(op, self.limbs()?, other.limbs()?, out.limbs_mut()?)?;
+        Ok(out)
+    }
+
+    /// `self += other`.
+    ///
+    /// # Errors
+    /// Operands on different backends or moduli.
+    pub fn add_assign(&mut self, other: &Self) -> Result<()> {
+        self.assign_op(BinaryOp::Add, other)
+    }
+
+    /// `self −= other`.
+    ///
+    /// # Errors
+    /// Operands on different backends or moduli.
+    pub fn sub_assign(&mut self, other: &Self) -> Result<()> {
+        self.assign_op(BinaryOp::Sub, other)
+    }
+
+    /// `self + other` in a new buffer of `class`.
+    ///
+    /// # Errors
+    /// Operands on different backends or moduli; allocation errors.
+    pub fn add(&self, other: &Self, class: MemoryClass) -> Result<Self> {
+        self.binary_op(BinaryOp::Add, other, class)
+    }
+
+    /// `self − other` in a new buffer of `class`.
+    ///
+    /// # Errors
+    /// Operands on different backends or moduli; allocation errors.
+    pub fn sub(&self, other: &Self, class: MemoryClass) -> Result<Self> {
+        self.binary_op(BinaryOp::Sub, other, class)
+    }
+
+    /// `self = −self`.
+    ///
+    /// # Errors
+    /// Backend errors.
+    pub fn negate(&mut self) -> Result<()> {
+        let backend = Arc::clone(&self.backend);
+        backend.negate(self.limbs_mut()?)
+    }
+
+    /// `self op= s_i` with one scalar per limb.
+    ///
+    /// # Errors
+    /// A scalar count other than the limb count.
+    pub fn scalar_assign(&mut self, op: BinaryOp, scalars: &[u64]) -> Result<()> {
+        let backend = Arc::clone(&self.backend);
+        backend.scalar_assign(op, self.limbs_mut()?, scalars)
+    }
+}
+
+impl RnsPoly<Ntt> {
+    /// `self *= other` (the negacyclic product).
+    ///
+    /// # Errors
+    /// Operands on different backends or moduli.
+    pub fn mul_assign(&mut self, other: &Self) -> Result<()> {
+        self.assign_op(BinaryOp::Mul, other)
+    }
+
+    /// `self · other` in a new buffer of `class`.
+    ///
+    /// # Errors
+    /// Operands on different backends or moduli; allocation errors.
+    pub fn mul(&self, other: &Self, class: MemoryClass) -> Result<Self> {
+        self.binary_op(BinaryOp::Mul, other, class)
+    }
+
+    /// `self += a · b`.
+    ///
+    /// # Errors
+    /// Operands on different backends or moduli.
+    pub fn mul_add_assign(&mut self, a: &Self, b: &Self) -> Result<()> {
+        self.check_compatible(a)?;
+        self.check_compatible(b)?;
+        let backend = Arc::clone(&self.backend);
+        backend.mul_add_assign(self.limbs_mut()?, a.limbs()?, b.limbs()?)
+    }
+
+    /// Divides by the last limb's prime with rounding, dropping that limb.
+    ///
+    /// # Errors
+    /// A single-limb polynomial; allocation errors.
+    pub fn rescale(&self, class: MemoryClass) -> Result<Self> {
+        let kept = self.moduli.len().checked_sub(1).filter(|&k| k > 0).ok_or(
+            crate::Error::LengthMismatch {
+                expected: 2,
+                actual: self.moduli.len(),
+            },
+        )?;
+        let moduli: Vec<usize> = self.moduli.iter().take(kept).copied().collect();
+        let mut out = Self::allocate(&self.backend, &moduli, class, false)?;
+        self.backend.rescale(self.limbs()?, out.limbs_mut()?)?;
+        Ok(out)
+    }
+
+    /// `X ↦ X^g` in a new buffer of `class`.
+    ///
+    /// # Errors
+    /// Allocation errors.
+    pub fn automorphism(&self, g: GaloisElement, class: MemoryClass) -> Result<Self> {
+        let mut out = Self::allocate(&self.backend, &self.moduli, class, false)?;
+        self.backend
+            .automorphism(self.limbs()?, g, out.limbs_mut()?)?;
+        Ok(out)
+    }
+}

@@ -1,0 +1,60 @@
+//! Counting adaptor, as RMM's `statistics_resource_adaptor`.
+
+use crate::statistics::StatisticsHandle;
+use crate::{AllocRequest, Allocation, MemoryResource, Result, Statistics};
+
+/// Counts bytes, allocations and frees per class and placement of everything
+/// that passes through it to `upstream`.
+#[derive(Debug)]
+pub struct StatisticsAdaptor<R> {
+    upstream: R,
+    handle: StatisticsHandle,
+}
+
+impl<R: MemoryResource> StatisticsAdaptor<R> {
+    /// Wraps `upstream`.
+    pub fn new(upstream: R) -> Self {
+        Self {
+            upstream,
+            handle: StatisticsHandle::default(),
+        }
+    }
+
+    /// The wrapped resource.
+    pub fn upstream(&self) -> &R {
+        &self.upstream
+    }
+
+    /// A handle to the counters, usable after the adaptor is moved into a chain.
+    pub fn handle(&self) -> StatisticsHandle {
+        self.handle.clone()
+    }
+
+    /// A snapshot of the counters.
+    pub fn statistics(&self) -> Statistics {
+        self.handle.snapshot()
+    }
+}
+
+impl<R: MemoryResource> MemoryResource for StatisticsAdaptor<R> {
+    fn allocate(&self, request: &AllocRequest) -> Result<Allocation> {
+        let allocation = self.upstream.allocate(request)?;
+        self.handle.record(
+            allocation.class,
+            allocation.placement,
+            allocation.bytes as u64,
+            true,
+        );
+        Ok(allocation)
+    }
+
+    fn deallocate(&self, allocation: Allocation) {
+        self.handle.record(
+            allocation.class,
+            allocation.placement,
+            allocation.bytes as u64,
+            false,
+        );
+        self.upstream.deallocate(allocation);
+    }
+}

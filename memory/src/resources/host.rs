@@ -1,0 +1,106 @@
+//! Ordinary host memory, the CPU backend's placement.
+
+use zeroize::Zeroize;
+
+use crate::{AllocRequest, Allocation, Error, Memory, MemoryResource, Result};
+
+/// Host memory as vectors of 64-bit words, zero-initialised.
+///
+/// Requests larger than the host's physical memory are refused with
+/// [`Error::TooLarge`] rather than left to the operating system's
+/// out-of-memory killer.
+#[derive(Debug)]
+pub struct HostResource {
+    limit: usize,
+}
+
+impl HostResource {
+    /// A host resource whose largest request is the machine's physical memory.
+    pub fn new() -> Self {
+        Self::with_limit(physical_memory_bytes().unwrap_or(1 << 40))
+    }
+
+    /// A host resource that refuses requests above `limit` bytes.
+    pub fn with_limit(limit: usize) -> Self {
+        Self { limit }
+    }
+
+    /// The largest request this resource accepts, in bytes.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+}
+
+impl Default for HostResource {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemoryResource for HostResource {
+    fn allocate(&self, request: &AllocRequest) -> Result<Allocation> {
+        if request.bytes == 0 {
+            return Err(Error::ZeroSize {
+                class: request.class,
+            });
+        }
+        if request.bytes > self.limit {
+            return Err(Error::TooLarge {
+                requested: request.bytes,
+                limit: self.limit,
+                class: request.class,
+            });
+        }
+        let words = request.bytes.div_ceil(8);
+        Ok(Allocation::host(request, vec![0u64; words]))
+    }
+
+    fn deallocate(&self, mut allocation: Allocation) {
+        if allocation.sensitive {
+            match &mut allocation.memory {
+                Memory::Host(words) => words.zeroize(),
+            }
+        }
+    }
+}
+
+/// Total physical memory from `/proc/meminfo`, where the platform has it.
+fn physical_memory_bytes() -> Option<usize> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{AllocationId, MemoryClass};
+
+    fn request(bytes: usize) -> AllocRequest {
+        AllocRequest {
+            id: AllocationId(1),
+            bytes,
+            class: MemoryClass::Temporary,
+            sensitive: false,
+        }
+    }
+
+    #[test]
+    fn rejects_zero_and_absurd_sizes() {
+        let host = HostResource::with_limit(1 << 20);
+        assert_eq!(
+            host.allocate(&request(0)).map(|_| ()),
+            Err(Error::ZeroSize {
+                class: MemoryClass::Temporary
+            })
+        );
+        assert!(matches!(
+            host.allocate(&request((1 << 20) + 1)),
+            Err(Error::TooLarge { .. })
+        ));
+        let a = host.allocate(&request(17)).expect("small allocation");
+        assert!(matches!(a.memory(), Memory::Host(w) if w.len() == 3));
+        host.deallocate(a);
+    }
+}

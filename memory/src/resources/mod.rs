@@ -1,0 +1,5 @@
+//! Memory resources: one per placement.
+
+mod host;
+
+pub use host::HostResource;

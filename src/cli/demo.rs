@@ -1,0 +1,157 @@
+//! `hemem demo`: encrypt random values, compute, decrypt, report precision.
+
+use std::time::Instant;
+
+use anyhow::Context as _;
+use hemem_ckks::prelude::*;
+use hemem_ckks::sampling::Sampler;
+use num_complex::Complex64;
+use serde::Serialize;
+
+use super::report::{max_abs_error, precision_bits};
+
+/// Arguments of `hemem demo`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Parameter preset (FGa, FGb, FVa, FVb, FVc, FTa, FTb; test-* variants are insecure).
+    #[arg(long, default_value = "FTb")]
+    preset: String,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct Step {
+    op: String,
+    level: usize,
+    max_abs_error: f64,
+    precision_bits: f64,
+    ms: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    preset: String,
+    device: String,
+    slots: usize,
+    steps: Vec<Step>,
+    peak_bytes_by_class: serde_json::Map<String, serde_json::Value>,
+}
+
+fn random_unit_disk(sampler: &mut Sampler, count: usize) -> Vec<Complex64> {
+    (0..count)
+        .map(|_| {
+            let r = sampler.uniform_f64().sqrt();
+            let t = 2.0 * std::f64::consts::PI * sampler.uniform_f64();
+            Complex64::from_polar(r, t)
+        })
+        .collect()
+}
+
+/// Runs the demo.
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let preset: Preset = args.preset.parse()?;
+    let check = if preset.is_test() {
+        SecurityCheck::AllowInsecure
+    } else {
+        SecurityCheck::Enforce
+    };
+    let params = Parameters::from_preset_with(preset, check)?;
+    let context = Context::new(params, DeviceSelection::Cpu)?;
+    let slots = context.params().slots();
+    let progress = |msg: &str| {
+        if !args.json {
+            eprintln!("{msg}");
+        }
+    };
+
+    progress(&format!(
+        "hemem demo: preset {preset}, {slots} slots, device {}",
+        context.device()
+    ));
+    let started = Instant::now();
+    let keygen = KeyGenerator::new(&context)?;
+    let secret = keygen.secret_key()?;
+    let public = keygen.public_key(&secret)?;
+    progress(&format!(
+        "  keys generated in {:.1} ms",
+        started.elapsed().as_secs_f64() * 1e3
+    ));
+
+    let encoder = Encoder::new(&context);
+    let encryptor = Encryptor::new(&context)?;
+    let decryptor = Decryptor::new(&context);
+    let evaluator = Evaluator::new(&context);
+    let mut sampler = Sampler::from_os()?;
+    let x = random_unit_disk(&mut sampler, slots);
+    let y = random_unit_disk(&mut sampler, slots);
+
+    let mut steps = Vec::new();
+    let mut measure =
+        |op: &str, ct: &Ciphertext, expected: &[Complex64], ms: f64| -> anyhow::Result<()> {
+            let out = encoder.decode(&decryptor.decrypt(ct, &secret)?)?;
+            let err = max_abs_error(&out, expected);
+            steps.push(Step {
+                op: op.to_owned(),
+                level: ct.level().get(),
+                max_abs_error: err,
+                precision_bits: precision_bits(err),
+                ms,
+            });
+            Ok(())
+        };
+
+    let t = Instant::now();
+    let cx = encryptor.encrypt(&encoder.encode(&x)?, &public)?;
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    let cy = encryptor.encrypt(&encoder.encode(&y)?, &public)?;
+    measure("encrypt", &cx, &x, ms).context("decrypting the fresh ciphertext")?;
+
+    let t = Instant::now();
+    let sum = evaluator.add(&cx, &cy)?;
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    let expected: Vec<Complex64> = x.iter().zip(&y).map(|(a, b)| a + b).collect();
+    measure("add", &sum, &expected, ms)?;
+
+    let peaks = context
+        .memory_statistics()
+        .peak_bytes_by_class()
+        .into_iter()
+        .map(|(class, bytes)| (class.name().to_owned(), serde_json::Value::from(bytes)))
+        .collect();
+    let report = Report {
+        preset: preset.name().to_owned(),
+        device: context.device().to_string(),
+        slots,
+        steps,
+        peak_bytes_by_class: peaks,
+    };
+    if args.json {
+        out!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        out!(
+            "{:<10} {:>6} {:>14} {:>10} {:>10}",
+            "step",
+            "level",
+            "max |error|",
+            "bits",
+            "ms"
+        );
+        for s in &report.steps {
+            out!(
+                "{:<10} {:>6} {:>14.3e} {:>10.2} {:>10.2}",
+                s.op,
+                s.level,
+                s.max_abs_error,
+                s.precision_bits,
+                s.ms
+            );
+        }
+        out!("peak memory by class:");
+        for (class, bytes) in &report.peak_bytes_by_class {
+            out!("  {class:<20} {bytes}");
+        }
+    }
+    Ok(())
+}

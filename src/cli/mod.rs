@@ -1,0 +1,40 @@
+//! Argument parsing and dispatch, one module per subcommand.
+
+/// `println!` that returns an error instead of panicking when stdout is
+/// closed (`hemem params | head`).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)?;
+    }};
+}
+
+mod demo;
+mod params;
+mod report;
+
+use clap::{Parser, Subcommand};
+
+/// CKKS homomorphic encryption with a hybrid CPU/GPU memory system.
+#[derive(Debug, Parser)]
+#[command(name = "hemem", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print the parameter presets (FGa, FGb, FVa, FVb, FVc, FTa, FTb).
+    Params(params::Args),
+    /// Encrypt random values, compute, decrypt, and report the precision.
+    Demo(demo::Args),
+}
+
+/// Runs the parsed command.
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Params(args) => params::run(&args),
+        Command::Demo(args) => demo::run(&args),
+    }
+}

@@ -1,0 +1,104 @@
+//! `hemem params`: the preset table.
+
+use hemem_ckks::params::{Parameters, Preset};
+use serde::Serialize;
+
+use super::report::human_bytes;
+
+/// Arguments of `hemem params`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Print a JSON array instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct Row {
+    name: String,
+    log_n: u32,
+    log_slots: u32,
+    q_primes: usize,
+    special_primes: usize,
+    dnum: usize,
+    log_qp: u32,
+    enc_level: usize,
+    post_bootstrap_level: Option<usize>,
+    hamming_weight: usize,
+    security_bits: u32,
+    switching_key_bytes: u64,
+    bootstrap_key_set_bytes: Option<u64>,
+}
+
+fn row(p: &Parameters) -> Row {
+    Row {
+        name: p.name().to_owned(),
+        log_n: p.degree().log2(),
+        log_slots: p.log_slots(),
+        q_primes: p.q_moduli().len(),
+        special_primes: p.p_moduli().len(),
+        dnum: p.dnum().get(),
+        log_qp: p.log_qp(),
+        enc_level: p.enc_level().get(),
+        post_bootstrap_level: p.post_bootstrap_level().map(|l| l.get()),
+        hamming_weight: p.hamming_weight(),
+        security_bits: p.security().bits,
+        switching_key_bytes: p.switching_key_bytes(),
+        bootstrap_key_set_bytes: p.bootstrap_key_set_bytes(),
+    }
+}
+
+/// Prints every HEaaN preset.
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let rows = Preset::HEAAN
+        .into_iter()
+        .map(|preset| Parameters::from_preset(preset).map(|p| row(&p)))
+        .collect::<Result<Vec<_>, _>>()?;
+    if args.json {
+        out!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    out!(
+        "{:<6} {:>6} {:>6} {:>7} {:>7} {:>5} {:>7} {:>4} {:>8} {:>4} {:>9} {:>12} {:>14}",
+        "preset",
+        "log N",
+        "slots",
+        "Q (L+1)",
+        "special",
+        "dnum",
+        "log QP",
+        "enc",
+        "post-BTS",
+        "h",
+        "security",
+        "swk size",
+        "BTS key set"
+    );
+    for r in &rows {
+        out!(
+            "{:<6} {:>6} {:>6} {:>7} {:>7} {:>5} {:>7} {:>4} {:>8} {:>4} {:>9} {:>12} {:>14}",
+            r.name,
+            r.log_n,
+            format!("2^{}", r.log_slots),
+            r.q_primes,
+            r.special_primes,
+            r.dnum,
+            r.log_qp,
+            r.enc_level,
+            r.post_bootstrap_level.map_or("-".into(), |l| l.to_string()),
+            r.hamming_weight,
+            format!("{} bits", r.security_bits),
+            human_bytes(r.switching_key_bytes),
+            r.bootstrap_key_set_bytes.map_or("-".into(), human_bytes),
+        );
+    }
+    out!("");
+    out!(
+        "security: the HEaaN presets' claimed level (sparse secrets; the uniform-ternary HE-standard"
+    );
+    out!(
+        "table bounds log QP only: 1747 at N=2^16, 3523 at 2^17, 868 at 2^15). Bootstrapping key set:"
+    );
+    out!("38 (FG), 42 (FV) or 34 (FT) rotation keys plus relinearisation and conjugation keys.");
+    Ok(())
+}
