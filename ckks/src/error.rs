@@ -13,6 +13,12 @@ pub enum Error {
     /// Parameters could not be built.
     #[error(transparent)]
     Parameters(#[from] ParametersError),
+    /// A key an operation needs is missing or unusable.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    /// Serialized data could not be loaded.
+    #[error(transparent)]
+    Serialization(#[from] SerializationError),
     /// The operands of an operation do not fit together.
     #[error(transparent)]
     Operand(#[from] OperandError),
@@ -140,6 +146,93 @@ pub enum ParametersError {
     },
 }
 
+/// Why a key could not be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum KeyError {
+    /// The evaluator was made without keys.
+    #[error("this operation needs evaluation keys; build the evaluator with Evaluator::with_keys")]
+    NoKeys,
+    /// No relinearisation key in the key set.
+    #[error("no relinearisation key was generated")]
+    MissingRelinearizationKey,
+    /// No conjugation key in the key set.
+    #[error("no conjugation key was generated")]
+    MissingConjugationKey,
+    /// No key, and no composition of power-of-two keys, gives this rotation.
+    #[error("no rotation key (or composition of power-of-two keys) rotates by {step}")]
+    MissingRotationKey {
+        /// The rotation asked for (left, in slots).
+        step: i64,
+    },
+    /// A switching key for another purpose than the one asked.
+    #[error("switching key is for {found}, not {expected}")]
+    WrongKey {
+        /// What the operation needed.
+        expected: &'static str,
+        /// What the key is for.
+        found: &'static str,
+    },
+}
+
+/// Why serialized data was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SerializationError {
+    /// The data does not start with hemem's magic number.
+    #[error("not hemem data (bad magic number)")]
+    BadMagic,
+    /// A format version this build cannot read.
+    #[error("unsupported format version {version} (this build reads version {supported})")]
+    UnsupportedVersion {
+        /// The version found.
+        version: u16,
+        /// The version this build reads.
+        supported: u16,
+    },
+    /// Another kind of object than the one asked for.
+    #[error("expected a serialized {expected}, found a {found}")]
+    WrongKind {
+        /// The kind asked for.
+        expected: &'static str,
+        /// The kind found.
+        found: &'static str,
+    },
+    /// Data made for other parameters.
+    #[error(
+        "data belongs to other parameters (fingerprint {found:#018x}, context has {expected:#018x})"
+    )]
+    ParameterMismatch {
+        /// The context's fingerprint.
+        expected: u64,
+        /// The data's fingerprint.
+        found: u64,
+    },
+    /// The data ends early.
+    #[error("data truncated: {needed} more bytes needed, {available} available")]
+    Truncated {
+        /// Bytes needed.
+        needed: u64,
+        /// Bytes available.
+        available: u64,
+    },
+    /// The checksum does not match: the data was altered.
+    #[error("data corrupted (checksum mismatch)")]
+    Corrupted,
+    /// A field holds a value outside its valid range.
+    #[error("invalid value in field {field}")]
+    InvalidField {
+        /// The field.
+        field: &'static str,
+    },
+    /// Bytes left over after the object.
+    #[error("{extra} unexpected trailing bytes")]
+    TrailingBytes {
+        /// How many.
+        extra: u64,
+    },
+}
+
 /// Why the operands of an operation were refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
@@ -237,6 +330,16 @@ pub enum OperandError {
     /// A scale that is not positive and finite.
     #[error("scale must be positive and finite")]
     InvalidScale,
+    /// Noise flooding so wide the result would keep no precision.
+    #[error(
+        "noise flooding of 2^{flood_log2:.1} would leave no precision at scale 2^{scale_log2:.1}; lower the security goal or raise the scale"
+    )]
+    FloodingTooWide {
+        /// `log2` of the flooding width in coefficient units.
+        flood_log2: f64,
+        /// `log2` of the ciphertext's scale.
+        scale_log2: f64,
+    },
 }
 
 /// `Result` with hemem-ckks's [`Error`].

@@ -40,7 +40,7 @@ pub mod testing;
 pub mod zq;
 
 pub use context::Context;
-pub use error::{Error, OperandError, ParametersError, Result};
+pub use error::{Error, KeyError, OperandError, ParametersError, Result, SerializationError};
 
 /// The types most programs need.
 pub mod prelude {
@@ -48,6 +48,8 @@ pub mod prelude {
     pub use crate::backend::{Device, DeviceSelection};
     pub use crate::encoding::{Encoder, Plaintext};
     pub use crate::eval::{Ciphertext, Decryptor, Encryptor, Evaluator};
-    pub use crate::keys::{KeyGenerator, PublicKey, SecretKey};
+    pub use crate::keys::{
+        KeyGenerator, KeySet, KeySetRequest, PublicKey, SecretKey, SwitchingKey,
+    };
     pub use crate::params::{Level, Parameters, Preset, Scale, SecurityCheck};
 }

@@ -35,6 +35,15 @@ impl Sampler {
         }
     }
 
+    /// A sampler for sub-stream `stream` of `seed`: independent streams of
+    /// one seed, so that each limb of a key's uniform half can be regenerated
+    /// on its own.
+    pub fn from_seed_stream(seed: [u8; 32], stream: u64) -> Self {
+        let mut rng = ChaCha20Rng::from_seed(seed);
+        rng.set_stream(stream);
+        Self { rng }
+    }
+
     /// A fresh 32-byte seed from this stream.
     pub fn seed(&mut self) -> Zeroizing<[u8; 32]> {
         let mut seed = Zeroizing::new([0u8; 32]);

@@ -224,4 +224,63 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// # Errors
     /// Shape or placement errors.
     fn automorphism(&self, x: Limbs<'_>, g: GaloisElement, out: LimbsMut<'_>) -> Result<()>;
+
+    /// The key-switching inner product over gadget digits, NTT form:
+    /// `out0 = Σ_j digits[j]·b[j]`, `out1 = Σ_j digits[j]·a[j]`.
+    ///
+    /// The default runs one multiply-accumulate per digit; a backend may
+    /// fuse the whole sum into one pass.
+    ///
+    /// # Errors
+    /// Shape or placement errors; an empty digit list.
+    fn key_switch_inner_product(
+        &self,
+        digits: &[Limbs<'_>],
+        b: &[Limbs<'_>],
+        a: &[Limbs<'_>],
+        mut out0: LimbsMut<'_>,
+        mut out1: LimbsMut<'_>,
+    ) -> Result<()> {
+        if digits.is_empty() || digits.len() != b.len() || digits.len() != a.len() {
+            return Err(crate::Error::LengthMismatch {
+                expected: digits.len(),
+                actual: b.len().min(a.len()),
+            });
+        }
+        for (j, ((d, bj), aj)) in digits.iter().zip(b).zip(a).enumerate() {
+            if j == 0 {
+                self.binary(BinaryOp::Mul, *d, *bj, out0.reborrow())?;
+                self.binary(BinaryOp::Mul, *d, *aj, out1.reborrow())?;
+            } else {
+                self.mul_add_assign(out0.reborrow(), *d, *bj)?;
+                self.mul_add_assign(out1.reborrow(), *d, *aj)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The tensor product of two ciphertexts `(a0, a1)·(b0, b1)`, NTT form:
+    /// `d0 = a0·b0`, `d1 = a0·b1 + a1·b0`, `d2 = a1·b1`.
+    ///
+    /// # Errors
+    /// Shape or placement errors.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the four inputs and three outputs of the tensor"
+    )]
+    fn tensor(
+        &self,
+        a0: Limbs<'_>,
+        a1: Limbs<'_>,
+        b0: Limbs<'_>,
+        b1: Limbs<'_>,
+        d0: LimbsMut<'_>,
+        mut d1: LimbsMut<'_>,
+        d2: LimbsMut<'_>,
+    ) -> Result<()> {
+        self.binary(BinaryOp::Mul, a0, b0, d0)?;
+        self.binary(BinaryOp::Mul, a0, b1, d1.reborrow())?;
+        self.mul_add_assign(d1, a1, b0)?;
+        self.binary(BinaryOp::Mul, a1, b1, d2)
+    }
 }

@@ -1,48 +1,17 @@
-//! [`Evaluator`]: homomorphic arithmetic that needs no keys — addition,
-//! subtraction, negation, plaintext and constant operands, `level_down`.
+//! Homomorphic arithmetic that needs no keys: addition, subtraction,
+//! negation, plaintext and constant operands, `level_down`.
 
 use hemem_memory::MemoryClass;
 use num_complex::Complex64;
 
-use super::Ciphertext;
+use super::{Ciphertext, Evaluator};
 use crate::backend::BinaryOp;
-use crate::context::Context;
 use crate::encoding::Plaintext;
 use crate::params::Level;
 use crate::poly::{Coeff, RnsPoly};
 use crate::{OperandError, Result};
 
-/// Evaluates homomorphic operations. Each operation runs where its operands
-/// live and checks that they agree in context, device, level, scale and slot
-/// count, returning a typed error that names the mismatch.
-#[derive(Clone, Debug)]
-pub struct Evaluator {
-    context: Context,
-}
-
 impl Evaluator {
-    /// An evaluator for `context`.
-    pub fn new(context: &Context) -> Self {
-        Self {
-            context: context.clone(),
-        }
-    }
-
-    /// The context.
-    pub fn context(&self) -> &Context {
-        &self.context
-    }
-
-    fn check_pair(&self, a: &Ciphertext, b: &Ciphertext) -> Result<()> {
-        self.context.check_same(&a.context)?;
-        a.check_matches(&b.context, b.level, b.scale, b.slots, b.device())
-    }
-
-    fn check_plain(&self, a: &Ciphertext, p: &Plaintext) -> Result<()> {
-        self.context.check_same(&a.context)?;
-        a.check_matches(&p.context, p.level, p.scale, p.slots, p.device())
-    }
-
     /// `a + b`.
     ///
     /// # Errors

@@ -165,3 +165,33 @@ impl Ciphertext {
         Ok(())
     }
 }
+
+/// The three-part result of a ciphertext product before relinearisation,
+/// `(d0, d1, d2)` with `d0 + d1·s + d2·s² ≈ Δ_a·Δ_b·m_a·m_b`.
+#[derive(Debug)]
+pub struct TensoredCiphertext {
+    pub(crate) context: Context,
+    pub(crate) d0: RnsPoly<Ntt>,
+    pub(crate) d1: RnsPoly<Ntt>,
+    pub(crate) d2: RnsPoly<Ntt>,
+    pub(crate) level: Level,
+    pub(crate) scale: Scale,
+    pub(crate) slots: usize,
+}
+
+impl TensoredCiphertext {
+    /// The level.
+    pub fn level(&self) -> Level {
+        self.level
+    }
+
+    /// The exact scale (the product of the factors' scales).
+    pub fn scale(&self) -> Scale {
+        self.scale
+    }
+
+    /// The slot count.
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+}

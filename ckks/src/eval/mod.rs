@@ -1,12 +1,18 @@
 //! Ciphertexts and what acts on them: the [`Encryptor`], the [`Decryptor`]
-//! and the [`Evaluator`].
+//! and the [`Evaluator`] (additions, multiplications with relinearisation and
+//! rescaling, rotations, conjugation, hoisted rotations).
 
 mod arith;
 mod ciphertext;
 mod decryptor;
 mod encryptor;
+mod evaluator;
+mod keyswitch;
+mod mult;
+mod rotate;
 
-pub use arith::Evaluator;
-pub use ciphertext::Ciphertext;
+pub use ciphertext::{Ciphertext, TensoredCiphertext};
 pub use decryptor::Decryptor;
 pub use encryptor::Encryptor;
+pub use evaluator::Evaluator;
+pub use keyswitch::Decomposition;

@@ -4,9 +4,12 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use hemem_memory::MemoryClass;
 
-use super::{PublicKey, SecretKey};
+use super::switching::regenerate_uniform;
+use super::{KeyKind, KeySet, KeySetRequest, PublicKey, SecretKey, SwitchingKey};
 use crate::Result;
+use crate::backend::{BinaryOp, Limbs, LimbsMut, contiguous};
 use crate::context::Context;
+use crate::ntt::GaloisElement;
 use crate::params::ERROR_STD_DEV;
 use crate::poly::{Coeff, Ntt, RnsPoly};
 use crate::sampling::Sampler;
@@ -104,5 +107,169 @@ impl KeyGenerator {
             b,
             a,
         })
+    }
+
+    /// A switching key from `from` (NTT form over every modulus, global
+    /// layout) to `to`, as [`SwitchingKey`] describes.
+    fn switching_key_from(
+        &self,
+        from: &RnsPoly<Ntt>,
+        to: &SecretKey,
+        kind: KeyKind,
+    ) -> Result<SwitchingKey> {
+        self.context.check_same(&to.context)?;
+        let params = self.context.params();
+        let backend = self.context.backend();
+        let n = params.degree().get();
+        let q_count = params.q_moduli().len();
+        let all: Vec<usize> = (0..q_count + params.p_moduli().len()).collect();
+        let alpha = params.alpha();
+        let digits = params.digits_at(params.max_level());
+        // P mod q_i, the gadget factor on digit j's own primes.
+        let p_mod_q: Vec<u64> = params
+            .q_moduli()
+            .iter()
+            .map(|q| {
+                params
+                    .p_moduli()
+                    .iter()
+                    .fold(1u64, |acc, p| q.mul(acc, q.reduce(p.value())))
+            })
+            .collect();
+        let mut sampler = self.sampler();
+        let seed = *sampler.seed();
+        let mut b = Vec::with_capacity(digits);
+        let mut a = Vec::with_capacity(digits);
+        for j in 0..digits {
+            let a_j = regenerate_uniform(backend, seed, j, &all, MemoryClass::EvaluationKey)?;
+            let e = sampler.gaussian(n, ERROR_STD_DEV);
+            let mut b_j = RnsPoly::<Coeff>::from_signed(
+                backend,
+                &all,
+                MemoryClass::EvaluationKey,
+                &e,
+                false,
+            )?
+            .into_ntt()?;
+            let mut a_s = RnsPoly::<Ntt>::allocate(backend, &all, MemoryClass::Temporary, false)?;
+            backend.binary(
+                BinaryOp::Mul,
+                a_j.limbs()?,
+                to.poly.limbs()?,
+                a_s.limbs_mut()?,
+            )?;
+            b_j.sub_assign(&a_s)?;
+
+            let start = j * alpha;
+            let end = (start + alpha).min(q_count);
+            let digit = contiguous(start, end - start)?;
+            let digit_moduli = all.get(start..end).ok_or(crate::Error::EmptyBasis)?;
+            let mut gadget =
+                RnsPoly::<Ntt>::allocate(backend, digit_moduli, MemoryClass::Temporary, true)?;
+            backend.copy(
+                Limbs {
+                    buffer: from.buffer(),
+                    positions: digit,
+                    moduli: digit_moduli,
+                },
+                gadget.limbs_mut()?,
+            )?;
+            gadget.scalar_assign(
+                BinaryOp::Mul,
+                p_mod_q.get(start..end).ok_or(crate::Error::EmptyBasis)?,
+            )?;
+            backend.binary_assign(
+                BinaryOp::Add,
+                LimbsMut {
+                    buffer: b_j.buffer_mut(),
+                    positions: digit,
+                    moduli: digit_moduli,
+                },
+                gadget.limbs()?,
+            )?;
+            b.push(b_j);
+            a.push(a_j);
+        }
+        Ok(SwitchingKey {
+            context: self.context.clone(),
+            kind,
+            seed,
+            b,
+            a: Some(a),
+        })
+    }
+
+    /// A key switching ciphertexts under `from` to ciphertexts under `to`.
+    ///
+    /// # Errors
+    /// [`crate::OperandError::ContextMismatch`]; allocation errors.
+    pub fn switching_key(&self, from: &SecretKey, to: &SecretKey) -> Result<SwitchingKey> {
+        self.context.check_same(&from.context)?;
+        self.switching_key_from(&from.poly, to, KeyKind::Generic)
+    }
+
+    /// The relinearisation key: switches `s²` to `s`.
+    ///
+    /// # Errors
+    /// [`crate::OperandError::ContextMismatch`]; allocation errors.
+    pub fn relinearization_key(&self, secret: &SecretKey) -> Result<SwitchingKey> {
+        let square = secret.poly.mul(&secret.poly, MemoryClass::Temporary)?;
+        self.switching_key_from(&square, secret, KeyKind::Relinearization)
+    }
+
+    /// The key for the automorphism with Galois element `g`: switches
+    /// `σ_g(s)` to `s`.
+    ///
+    /// # Errors
+    /// [`crate::OperandError::ContextMismatch`]; allocation errors.
+    pub fn galois_key(&self, secret: &SecretKey, g: GaloisElement) -> Result<SwitchingKey> {
+        let n = self.context.params().degree().get();
+        let kind = if g == GaloisElement::conjugation(n) {
+            KeyKind::Conjugation
+        } else {
+            KeyKind::Rotation(g)
+        };
+        let rotated = secret.poly.automorphism(g, MemoryClass::Temporary)?;
+        self.switching_key_from(&rotated, secret, kind)
+    }
+
+    /// The key for a left rotation of the slots by `steps` (negative: right).
+    ///
+    /// # Errors
+    /// As [`KeyGenerator::galois_key`].
+    pub fn rotation_key(&self, secret: &SecretKey, steps: i64) -> Result<SwitchingKey> {
+        let n = self.context.params().degree().get();
+        self.galois_key(secret, GaloisElement::rotation(steps, n))
+    }
+
+    /// The key for complex conjugation of the slots.
+    ///
+    /// # Errors
+    /// As [`KeyGenerator::galois_key`].
+    pub fn conjugation_key(&self, secret: &SecretKey) -> Result<SwitchingKey> {
+        let n = self.context.params().degree().get();
+        self.galois_key(secret, GaloisElement::conjugation(n))
+    }
+
+    /// Every key `request` names (rotations deduplicated by Galois element).
+    ///
+    /// # Errors
+    /// As the individual generators.
+    pub fn key_set(&self, secret: &SecretKey, request: &KeySetRequest) -> Result<KeySet> {
+        let n = self.context.params().degree().get();
+        let mut set = KeySet::new();
+        if request.relinearization {
+            set.insert(self.relinearization_key(secret)?)?;
+        }
+        if request.conjugation {
+            set.insert(self.conjugation_key(secret)?)?;
+        }
+        for &steps in &request.rotations {
+            let g = GaloisElement::rotation(steps, n);
+            if g.0 != 1 && set.rotation_key(g).is_none() {
+                set.insert(self.galois_key(secret, g)?)?;
+            }
+        }
+        Ok(set)
     }
 }

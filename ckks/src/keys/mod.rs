@@ -1,10 +1,17 @@
 //! Keys: the secret key (exactly `h` nonzero ternary coefficients, zeroized on
-//! drop), the public key, and the [`KeyGenerator`] that makes them.
+//! drop), the public key, hybrid switching keys (relinearisation, rotation,
+//! conjugation), key sets, and the [`KeyGenerator`] that makes them.
 
 mod keygen;
+mod keyset;
 mod public;
 mod secret;
+mod switching;
 
 pub use keygen::KeyGenerator;
+pub use keyset::{KeySet, KeySetRequest, power_of_two_rotations};
 pub use public::PublicKey;
 pub use secret::SecretKey;
+pub use switching::{KeyKind, SwitchingKey};
+
+pub(crate) use switching::UniformHalves;

@@ -171,6 +171,11 @@ impl<R: Representation> RnsPoly<R> {
         &self.buffer
     }
 
+    /// The underlying buffer, mutably (for views over chosen limbs).
+    pub fn buffer_mut(&mut self) -> &mut Buffer {
+        &mut self.buffer
+    }
+
     /// A view of all limbs.
     ///
     /// # Errors

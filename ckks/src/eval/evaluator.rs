@@ -1,0 +1,75 @@
+//! [`Evaluator`]: the homomorphic evaluator of a context, with or without keys.
+
+use std::sync::Arc;
+
+use super::Ciphertext;
+use crate::context::Context;
+use crate::encoding::Plaintext;
+use crate::keys::KeySet;
+use crate::{KeyError, Result};
+
+/// Evaluates homomorphic operations. Each operation runs where its operands
+/// live and checks that they agree in context, device, level, scale and slot
+/// count, returning a typed error that names the mismatch (and the
+/// `level_down`/`rescale` call that fixes it).
+///
+/// Operations that switch keys (multiplication, rotation, conjugation) need
+/// an evaluator made with [`Evaluator::with_keys`].
+#[derive(Clone, Debug)]
+pub struct Evaluator {
+    pub(crate) context: Context,
+    pub(crate) keys: Option<Arc<KeySet>>,
+}
+
+impl Evaluator {
+    /// An evaluator without keys: additions, plaintext and constant
+    /// operations, rescaling and `level_down`.
+    pub fn new(context: &Context) -> Self {
+        Self {
+            context: context.clone(),
+            keys: None,
+        }
+    }
+
+    /// An evaluator with evaluation keys.
+    pub fn with_keys(context: &Context, keys: Arc<KeySet>) -> Self {
+        Self {
+            context: context.clone(),
+            keys: Some(keys),
+        }
+    }
+
+    /// The context.
+    pub fn context(&self) -> &Context {
+        &self.context
+    }
+
+    /// The evaluation keys.
+    ///
+    /// # Errors
+    /// [`KeyError::NoKeys`] for an evaluator made without keys.
+    pub fn keys(&self) -> Result<&KeySet> {
+        self.keys.as_deref().ok_or_else(|| KeyError::NoKeys.into())
+    }
+
+    pub(crate) fn check_pair(&self, a: &Ciphertext, b: &Ciphertext) -> Result<()> {
+        self.context.check_same(&a.context)?;
+        a.check_matches(&b.context, b.level, b.scale, b.slots, b.device())
+    }
+
+    /// As `check_pair`, but the scales may differ (multiplication).
+    pub(crate) fn check_pair_any_scale(&self, a: &Ciphertext, b: &Ciphertext) -> Result<()> {
+        self.context.check_same(&a.context)?;
+        a.check_matches(&b.context, b.level, a.scale, b.slots, b.device())
+    }
+
+    pub(crate) fn check_plain(&self, a: &Ciphertext, p: &Plaintext) -> Result<()> {
+        self.context.check_same(&a.context)?;
+        a.check_matches(&p.context, p.level, p.scale, p.slots, p.device())
+    }
+
+    pub(crate) fn check_plain_any_scale(&self, a: &Ciphertext, p: &Plaintext) -> Result<()> {
+        self.context.check_same(&a.context)?;
+        a.check_matches(&p.context, p.level, a.scale, p.slots, p.device())
+    }
+}

@@ -1,0 +1,152 @@
+//! Hybrid key switching (Han–Ki, ePrint 2019/688, §3; the RNS form of
+//! Halevi–Polyakov–Shoup's hybrid method): gadget decomposition into
+//! `dnum` digits, ModUp of each digit to `Q_l ∪ P`, inner product with the
+//! switching key, ModDown by `P`.
+//!
+//! The decomposition is a value of its own ([`Decomposition`]) so that many
+//! rotations of one ciphertext can share it (hoisting, Halevi–Shoup 2018).
+
+use hemem_memory::MemoryClass;
+
+use crate::backend::{Limbs, contiguous};
+use crate::keys::{SwitchingKey, UniformHalves};
+use crate::ntt::GaloisElement;
+use crate::params::{Level, Parameters};
+use crate::poly::{Ntt, RnsPoly};
+use crate::{Error, Result};
+
+/// The gadget digits of a polynomial at level `l`, each raised to
+/// `Q_l ∪ P` in NTT form (`Temporary` memory).
+#[derive(Debug)]
+pub struct Decomposition {
+    pub(crate) digits: Vec<RnsPoly<Ntt>>,
+    pub(crate) level: Level,
+}
+
+impl Decomposition {
+    /// The level of the decomposed polynomial.
+    pub fn level(&self) -> Level {
+        self.level
+    }
+
+    /// The number of digits, `⌈(l+1)/α⌉`.
+    pub fn digits(&self) -> usize {
+        self.digits.len()
+    }
+}
+
+/// Decomposes `c` (NTT form over `Q_l`) and raises each digit to `Q_l ∪ P`.
+pub(crate) fn decompose(
+    params: &Parameters,
+    c: &RnsPoly<Ntt>,
+    level: Level,
+) -> Result<Decomposition> {
+    let backend = c.backend();
+    let q_count = level.primes();
+    if c.limb_count() != q_count {
+        return Err(Error::LengthMismatch {
+            expected: q_count,
+            actual: c.limb_count(),
+        });
+    }
+    let coeff = c.clone_as(MemoryClass::Temporary)?.into_coeff()?;
+    let qp = params.qp_indices(level);
+    let alpha = params.alpha();
+    let digits = (0..params.digits_at(level))
+        .map(|j| {
+            let start = j * alpha;
+            let end = (start + alpha).min(q_count);
+            let positions = contiguous(start, end - start)?;
+            let moduli = c.moduli().get(start..end).ok_or(Error::EmptyBasis)?;
+            let mut out = RnsPoly::<Ntt>::allocate(backend, &qp, MemoryClass::Temporary, false)?;
+            backend.mod_up(
+                Limbs {
+                    buffer: coeff.buffer(),
+                    positions,
+                    moduli,
+                },
+                Some(Limbs {
+                    buffer: c.buffer(),
+                    positions,
+                    moduli,
+                }),
+                out.limbs_mut()?,
+            )?;
+            Ok(out)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Decomposition { digits, level })
+}
+
+/// Applies `key` to a decomposition (after the automorphism `galois`, for
+/// hoisted rotations): returns `(k0, k1)` over `Q_l`, in `class` memory, with
+/// `k0 + k1·s ≈ c·s'` (or `σ_g(c)·s'`).
+pub(crate) fn apply_key(
+    params: &Parameters,
+    decomposition: &Decomposition,
+    key: &SwitchingKey,
+    galois: Option<GaloisElement>,
+    class: MemoryClass,
+) -> Result<(RnsPoly<Ntt>, RnsPoly<Ntt>)> {
+    let level = decomposition.level;
+    let qp = params.qp_indices(level);
+    let first = decomposition.digits.first().ok_or(Error::EmptyBasis)?;
+    let backend = first.backend();
+    let count = decomposition.digits.len();
+    if key.b.len() < count {
+        return Err(Error::LengthMismatch {
+            expected: count,
+            actual: key.b.len(),
+        });
+    }
+    let rotated = match galois {
+        Some(g) => Some(
+            decomposition
+                .digits
+                .iter()
+                .map(|d| d.automorphism(g, MemoryClass::Temporary))
+                .collect::<Result<Vec<_>>>()?,
+        ),
+        None => None,
+    };
+    let digits: Vec<Limbs<'_>> = rotated
+        .as_ref()
+        .unwrap_or(&decomposition.digits)
+        .iter()
+        .map(RnsPoly::limbs)
+        .collect::<Result<_>>()?;
+    // The key is stored over Q_L ∪ P with global index = position; select Q_l ∪ P.
+    let b: Vec<Limbs<'_>> = key
+        .b
+        .iter()
+        .take(count)
+        .map(|p| Limbs {
+            buffer: p.buffer(),
+            positions: &qp,
+            moduli: &qp,
+        })
+        .collect();
+    let halves = key.uniform_halves(&qp, count)?;
+    let a: Vec<Limbs<'_>> = match &halves {
+        UniformHalves::Stored(a) => a
+            .iter()
+            .take(count)
+            .map(|p| Limbs {
+                buffer: p.buffer(),
+                positions: &qp,
+                moduli: &qp,
+            })
+            .collect(),
+        UniformHalves::Regenerated(a) => a.iter().map(RnsPoly::limbs).collect::<Result<_>>()?,
+    };
+    let mut acc0 = RnsPoly::<Ntt>::allocate(backend, &qp, MemoryClass::Temporary, false)?;
+    let mut acc1 = RnsPoly::<Ntt>::allocate(backend, &qp, MemoryClass::Temporary, false)?;
+    backend.key_switch_inner_product(&digits, &b, &a, acc0.limbs_mut()?, acc1.limbs_mut()?)?;
+    let q = params.q_indices(level);
+    let p_count = params.p_moduli().len();
+    let mut k0 = RnsPoly::<Ntt>::allocate(backend, &q, class, false)?;
+    let mut k1 = RnsPoly::<Ntt>::allocate(backend, &q, class, false)?;
+    backend.mod_down(acc0.limbs()?, p_count, k0.limbs_mut()?)?;
+    backend.mod_down(acc1.limbs()?, p_count, k1.limbs_mut()?)?;
+    Ok((k0, k1))
+}

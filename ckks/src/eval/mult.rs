@@ -1,0 +1,276 @@
+//! Multiplication: tensor, relinearisation, rescaling, and products with
+//! plaintexts, constants, integers and `i`.
+
+use hemem_memory::MemoryClass;
+use num_complex::Complex64;
+
+use super::keyswitch::{apply_key, decompose};
+use super::{Ciphertext, Evaluator, TensoredCiphertext};
+use crate::backend::BinaryOp;
+use crate::encoding::Plaintext;
+use crate::params::{Level, Scale};
+use crate::poly::{Coeff, Ntt, RnsPoly};
+use crate::{OperandError, Result};
+
+impl Evaluator {
+    /// The tensor product `(a0·b0, a0·b1 + a1·b0, a1·b1)`, at the common
+    /// level with scale `Δ_a·Δ_b` (scales may differ).
+    ///
+    /// # Errors
+    /// Mismatched context, device, level or slots.
+    pub fn tensor(&self, a: &Ciphertext, b: &Ciphertext) -> Result<TensoredCiphertext> {
+        self.check_pair_any_scale(a, b)?;
+        let backend = a.c0.backend();
+        let moduli = a.c0.moduli();
+        let mut d0 = RnsPoly::<Ntt>::allocate(backend, moduli, MemoryClass::Temporary, false)?;
+        let mut d1 = RnsPoly::<Ntt>::allocate(backend, moduli, MemoryClass::Temporary, false)?;
+        let mut d2 = RnsPoly::<Ntt>::allocate(backend, moduli, MemoryClass::Temporary, false)?;
+        backend.tensor(
+            a.c0.limbs()?,
+            a.c1.limbs()?,
+            b.c0.limbs()?,
+            b.c1.limbs()?,
+            d0.limbs_mut()?,
+            d1.limbs_mut()?,
+            d2.limbs_mut()?,
+        )?;
+        Ok(TensoredCiphertext {
+            context: self.context.clone(),
+            d0,
+            d1,
+            d2,
+            level: a.level,
+            scale: Scale(a.scale.0 * b.scale.0),
+            slots: a.slots,
+        })
+    }
+
+    /// Relinearises a tensored ciphertext with the relinearisation key:
+    /// `(d0, d1) + KeySwitch(d2)`.
+    ///
+    /// # Errors
+    /// [`crate::KeyError::NoKeys`] or [`crate::KeyError::MissingRelinearizationKey`].
+    pub fn relinearize(&self, t: &TensoredCiphertext) -> Result<Ciphertext> {
+        self.context.check_same(&t.context)?;
+        let key = self.keys()?.relinearization_key()?;
+        let params = self.context.params();
+        let decomposition = decompose(params, &t.d2, t.level)?;
+        let (mut k0, mut k1) =
+            apply_key(params, &decomposition, key, None, MemoryClass::Ciphertext)?;
+        k0.add_assign(&t.d0)?;
+        k1.add_assign(&t.d1)?;
+        Ciphertext::from_parts(&self.context, k0, k1, t.level, t.scale, t.slots)
+    }
+
+    /// `a·b` relinearised, not rescaled: scale `Δ_a·Δ_b`.
+    ///
+    /// # Errors
+    /// As [`Evaluator::tensor`] and [`Evaluator::relinearize`].
+    pub fn mult_without_rescale(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
+        self.relinearize(&self.tensor(a, b)?)
+    }
+
+    /// `a·b`: tensor, relinearise, rescale. Two ciphertexts at the default
+    /// scale of level `l` give one at the default scale of `l − 1`.
+    ///
+    /// # Errors
+    /// Mismatched operands; [`OperandError::LevelTooLow`] at level 0;
+    /// [`OperandError::ScaleOverflow`] when the rescale is not allowed;
+    /// missing relinearisation key.
+    pub fn mult(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
+        self.check_pair_any_scale(a, b)?;
+        self.context
+            .params()
+            .check_rescale(a.level, Scale(a.scale.0 * b.scale.0))?;
+        self.rescale(&self.mult_without_rescale(a, b)?)
+    }
+
+    /// `a²`, rescaled.
+    ///
+    /// # Errors
+    /// As [`Evaluator::mult`].
+    pub fn square(&self, a: &Ciphertext) -> Result<Ciphertext> {
+        self.mult(a, a)
+    }
+
+    /// `a²`, not rescaled.
+    ///
+    /// # Errors
+    /// As [`Evaluator::mult_without_rescale`].
+    pub fn square_without_rescale(&self, a: &Ciphertext) -> Result<Ciphertext> {
+        self.mult_without_rescale(a, a)
+    }
+
+    /// Divides by the top prime `q_l` with rounding: level `l − 1`, scale
+    /// `Δ / q_l`.
+    ///
+    /// # Errors
+    /// [`OperandError::LevelTooLow`] at level 0; [`OperandError::ScaleOverflow`]
+    /// when the result scale would exceed twice `q_l` (see
+    /// [`crate::params::Parameters::check_rescale`]).
+    pub fn rescale(&self, a: &Ciphertext) -> Result<Ciphertext> {
+        self.context.check_same(&a.context)?;
+        let scale = self.context.params().check_rescale(a.level, a.scale)?;
+        Ciphertext::from_parts(
+            &self.context,
+            a.c0.rescale(MemoryClass::Ciphertext)?,
+            a.c1.rescale(MemoryClass::Ciphertext)?,
+            Level(a.level.0 - 1),
+            scale,
+            a.slots,
+        )
+    }
+
+    /// `a·p` without rescaling: scale `Δ_a·Δ_p`.
+    ///
+    /// # Errors
+    /// Mismatched context, device, level or slots.
+    pub fn mult_plain_without_rescale(&self, a: &Ciphertext, p: &Plaintext) -> Result<Ciphertext> {
+        self.check_plain_any_scale(a, p)?;
+        let mut out = a.try_clone()?;
+        out.c0.mul_assign(&p.poly)?;
+        out.c1.mul_assign(&p.poly)?;
+        out.scale = Scale(a.scale.0 * p.scale.0);
+        Ok(out)
+    }
+
+    /// `a·p`, rescaled.
+    ///
+    /// # Errors
+    /// As [`Evaluator::mult_plain_without_rescale`] and [`Evaluator::rescale`].
+    pub fn mult_plain(&self, a: &Ciphertext, p: &Plaintext) -> Result<Ciphertext> {
+        self.check_plain_any_scale(a, p)?;
+        self.context
+            .params()
+            .check_rescale(a.level, Scale(a.scale.0 * p.scale.0))?;
+        self.rescale(&self.mult_plain_without_rescale(a, p)?)
+    }
+
+    /// `a·c` for a complex constant encoded at `const_scale` (the constant
+    /// becomes `round(Re c·const_scale) + round(Im c·const_scale)·X^{N/2}`),
+    /// not rescaled: scale `Δ_a·const_scale`.
+    ///
+    /// # Errors
+    /// A ciphertext of another context; a non-finite constant or scale.
+    pub fn mult_const_without_rescale(
+        &self,
+        a: &Ciphertext,
+        c: Complex64,
+        const_scale: Scale,
+    ) -> Result<Ciphertext> {
+        self.context.check_same(&a.context)?;
+        if !(const_scale.0.is_finite() && const_scale.0 > 0.0) {
+            return Err(OperandError::InvalidScale.into());
+        }
+        if !(c.re.is_finite() && c.im.is_finite()) {
+            return Err(OperandError::NonFiniteValue.into());
+        }
+        let re = (c.re * const_scale.0).round();
+        let im = (c.im * const_scale.0).round();
+        let mut out = a.try_clone()?;
+        if im == 0.0 {
+            let scalars = self.residues_of(a, re)?;
+            out.c0.scalar_assign(BinaryOp::Mul, &scalars)?;
+            out.c1.scalar_assign(BinaryOp::Mul, &scalars)?;
+        } else {
+            let poly = self.monomial_pair(a, re, im)?;
+            out.c0.mul_assign(&poly)?;
+            out.c1.mul_assign(&poly)?;
+        }
+        out.scale = Scale(a.scale.0 * const_scale.0);
+        Ok(out)
+    }
+
+    /// `a·c`, rescaled so that the result has the default scale of level
+    /// `l − 1` (the constant is encoded at `Δ_{l−1}·q_l / Δ_a`, which is `Δ_l`
+    /// for a default-scale input).
+    ///
+    /// # Errors
+    /// [`OperandError::LevelTooLow`] at level 0, and as
+    /// [`Evaluator::mult_const_without_rescale`] and [`Evaluator::rescale`].
+    pub fn mult_const(&self, a: &Ciphertext, c: Complex64) -> Result<Ciphertext> {
+        self.context.check_same(&a.context)?;
+        if a.level.0 == 0 {
+            return Err(OperandError::LevelTooLow {
+                operation: "mult_const",
+                level: a.level,
+            }
+            .into());
+        }
+        let params = self.context.params();
+        let target = params.default_scale(Level(a.level.0 - 1))?;
+        let q = params.q_modulus(a.level)?.value() as f64;
+        let const_scale = Scale(target.0 * q / a.scale.0);
+        self.rescale(&self.mult_const_without_rescale(a, c, const_scale)?)
+    }
+
+    /// `a·k` for an integer `k`: exact, scale and level unchanged.
+    ///
+    /// # Errors
+    /// A ciphertext of another context.
+    pub fn mult_integer(&self, a: &Ciphertext, k: i64) -> Result<Ciphertext> {
+        self.context.check_same(&a.context)?;
+        let params = self.context.params();
+        let scalars: Vec<u64> = params
+            .q_moduli()
+            .iter()
+            .take(a.level.primes())
+            .map(|m| m.reduce_i64(k))
+            .collect();
+        let mut out = a.try_clone()?;
+        out.c0.scalar_assign(BinaryOp::Mul, &scalars)?;
+        out.c1.scalar_assign(BinaryOp::Mul, &scalars)?;
+        Ok(out)
+    }
+
+    /// `a·i`: multiplication by `X^{N/2}`, which is `i` in every slot; exact,
+    /// scale and level unchanged.
+    ///
+    /// # Errors
+    /// A ciphertext of another context.
+    pub fn mult_by_i(&self, a: &Ciphertext) -> Result<Ciphertext> {
+        self.context.check_same(&a.context)?;
+        let poly = self.monomial_pair(a, 0.0, 1.0)?;
+        let mut out = a.try_clone()?;
+        out.c0.mul_assign(&poly)?;
+        out.c1.mul_assign(&poly)?;
+        Ok(out)
+    }
+
+    /// The residues of the integer-valued `value` modulo `a`'s primes.
+    fn residues_of(&self, a: &Ciphertext, value: f64) -> Result<Vec<u64>> {
+        self.context
+            .params()
+            .q_moduli()
+            .iter()
+            .take(a.level.primes())
+            .map(|m| {
+                m.reduce_f64(value)
+                    .ok_or_else(|| OperandError::NonFiniteValue.into())
+            })
+            .collect()
+    }
+
+    /// `re + im·X^{N/2}` (integer-valued) in NTT form over `a`'s moduli.
+    fn monomial_pair(&self, a: &Ciphertext, re: f64, im: f64) -> Result<RnsPoly<Ntt>> {
+        let n = self.context.params().degree().get();
+        let re = self.residues_of(a, re)?;
+        let im = self.residues_of(a, im)?;
+        let mut words = vec![0u64; re.len() * n];
+        for ((limb, &r), &i) in words.chunks_exact_mut(n).zip(&re).zip(&im) {
+            if let Some(w) = limb.first_mut() {
+                *w = r;
+            }
+            if let Some(w) = limb.get_mut(n / 2) {
+                *w = i;
+            }
+        }
+        RnsPoly::<Coeff>::from_words(
+            a.c0.backend(),
+            a.c0.moduli(),
+            MemoryClass::Temporary,
+            &words,
+        )?
+        .into_ntt()
+    }
+}

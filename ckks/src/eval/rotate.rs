@@ -1,0 +1,182 @@
+//! Rotations and conjugation: automorphisms of the slots followed by key
+//! switching, single or hoisted (one decomposition shared by many rotations).
+
+use hemem_memory::MemoryClass;
+
+use super::keyswitch::{Decomposition, apply_key, decompose};
+use super::{Ciphertext, Evaluator};
+use crate::keys::SwitchingKey;
+use crate::ntt::GaloisElement;
+use crate::{KeyError, Result};
+
+impl Evaluator {
+    /// The key rotating `slots` slots left by `k` (`0 < k < slots`), if one
+    /// was generated: `5^k` or, equivalently on `slots` slots, `5^(k−slots)`.
+    fn direct_rotation_key(
+        &self,
+        k: usize,
+        slots: usize,
+    ) -> Result<Option<(GaloisElement, &SwitchingKey)>> {
+        let keys = self.keys()?;
+        let n = self.context.params().degree().get();
+        for steps in [k as i64, k as i64 - slots as i64] {
+            let g = GaloisElement::rotation(steps, n);
+            if let Some(key) = keys.rotation_key(g) {
+                return Ok(Some((g, key)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Applies the automorphism `g` and switches back to `s` with `key`.
+    fn apply_galois(
+        &self,
+        a: &Ciphertext,
+        g: GaloisElement,
+        key: &SwitchingKey,
+    ) -> Result<Ciphertext> {
+        let params = self.context.params();
+        let mut c0 = a.c0.automorphism(g, MemoryClass::Ciphertext)?;
+        let c1 = a.c1.automorphism(g, MemoryClass::Temporary)?;
+        let decomposition = decompose(params, &c1, a.level)?;
+        let (k0, k1) = apply_key(params, &decomposition, key, None, MemoryClass::Ciphertext)?;
+        c0.add_assign(&k0)?;
+        Ciphertext::from_parts(&self.context, c0, k1, a.level, a.scale, a.slots)
+    }
+
+    /// Rotates the slots left by `steps` (negative: right), modulo the slot
+    /// count. Uses a direct key when one exists, otherwise composes
+    /// power-of-two rotations.
+    ///
+    /// # Errors
+    /// [`KeyError::NoKeys`]; [`KeyError::MissingRotationKey`] when neither a
+    /// direct key nor the needed power-of-two keys exist.
+    pub fn rotate(&self, a: &Ciphertext, steps: i64) -> Result<Ciphertext> {
+        self.context.check_same(&a.context)?;
+        let slots = a.slots;
+        let k = steps.rem_euclid(slots as i64) as usize;
+        if k == 0 {
+            return a.try_clone();
+        }
+        if let Some((g, key)) = self.direct_rotation_key(k, slots)? {
+            return self.apply_galois(a, g, key);
+        }
+        // Compose from the binary expansion of k.
+        let mut plan = Vec::new();
+        let mut bit = 1usize;
+        while bit < slots {
+            if k & bit != 0 {
+                let found = self
+                    .direct_rotation_key(bit, slots)?
+                    .ok_or(KeyError::MissingRotationKey { step: steps })?;
+                plan.push(found);
+            }
+            bit <<= 1;
+        }
+        let mut out: Option<Ciphertext> = None;
+        for (g, key) in plan {
+            let next = self.apply_galois(out.as_ref().unwrap_or(a), g, key)?;
+            out = Some(next);
+        }
+        out.ok_or_else(|| KeyError::MissingRotationKey { step: steps }.into())
+    }
+
+    /// Switches `a` (encrypted under the key `key` switches *from*) to the
+    /// secret key `key` switches *to*. Needs no key set.
+    ///
+    /// # Errors
+    /// A ciphertext or key of another context.
+    pub fn switch_key(&self, a: &Ciphertext, key: &SwitchingKey) -> Result<Ciphertext> {
+        self.context.check_same(&a.context)?;
+        self.context.check_same(&key.context)?;
+        let params = self.context.params();
+        let decomposition = decompose(params, &a.c1, a.level)?;
+        let (mut k0, k1) = apply_key(params, &decomposition, key, None, MemoryClass::Ciphertext)?;
+        k0.add_assign(&a.c0)?;
+        Ciphertext::from_parts(&self.context, k0, k1, a.level, a.scale, a.slots)
+    }
+
+    /// Conjugates every slot.
+    ///
+    /// # Errors
+    /// [`KeyError::NoKeys`] or [`KeyError::MissingConjugationKey`].
+    pub fn conjugate(&self, a: &Ciphertext) -> Result<Ciphertext> {
+        self.context.check_same(&a.context)?;
+        let key = self.keys()?.conjugation_key()?;
+        let g = GaloisElement::conjugation(self.context.params().degree().get());
+        self.apply_galois(a, g, key)
+    }
+
+    /// The gadget decomposition of `a`'s second part, for hoisted rotations.
+    ///
+    /// # Errors
+    /// A ciphertext of another context; allocation errors.
+    pub fn decompose(&self, a: &Ciphertext) -> Result<Decomposition> {
+        self.context.check_same(&a.context)?;
+        decompose(self.context.params(), &a.c1, a.level)
+    }
+
+    /// Rotates `a` by `steps` using its precomputed decomposition (which must
+    /// come from [`Evaluator::decompose`] on `a`). Needs a direct key.
+    ///
+    /// # Errors
+    /// [`KeyError::MissingRotationKey`] without a direct key; a
+    /// decomposition of another level.
+    pub fn rotate_decomposed(
+        &self,
+        a: &Ciphertext,
+        decomposition: &Decomposition,
+        steps: i64,
+    ) -> Result<Ciphertext> {
+        self.context.check_same(&a.context)?;
+        if decomposition.level != a.level {
+            return Err(crate::OperandError::LevelMismatch {
+                left: a.level,
+                right: decomposition.level,
+            }
+            .into());
+        }
+        let k = steps.rem_euclid(a.slots as i64) as usize;
+        if k == 0 {
+            return a.try_clone();
+        }
+        let (g, key) = self
+            .direct_rotation_key(k, a.slots)?
+            .ok_or(KeyError::MissingRotationKey { step: steps })?;
+        let params = self.context.params();
+        let (k0, k1) = apply_key(params, decomposition, key, Some(g), MemoryClass::Ciphertext)?;
+        let mut c0 = a.c0.automorphism(g, MemoryClass::Ciphertext)?;
+        c0.add_assign(&k0)?;
+        Ciphertext::from_parts(&self.context, c0, k1, a.level, a.scale, a.slots)
+    }
+
+    /// Rotations of `a` by each of `steps`, sharing one decomposition
+    /// (hoisting): one ModUp instead of one per rotation. Each step needs a
+    /// direct key.
+    ///
+    /// # Errors
+    /// As [`Evaluator::rotate_decomposed`].
+    pub fn rotate_hoisted(&self, a: &Ciphertext, steps: &[i64]) -> Result<Vec<Ciphertext>> {
+        let decomposition = self.decompose(a)?;
+        steps
+            .iter()
+            .map(|&s| self.rotate_decomposed(a, &decomposition, s))
+            .collect()
+    }
+
+    /// Sums all slots: every slot of the result holds `Σ_j a_j`, by
+    /// `log2(slots)` rotations by powers of two.
+    ///
+    /// # Errors
+    /// Missing power-of-two rotation keys.
+    pub fn rotate_sum(&self, a: &Ciphertext) -> Result<Ciphertext> {
+        let mut acc = a.try_clone()?;
+        let mut k = 1usize;
+        while k < a.slots {
+            let rotated = self.rotate(&acc, k as i64)?;
+            self.add_assign(&mut acc, &rotated)?;
+            k <<= 1;
+        }
+        Ok(acc)
+    }
+}

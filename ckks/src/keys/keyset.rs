@@ -1,0 +1,152 @@
+//! [`KeySet`]: the evaluation keys a workload needs, and [`KeySetRequest`].
+
+use std::collections::BTreeMap;
+
+use super::{KeyKind, SwitchingKey};
+use crate::ntt::GaloisElement;
+use crate::{KeyError, Result};
+
+/// Which evaluation keys to generate.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeySetRequest {
+    /// A relinearisation key (needed by every ciphertext multiplication).
+    pub relinearization: bool,
+    /// A conjugation key.
+    pub conjugation: bool,
+    /// Left rotations by these amounts (negative: right).
+    pub rotations: Vec<i64>,
+}
+
+impl KeySetRequest {
+    /// Relinearisation, conjugation, and rotations by every power of two
+    /// below `slots`, left and right: enough to compose any rotation with
+    /// at most `log2(slots)` key switches.
+    pub fn full(slots: usize) -> Self {
+        Self {
+            relinearization: true,
+            conjugation: true,
+            rotations: power_of_two_rotations(slots),
+        }
+    }
+}
+
+/// `±2^i` for `2^i < slots`.
+pub fn power_of_two_rotations(slots: usize) -> Vec<i64> {
+    let mut steps = Vec::new();
+    let mut k = 1i64;
+    while (k as usize) < slots {
+        steps.push(k);
+        steps.push(-k);
+        k *= 2;
+    }
+    steps
+}
+
+/// Evaluation keys by purpose: relinearisation, conjugation, and rotations by
+/// Galois element.
+#[derive(Debug, Default)]
+pub struct KeySet {
+    pub(crate) relinearization: Option<SwitchingKey>,
+    pub(crate) conjugation: Option<SwitchingKey>,
+    pub(crate) rotations: BTreeMap<u64, SwitchingKey>,
+}
+
+impl KeySet {
+    /// An empty key set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds (or replaces) a key, filed by its kind.
+    ///
+    /// # Errors
+    /// [`KeyError::WrongKey`] for a generic switching key.
+    pub fn insert(&mut self, key: SwitchingKey) -> Result<()> {
+        match key.kind {
+            KeyKind::Relinearization => self.relinearization = Some(key),
+            KeyKind::Conjugation => self.conjugation = Some(key),
+            KeyKind::Rotation(g) => {
+                self.rotations.insert(g.0, key);
+            }
+            KeyKind::Generic => {
+                return Err(KeyError::WrongKey {
+                    expected: "an evaluation key",
+                    found: key.kind.name(),
+                }
+                .into());
+            }
+        }
+        Ok(())
+    }
+
+    /// The relinearisation key.
+    ///
+    /// # Errors
+    /// [`KeyError::MissingRelinearizationKey`].
+    pub fn relinearization_key(&self) -> Result<&SwitchingKey> {
+        self.relinearization
+            .as_ref()
+            .ok_or_else(|| KeyError::MissingRelinearizationKey.into())
+    }
+
+    /// The conjugation key.
+    ///
+    /// # Errors
+    /// [`KeyError::MissingConjugationKey`].
+    pub fn conjugation_key(&self) -> Result<&SwitchingKey> {
+        self.conjugation
+            .as_ref()
+            .ok_or_else(|| KeyError::MissingConjugationKey.into())
+    }
+
+    /// The rotation key for Galois element `g`, if generated.
+    pub fn rotation_key(&self, g: GaloisElement) -> Option<&SwitchingKey> {
+        self.rotations.get(&g.0)
+    }
+
+    /// Whether a relinearisation key exists.
+    pub fn has_relinearization_key(&self) -> bool {
+        self.relinearization.is_some()
+    }
+
+    /// Whether a conjugation key exists.
+    pub fn has_conjugation_key(&self) -> bool {
+        self.conjugation.is_some()
+    }
+
+    /// The Galois elements of the rotation keys.
+    pub fn rotation_elements(&self) -> Vec<GaloisElement> {
+        self.rotations.keys().map(|&g| GaloisElement(g)).collect()
+    }
+
+    /// All keys, in a fixed order.
+    pub fn keys(&self) -> impl Iterator<Item = &SwitchingKey> {
+        self.relinearization
+            .iter()
+            .chain(self.conjugation.iter())
+            .chain(self.rotations.values())
+    }
+
+    /// Mutable access to every key (to compress or move them).
+    pub fn keys_mut(&mut self) -> impl Iterator<Item = &mut SwitchingKey> {
+        self.relinearization
+            .iter_mut()
+            .chain(self.conjugation.iter_mut())
+            .chain(self.rotations.values_mut())
+    }
+
+    /// Number of switching keys.
+    pub fn len(&self) -> usize {
+        self.keys().count()
+    }
+
+    /// Whether there are no keys.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes of all keys as held now.
+    pub fn size_bytes(&self) -> usize {
+        self.keys().map(SwitchingKey::size_bytes).sum()
+    }
+}

@@ -1,0 +1,241 @@
+//! [`SwitchingKey`]: hybrid key-switching keys (Han–Ki, ePrint 2019/688, §3).
+
+use std::fmt;
+use std::sync::Arc;
+
+use hemem_memory::MemoryClass;
+
+use crate::Result;
+use crate::backend::Backend;
+use crate::context::Context;
+use crate::ntt::GaloisElement;
+use crate::params::Level;
+use crate::poly::{Ntt, RnsPoly};
+use crate::sampling::Sampler;
+
+/// What a switching key switches from (it always switches *to* the secret
+/// key `s`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum KeyKind {
+    /// From `s²`: relinearisation after a multiplication.
+    Relinearization,
+    /// From `σ_g(s)`: the rotation with Galois element `g`.
+    Rotation(GaloisElement),
+    /// From `σ_{2N−1}(s)`: complex conjugation of the slots.
+    Conjugation,
+    /// From another secret key.
+    Generic,
+}
+
+impl KeyKind {
+    /// A short name for errors and reports.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Relinearization => "relinearisation",
+            Self::Rotation(_) => "rotation",
+            Self::Conjugation => "conjugation",
+            Self::Generic => "key switching",
+        }
+    }
+}
+
+/// A hybrid key-switching key from a secret `s'` to the secret `s`, with
+/// gadget rank `dnum`: for each digit `j` (the primes `D_j` of `Q`), an RLWE
+/// pair over `Q_L ∪ P`
+///
+/// `b_j = −a_j·s + e_j + P·[D̂_j]·s'`, with `P·[D̂_j] ≡ P (mod q_i ∈ D_j)` and
+/// `≡ 0` modulo every other prime,
+///
+/// so that `Σ_j ModUp([c]_{D_j})·(b_j, a_j)` decrypts to `P·c·s'` and ModDown
+/// by `P` leaves `c·s'` plus small noise.
+///
+/// The uniform halves `a_j` come from a 32-byte seed (one ChaCha20 sub-stream
+/// per digit and limb), so a key can be stored **compressed** — `b` and the
+/// seed only, half the bytes — and `a` regenerated limb by limb when needed.
+/// Buffers are `EvaluationKey`-class.
+pub struct SwitchingKey {
+    pub(crate) context: Context,
+    pub(crate) kind: KeyKind,
+    pub(crate) seed: [u8; 32],
+    pub(crate) b: Vec<RnsPoly<Ntt>>,
+    pub(crate) a: Option<Vec<RnsPoly<Ntt>>>,
+}
+
+impl fmt::Debug for SwitchingKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SwitchingKey")
+            .field("kind", &self.kind)
+            .field("digits", &self.b.len())
+            .field("compressed", &self.is_compressed())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The ChaCha20 sub-stream of digit `digit`, limb with global modulus index `modulus`.
+pub(crate) fn uniform_stream(digit: usize, modulus: usize) -> u64 {
+    ((digit as u64) << 32) | modulus as u64
+}
+
+/// Regenerates the uniform polynomial of `digit` over `moduli` from `seed`.
+pub(crate) fn regenerate_uniform(
+    backend: &Arc<dyn Backend>,
+    seed: [u8; 32],
+    digit: usize,
+    moduli: &[usize],
+    class: MemoryClass,
+) -> Result<RnsPoly<Ntt>> {
+    let n = backend.degree();
+    let table = backend.moduli();
+    let mut words = vec![0u64; moduli.len() * n];
+    for (limb, &index) in words.chunks_exact_mut(n).zip(moduli) {
+        let m = table.get(index).ok_or(crate::Error::LengthMismatch {
+            expected: table.len(),
+            actual: index + 1,
+        })?;
+        Sampler::from_seed_stream(seed, uniform_stream(digit, index)).fill_uniform(m.value(), limb);
+    }
+    RnsPoly::from_words(backend, moduli, class, &words)
+}
+
+impl SwitchingKey {
+    /// What the key switches from.
+    pub fn kind(&self) -> KeyKind {
+        self.kind
+    }
+
+    /// The number of gadget digits.
+    pub fn digits(&self) -> usize {
+        self.b.len()
+    }
+
+    /// Whether the uniform halves are dropped (regenerated from the seed on use).
+    pub fn is_compressed(&self) -> bool {
+        self.a.is_none()
+    }
+
+    /// The seed of the uniform halves.
+    pub fn seed(&self) -> [u8; 32] {
+        self.seed
+    }
+
+    /// The context.
+    pub fn context(&self) -> &Context {
+        &self.context
+    }
+
+    /// Bytes held in memory now.
+    pub fn size_bytes(&self) -> usize {
+        let b: usize = self.b.iter().map(|p| p.buffer().bytes()).sum();
+        let a: usize = self.a.iter().flatten().map(|p| p.buffer().bytes()).sum();
+        a + b
+    }
+
+    /// Drops the uniform halves, keeping the seed: half the memory; key
+    /// switching then regenerates what it needs.
+    pub fn compress(&mut self) {
+        self.a = None;
+    }
+
+    /// Regenerates the uniform halves from the seed on the key's device.
+    ///
+    /// # Errors
+    /// Allocation errors.
+    pub fn expand(&mut self) -> Result<()> {
+        if self.a.is_some() {
+            return Ok(());
+        }
+        let a = self
+            .b
+            .iter()
+            .enumerate()
+            .map(|(j, b)| {
+                regenerate_uniform(
+                    b.backend(),
+                    self.seed,
+                    j,
+                    b.moduli(),
+                    MemoryClass::EvaluationKey,
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.a = Some(a);
+        Ok(())
+    }
+
+    /// The digits' `a_j` over `moduli` (positions equal global indices in
+    /// the key's layout), regenerated into temporaries when compressed.
+    pub(crate) fn uniform_halves(
+        &self,
+        moduli: &[usize],
+        digits: usize,
+    ) -> Result<UniformHalves<'_>> {
+        match &self.a {
+            Some(a) => Ok(UniformHalves::Stored(a)),
+            None => {
+                let backend = self
+                    .b
+                    .first()
+                    .map(|b| Arc::clone(b.backend()))
+                    .ok_or(crate::Error::EmptyBasis)?;
+                (0..digits)
+                    .map(|j| {
+                        regenerate_uniform(&backend, self.seed, j, moduli, MemoryClass::Temporary)
+                    })
+                    .collect::<Result<Vec<_>>>()
+                    .map(UniformHalves::Regenerated)
+            }
+        }
+    }
+
+    /// The same key on the context's device.
+    ///
+    /// # Errors
+    /// Transfer errors.
+    pub fn to_device(&self) -> Result<Self> {
+        self.moved(Arc::clone(self.context.backend()))
+    }
+
+    /// The same key in host memory.
+    ///
+    /// # Errors
+    /// Transfer errors.
+    pub fn to_host(&self) -> Result<Self> {
+        self.moved(Arc::clone(self.context.host_backend()))
+    }
+
+    fn moved(&self, backend: Arc<dyn Backend>) -> Result<Self> {
+        let b = self
+            .b
+            .iter()
+            .map(|p| p.to_backend(&backend))
+            .collect::<Result<Vec<_>>>()?;
+        let a = match &self.a {
+            Some(a) => Some(
+                a.iter()
+                    .map(|p| p.to_backend(&backend))
+                    .collect::<Result<Vec<_>>>()?,
+            ),
+            None => None,
+        };
+        Ok(Self {
+            context: self.context.clone(),
+            kind: self.kind,
+            seed: self.seed,
+            b,
+            a,
+        })
+    }
+
+    /// The top level the key supports (always the chain's top).
+    pub fn level(&self) -> Level {
+        self.context.params().max_level()
+    }
+}
+
+/// The uniform halves of a key, as stored or regenerated for one use.
+pub(crate) enum UniformHalves<'a> {
+    /// Stored with the key (full layout `Q_L ∪ P`: select by global index).
+    Stored(&'a [RnsPoly<Ntt>]),
+    /// Regenerated over exactly the moduli asked for.
+    Regenerated(Vec<RnsPoly<Ntt>>),
+}

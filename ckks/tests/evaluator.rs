@@ -1,0 +1,357 @@
+//! Key switching, multiplication, rotation and conjugation against an f64
+//! reference, on every preset's structure.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    missing_docs
+)]
+
+use std::sync::Arc;
+
+use hemem_ckks::prelude::*;
+use hemem_ckks::testing::{max_abs_error, seed32, seeded_rng, unit_disk};
+use hemem_ckks::{Error, KeyError, OperandError};
+use num_complex::Complex64;
+
+struct Setup {
+    context: Context,
+    keygen: KeyGenerator,
+    secret: SecretKey,
+    public: PublicKey,
+    encoder: Encoder,
+    encryptor: Encryptor,
+    decryptor: Decryptor,
+}
+
+impl Setup {
+    fn new(preset: Preset, seed: u64) -> Self {
+        let params = Parameters::from_preset_with(preset, SecurityCheck::AllowInsecure).unwrap();
+        let context = Context::new(params, DeviceSelection::Cpu).unwrap();
+        let keygen = KeyGenerator::with_seed(&context, seed32(seed));
+        let secret = keygen.secret_key().unwrap();
+        let public = keygen.public_key(&secret).unwrap();
+        Self {
+            encoder: Encoder::new(&context),
+            encryptor: Encryptor::with_seed(&context, seed32(seed + 1)),
+            decryptor: Decryptor::new(&context),
+            context,
+            keygen,
+            secret,
+            public,
+        }
+    }
+
+    fn encrypt(&self, values: &[Complex64]) -> Ciphertext {
+        self.encryptor
+            .encrypt(&self.encoder.encode(values).unwrap(), &self.public)
+            .unwrap()
+    }
+
+    fn decrypt(&self, ct: &Ciphertext) -> Vec<Complex64> {
+        self.encoder
+            .decode(&self.decryptor.decrypt(ct, &self.secret).unwrap())
+            .unwrap()
+    }
+
+    fn evaluator(&self, request: &KeySetRequest) -> Evaluator {
+        let keys = self.keygen.key_set(&self.secret, request).unwrap();
+        Evaluator::with_keys(&self.context, Arc::new(keys))
+    }
+}
+
+fn bits(error: f64) -> f64 {
+    -error.log2()
+}
+
+fn rotate_left(v: &[Complex64], k: i64) -> Vec<Complex64> {
+    let n = v.len() as i64;
+    (0..n)
+        .map(|j| v[((j + k).rem_euclid(n)) as usize])
+        .collect()
+}
+
+/// Every operation once, at the encryption level, on one preset's shape.
+fn exercise(preset: Preset, min_bits: f64) {
+    let s = Setup::new(preset, 40 + preset as u64);
+    let slots = s.context.params().slots();
+    let eval = s.evaluator(&KeySetRequest::full(slots));
+    let mut rng = seeded_rng(1000 + preset as u64);
+    let (x, y) = (unit_disk(&mut rng, slots), unit_disk(&mut rng, slots));
+    let (cx, cy) = (s.encrypt(&x), s.encrypt(&y));
+    let enc = s.context.params().enc_level();
+    let check = |name: &str, ct: &Ciphertext, expected: &[Complex64]| {
+        let got = bits(max_abs_error(&s.decrypt(ct), expected));
+        eprintln!("{preset} {name}: level {} {got:.2} bits", ct.level());
+        assert!(got >= min_bits, "{preset} {name}: {got:.2} < {min_bits}");
+    };
+    let prod = eval.mult(&cx, &cy).unwrap();
+    assert_eq!(prod.level().get(), enc.get() - 1);
+    assert_eq!(
+        prod.scale(),
+        s.context
+            .params()
+            .default_scale(Level(enc.get() - 1))
+            .unwrap()
+    );
+    let xy: Vec<Complex64> = x.iter().zip(&y).map(|(a, b)| a * b).collect();
+    check("mult", &prod, &xy);
+    check(
+        "square",
+        &eval.square(&cx).unwrap(),
+        &x.iter().map(|a| a * a).collect::<Vec<_>>(),
+    );
+    let c = Complex64::new(0.625, -0.375);
+    check(
+        "mult_const",
+        &eval.mult_const(&cx, c).unwrap(),
+        &x.iter().map(|a| a * c).collect::<Vec<_>>(),
+    );
+    check(
+        "mult_integer",
+        &eval.mult_integer(&cx, -3).unwrap(),
+        &x.iter().map(|a| a * -3.0).collect::<Vec<_>>(),
+    );
+    check(
+        "mult_by_i",
+        &eval.mult_by_i(&cx).unwrap(),
+        &x.iter().map(|a| a * Complex64::i()).collect::<Vec<_>>(),
+    );
+    let py = s.encoder.encode(&y).unwrap();
+    check("mult_plain", &eval.mult_plain(&cx, &py).unwrap(), &xy);
+    check(
+        "conjugate",
+        &eval.conjugate(&cx).unwrap(),
+        &x.iter().map(|a| a.conj()).collect::<Vec<_>>(),
+    );
+    for steps in [1i64, -1, 5, slots as i64 / 2 + 3, -(slots as i64) + 7] {
+        check(
+            &format!("rotate {steps}"),
+            &eval.rotate(&cx, steps).unwrap(),
+            &rotate_left(&x, steps),
+        );
+    }
+    let hoisted = eval.rotate_hoisted(&cx, &[1, 2, 4, -8]).unwrap();
+    for (ct, k) in hoisted.iter().zip([1i64, 2, 4, -8]) {
+        check(&format!("hoisted {k}"), ct, &rotate_left(&x, k));
+    }
+    // A sum of products: mult_without_rescale, add, rescale.
+    let t = eval.mult_without_rescale(&cx, &cy).unwrap();
+    let t = eval
+        .add(&t, &eval.mult_without_rescale(&cx, &cx).unwrap())
+        .unwrap();
+    let t = eval.rescale(&t).unwrap();
+    check(
+        "mult+add+rescale",
+        &t,
+        &x.iter()
+            .zip(&y)
+            .map(|(a, b)| a * b + a * a)
+            .collect::<Vec<_>>(),
+    );
+}
+
+#[test]
+fn every_operation_on_every_test_preset() {
+    for preset in Preset::TEST {
+        // FT presets keep a 28–36-bit scale: fewer bits survive.
+        let min = match preset.shape_of() {
+            Preset::FTa => 9.0,
+            Preset::FTb => 15.0,
+            _ => 20.0,
+        };
+        exercise(preset, min);
+    }
+}
+
+#[test]
+fn key_switching_from_one_secret_to_another() {
+    let s = Setup::new(Preset::TestFGb, 7);
+    let other = s.keygen.secret_key().unwrap();
+    let key = s.keygen.switching_key(&other, &s.secret).unwrap();
+    // Encrypt under `other`, switch to `s.secret`, decrypt under `s.secret`.
+    let mut rng = seeded_rng(7);
+    let x = unit_disk(&mut rng, s.context.params().slots());
+    let ct = s
+        .encryptor
+        .encrypt_symmetric(&s.encoder.encode(&x).unwrap(), &other)
+        .unwrap();
+    let mut keys = KeySet::new();
+    assert!(
+        keys.insert(key).is_err(),
+        "generic keys do not go in a key set"
+    );
+    let key = s.keygen.switching_key(&other, &s.secret).unwrap();
+    let switched = Evaluator::new(&s.context).switch_key(&ct, &key).unwrap();
+    let got = bits(max_abs_error(&s.decrypt(&switched), &x));
+    assert!(got > 25.0, "{got}");
+    // Decrypting the switched ciphertext under the old key fails to recover x.
+    let wrong = s
+        .encoder
+        .decode(&s.decryptor.decrypt(&switched, &other).unwrap())
+        .unwrap();
+    assert!(max_abs_error(&wrong, &x) > 1.0);
+}
+
+#[test]
+fn rotations_by_every_key_of_a_power_of_two_set() {
+    let s = Setup::new(Preset::TestFGb, 8);
+    let slots = s.context.params().slots();
+    let eval = s.evaluator(&KeySetRequest::full(slots));
+    let x = unit_disk(&mut seeded_rng(8), slots);
+    let cx = s.encrypt(&x);
+    for &g in &eval.keys().unwrap().rotation_elements() {
+        // Find the rotation amount of this key.
+        let n = s.context.params().degree().get();
+        let k = (0..slots as i64)
+            .find(|&k| {
+                hemem_ckks::ntt::GaloisElement::rotation(k, n) == g
+                    || hemem_ckks::ntt::GaloisElement::rotation(k - slots as i64, n) == g
+            })
+            .unwrap();
+        let got = bits(max_abs_error(
+            &s.decrypt(&eval.rotate(&cx, k).unwrap()),
+            &rotate_left(&x, k),
+        ));
+        assert!(got > 20.0, "rotation {k}: {got}");
+    }
+    let sum = eval.rotate_sum(&cx).unwrap();
+    let total: Complex64 = x.iter().sum();
+    let got = s.decrypt(&sum);
+    assert!(got.iter().all(|v| (v - total).norm() < 1e-4));
+}
+
+#[test]
+fn compressed_keys_give_identical_results() {
+    let s = Setup::new(Preset::TestFTb, 9);
+    let slots = s.context.params().slots();
+    let keys = s
+        .keygen
+        .key_set(
+            &s.secret,
+            &KeySetRequest {
+                relinearization: true,
+                conjugation: false,
+                rotations: vec![3],
+            },
+        )
+        .unwrap();
+    let full = keys.size_bytes();
+    let x = unit_disk(&mut seeded_rng(9), slots);
+    let cx = s.encrypt(&x);
+    let keys = Arc::new(keys);
+    let eval = Evaluator::with_keys(&s.context, Arc::clone(&keys));
+    let a = eval.mult(&cx, &cx).unwrap();
+    let r = eval.rotate(&cx, 3).unwrap();
+    drop(eval);
+    let mut original = Arc::try_unwrap(keys).unwrap();
+    for k in original.keys_mut() {
+        assert!(!k.is_compressed());
+        k.compress();
+        assert!(k.is_compressed());
+    }
+    assert!(original.size_bytes() * 2 <= full);
+    let eval = Evaluator::with_keys(&s.context, Arc::new(original));
+    let b = eval.mult(&cx, &cx).unwrap();
+    let r2 = eval.rotate(&cx, 3).unwrap();
+    let words = |ct: &Ciphertext| {
+        (
+            ct.parts().0.to_words().unwrap(),
+            ct.parts().1.to_words().unwrap(),
+        )
+    };
+    assert_eq!(words(&a), words(&b));
+    assert_eq!(words(&r), words(&r2));
+}
+
+#[test]
+fn fgb_structure_chain_down_to_level_3() {
+    let s = Setup::new(Preset::TestFGb, 11);
+    let slots = s.context.params().slots();
+    let eval = s.evaluator(&KeySetRequest {
+        relinearization: true,
+        ..Default::default()
+    });
+    let x = unit_disk(&mut seeded_rng(11), slots);
+    let mut ct = s.encrypt(&x);
+    let mut expected = x.clone();
+    while ct.level().get() > 3 {
+        ct = eval.mult(&ct, &ct).unwrap();
+        expected = expected.iter().map(|v| v * v).collect();
+        let got = bits(max_abs_error(&s.decrypt(&ct), &expected));
+        eprintln!("chain level {}: {got:.2} bits", ct.level());
+    }
+    assert_eq!(ct.level(), Level(3));
+    let got = bits(max_abs_error(&s.decrypt(&ct), &expected));
+    assert!(got > 15.0, "{got}");
+}
+
+#[test]
+fn bad_operations_are_typed_errors() {
+    let s = Setup::new(Preset::TestFGa, 12);
+    let slots = s.context.params().slots();
+    let x = unit_disk(&mut seeded_rng(12), slots);
+    let cx = s.encrypt(&x);
+    let no_keys = Evaluator::new(&s.context);
+    let e = |r: hemem_ckks::Result<Ciphertext>| r.map(|_| ()).unwrap_err();
+    assert!(matches!(
+        e(no_keys.mult(&cx, &cx)),
+        Error::Key(KeyError::NoKeys)
+    ));
+    let eval = s.evaluator(&KeySetRequest {
+        relinearization: false,
+        conjugation: false,
+        rotations: vec![1],
+    });
+    assert!(matches!(
+        e(eval.mult(&cx, &cx)),
+        Error::Key(KeyError::MissingRelinearizationKey)
+    ));
+    assert!(matches!(
+        e(eval.conjugate(&cx)),
+        Error::Key(KeyError::MissingConjugationKey)
+    ));
+    assert!(matches!(
+        e(eval.rotate(&cx, 2)),
+        Error::Key(KeyError::MissingRotationKey { step: 2 })
+    ));
+    assert!(matches!(
+        e(eval.rotate_hoisted(&cx, &[3]).map(|mut v| v.remove(0))),
+        Error::Key(KeyError::MissingRotationKey { step: 3 })
+    ));
+    // Level 0: neither mult nor rescale.
+    let eval = s.evaluator(&KeySetRequest {
+        relinearization: true,
+        ..Default::default()
+    });
+    let low = Evaluator::new(&s.context)
+        .level_down(&cx, Level(0))
+        .unwrap();
+    assert!(matches!(
+        e(eval.mult(&low, &low)),
+        Error::Operand(OperandError::LevelTooLow { .. })
+    ));
+    assert!(matches!(
+        e(eval.rescale(&low)),
+        Error::Operand(OperandError::LevelTooLow { .. })
+    ));
+    // FGa: the 48-bit scale cannot be rescaled below level 3.
+    let at3 = Evaluator::new(&s.context)
+        .level_down(&cx, Level(4))
+        .unwrap();
+    let at3 = eval.mult(&at3, &at3).unwrap();
+    assert_eq!(at3.level(), Level(3));
+    assert!(matches!(
+        e(eval.mult(&at3, &at3)),
+        Error::Operand(OperandError::ScaleOverflow { .. })
+    ));
+    // Mismatched levels in a product.
+    let other = Evaluator::new(&s.context)
+        .level_down(&cx, Level(5))
+        .unwrap();
+    assert!(matches!(
+        e(eval.mult(&cx, &other)),
+        Error::Operand(OperandError::LevelMismatch { .. })
+    ));
+}
