@@ -68,9 +68,17 @@ fn demo_reports_precision_as_json() {
     assert_eq!(report["preset"], "test-FGb");
     assert_eq!(report["device"], "cpu");
     let steps = report["steps"].as_array().unwrap();
-    assert!(steps.iter().any(|s| s["op"] == "add"));
+    for op in ["encrypt", "mult", "rotate", "conjugate", "add", "square"] {
+        assert!(steps.iter().any(|s| s["op"] == op), "{op}");
+    }
+    assert_eq!(
+        steps.last().unwrap()["level"],
+        3,
+        "the chain ends at level 3"
+    );
     for step in steps {
-        assert!(step["precision_bits"].as_f64().unwrap() > 25.0, "{step}");
+        assert!(step["precision_bits"].as_f64().unwrap() > 20.0, "{step}");
+        assert!(step["ms"].as_f64().unwrap() >= 0.0);
     }
     let peaks = report["peak_bytes_by_class"].as_object().unwrap();
     assert!(peaks["ciphertext"].as_u64().unwrap() > 0);

@@ -35,6 +35,7 @@ pub mod params;
 pub mod poly;
 pub mod rns;
 pub mod sampling;
+pub mod serialize;
 #[cfg(any(test, feature = "test-utils"))]
 pub mod testing;
 pub mod zq;

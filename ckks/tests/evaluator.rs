@@ -355,3 +355,50 @@ fn bad_operations_are_typed_errors() {
         Error::Operand(OperandError::LevelMismatch { .. })
     ));
 }
+
+#[test]
+fn flooded_decryption_costs_the_predicted_precision() {
+    use hemem_ckks::eval::{FloodingGoal, NoiseFlooding};
+    let s = Setup::new(Preset::TestFGb, 13);
+    let slots = s.context.params().slots();
+    let x = unit_disk(&mut seeded_rng(13), slots);
+    let ct = s.encrypt(&x);
+    let plain = bits(max_abs_error(&s.decrypt(&ct), &x));
+    let flooding = NoiseFlooding {
+        precision_bits: 28.0,
+        ..NoiseFlooding::default()
+    };
+    let flooded = s
+        .encoder
+        .decode(
+            &s.decryptor
+                .decrypt_flooded(&ct, &s.secret, &flooding)
+                .unwrap(),
+        )
+        .unwrap();
+    let got = bits(max_abs_error(&flooded, &x));
+    // σ = Δ·2^-28 per coefficient becomes about 2^-28·√N per slot (RMS).
+    let log_sqrt_n = 0.5 * (s.context.params().degree().get() as f64).log2();
+    eprintln!(
+        "plain {plain:.2} bits, flooded {got:.2} bits (predicted ≈ {:.2})",
+        28.0 - log_sqrt_n - 2.0
+    );
+    assert!(got < plain - 2.0, "flooding must add noise");
+    assert!(
+        got > 28.0 - log_sqrt_n - 5.0 && got < 28.0 - log_sqrt_n + 1.0,
+        "{got}"
+    );
+    // 128-bit indistinguishability needs more noise than the scale holds.
+    let strict = NoiseFlooding {
+        goal: FloodingGoal::Indistinguishability {
+            statistical_bits: 128,
+        },
+        ..NoiseFlooding::default()
+    };
+    assert!(matches!(
+        s.decryptor
+            .decrypt_flooded(&ct, &s.secret, &strict)
+            .map(|_| ()),
+        Err(Error::Operand(OperandError::FloodingTooWide { .. }))
+    ));
+}

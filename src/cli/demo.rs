@@ -1,5 +1,8 @@
-//! `hemem demo`: encrypt random values, compute, decrypt, report precision.
+//! `hemem demo`: encrypt random values, multiply, rotate, conjugate, add,
+//! square down to the lowest user level, and report every step's precision
+//! and time, plus peak memory per class.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context as _;
@@ -9,6 +12,9 @@ use num_complex::Complex64;
 use serde::Serialize;
 
 use super::report::{max_abs_error, precision_bits};
+
+/// The rotation the demo shows.
+const ROTATION: i64 = 1;
 
 /// Arguments of `hemem demo`.
 #[derive(Debug, clap::Args)]
@@ -82,7 +88,20 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let encoder = Encoder::new(&context);
     let encryptor = Encryptor::new(&context)?;
     let decryptor = Decryptor::new(&context);
-    let evaluator = Evaluator::new(&context);
+    let request = KeySetRequest {
+        relinearization: true,
+        conjugation: true,
+        rotations: vec![ROTATION],
+    };
+    let t = Instant::now();
+    let keys = keygen.key_set(&secret, &request)?;
+    progress(&format!(
+        "  {} evaluation keys ({}) in {:.1} ms",
+        keys.len(),
+        super::report::human_bytes(keys.size_bytes() as u64),
+        t.elapsed().as_secs_f64() * 1e3
+    ));
+    let evaluator = Evaluator::with_keys(&context, Arc::new(keys));
     let mut sampler = Sampler::from_os()?;
     let x = random_unit_disk(&mut sampler, slots);
     let y = random_unit_disk(&mut sampler, slots);
@@ -101,18 +120,49 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             });
             Ok(())
         };
+    let timed =
+        |f: &dyn Fn() -> hemem_ckks::Result<Ciphertext>| -> anyhow::Result<(Ciphertext, f64)> {
+            let t = Instant::now();
+            let ct = f()?;
+            Ok((ct, t.elapsed().as_secs_f64() * 1e3))
+        };
 
-    let t = Instant::now();
-    let cx = encryptor.encrypt(&encoder.encode(&x)?, &public)?;
-    let ms = t.elapsed().as_secs_f64() * 1e3;
-    let cy = encryptor.encrypt(&encoder.encode(&y)?, &public)?;
+    let (cx, ms) = timed(&|| encryptor.encrypt(&encoder.encode(&x)?, &public))?;
     measure("encrypt", &cx, &x, ms).context("decrypting the fresh ciphertext")?;
+    let cy = encryptor.encrypt(&encoder.encode(&y)?, &public)?;
 
-    let t = Instant::now();
-    let sum = evaluator.add(&cx, &cy)?;
-    let ms = t.elapsed().as_secs_f64() * 1e3;
+    let (prod, ms) = timed(&|| evaluator.mult(&cx, &cy))?;
+    let xy: Vec<Complex64> = x.iter().zip(&y).map(|(a, b)| a * b).collect();
+    measure("mult", &prod, &xy, ms)?;
+
+    let (rot, ms) = timed(&|| evaluator.rotate(&cx, ROTATION))?;
+    let rotated: Vec<Complex64> = x
+        .iter()
+        .cycle()
+        .skip(ROTATION as usize)
+        .take(slots)
+        .copied()
+        .collect();
+    measure("rotate", &rot, &rotated, ms)?;
+
+    let (conj, ms) = timed(&|| evaluator.conjugate(&cx))?;
+    let conjugated: Vec<Complex64> = x.iter().map(|v| v.conj()).collect();
+    measure("conjugate", &conj, &conjugated, ms)?;
+
+    let (sum, ms) = timed(&|| evaluator.add(&cx, &cy))?;
     let expected: Vec<Complex64> = x.iter().zip(&y).map(|(a, b)| a + b).collect();
     measure("add", &sum, &expected, ms)?;
+
+    // A chain of squarings down to the lowest user level.
+    let floor = context.params().min_user_level();
+    let mut ct = cx;
+    let mut expected = x.clone();
+    while ct.level() > floor {
+        let (next, ms) = timed(&|| evaluator.square(&ct))?;
+        expected = expected.iter().map(|v| v * v).collect();
+        measure("square", &next, &expected, ms)?;
+        ct = next;
+    }
 
     let peaks = context
         .memory_statistics()

@@ -27,7 +27,8 @@ pub struct Cli {
 enum Command {
     /// Print the parameter presets (FGa, FGb, FVa, FVb, FVc, FTa, FTb).
     Params(params::Args),
-    /// Encrypt random values, compute, decrypt, and report the precision.
+    /// Encrypt random values, multiply, rotate, conjugate, add, square down to
+    /// level 3, and report every step's precision and time.
     Demo(demo::Args),
 }
 

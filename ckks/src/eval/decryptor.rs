@@ -2,19 +2,27 @@
 
 use hemem_memory::MemoryClass;
 
-use super::Ciphertext;
-use crate::Result;
+use super::{Ciphertext, NoiseFlooding};
 use crate::backend::BinaryOp;
 use crate::context::Context;
 use crate::encoding::Plaintext;
 use crate::keys::SecretKey;
-use crate::poly::{Ntt, RnsPoly};
+use crate::poly::{Coeff, Ntt, RnsPoly};
+use crate::sampling::Sampler;
+use crate::{OperandError, Result};
 
 /// Decrypts ciphertexts with the secret key: `m = c0 + c1·s`.
 ///
-/// Plain decryption reveals the ciphertext's noise along with the message;
-/// results that leave the secret-key holder should use the noise-flooding
-/// decryption of the evaluator issue instead (Li–Micciancio, 2021).
+/// # Which decryption to use
+///
+/// * [`Decryptor::decrypt`] returns `Δ·m + e` with the ciphertext's noise
+///   `e` intact. Use it when the result stays with the secret-key holder.
+/// * [`Decryptor::decrypt_flooded`] adds fresh Gaussian noise before
+///   decoding. Use it whenever a decrypted result **leaves** the secret-key
+///   holder: Li and Micciancio (EUROCRYPT 2021, ePrint 2020/1533) showed that
+///   `Δ·m + e`, together with the ciphertext, lets anyone solve for the secret
+///   key, because `e` is a known function of the key. See [`NoiseFlooding`]
+///   for the widths and what each protects against.
 #[derive(Clone, Debug)]
 pub struct Decryptor {
     context: Context,
@@ -57,5 +65,52 @@ impl Decryptor {
             scale: ciphertext.scale,
             slots: ciphertext.slots,
         })
+    }
+
+    /// Decrypts and floods the result with fresh Gaussian noise of the width
+    /// `flooding` prescribes, drawn from a ChaCha20 stream seeded from the
+    /// operating system: for results that leave the secret-key holder.
+    ///
+    /// # Errors
+    /// As [`Decryptor::decrypt`]; [`OperandError::FloodingTooWide`] when the
+    /// flood would leave less than two bits of precision (lower the goal or
+    /// raise the scale); [`crate::Error::Entropy`].
+    pub fn decrypt_flooded(
+        &self,
+        ciphertext: &Ciphertext,
+        key: &SecretKey,
+        flooding: &NoiseFlooding,
+    ) -> Result<Plaintext> {
+        let n = self.context.params().degree().get();
+        let sigma = flooding.sigma(n, ciphertext.scale);
+        // The flood's slot error is about σ·√N; keep at least two bits.
+        if !sigma.is_finite() || sigma * (n as f64).sqrt() * 4.0 >= ciphertext.scale.0 {
+            return Err(OperandError::FloodingTooWide {
+                flood_log2: sigma.log2(),
+                scale_log2: ciphertext.scale.log2(),
+            }
+            .into());
+        }
+        let mut plain = self.decrypt(ciphertext, key)?;
+        let mut sampler = Sampler::from_os()?;
+        let noise: Vec<f64> = (0..n).map(|_| sampler.gaussian_f64(sigma)).collect();
+        let moduli = plain.poly.moduli().to_vec();
+        let table = self.context.params().all_moduli();
+        let mut words = vec![0u64; moduli.len() * n];
+        for (limb, &index) in words.chunks_exact_mut(n).zip(&moduli) {
+            let m = table.get(index).ok_or(crate::Error::EmptyBasis)?;
+            for (w, &e) in limb.iter_mut().zip(&noise) {
+                *w = m.reduce_f64(e).ok_or(OperandError::NonFiniteValue)?;
+            }
+        }
+        let flood = RnsPoly::<Coeff>::from_words(
+            plain.poly.backend(),
+            &moduli,
+            MemoryClass::Temporary,
+            &words,
+        )?
+        .into_ntt()?;
+        plain.poly.add_assign(&flood)?;
+        Ok(plain)
     }
 }
