@@ -8,10 +8,12 @@
 //! twiddle tables are built from the very same root.
 
 mod automorphism;
+mod tables;
 
 pub use automorphism::{
     GaloisElement, apply_automorphism_coeff, automorphism_permutation, bit_reverse,
 };
+pub use tables::{TwiddleTables, forward_staged, inverse_staged};
 
 use concrete_ntt::prime64::Plan;
 

@@ -23,7 +23,7 @@ pub struct Modulus {
 /// A fixed multiplicand `w` with its Shoup quotient `floor(w · 2^64 / q)`,
 /// for multiplications by the same `w` many times (twiddles, base-conversion
 /// factors). Built by [`Modulus::shoup`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ShoupConstant {
     value: u64,
     quotient: u64,

@@ -1,0 +1,116 @@
+// Shared definitions of hemem's CKKS kernels: modular arithmetic on 64-bit
+// words (primes below 2^62), per-modulus constants, and limb maps.
+//
+// Every kernel leaves its outputs fully reduced in [0, q), so results are
+// bit-identical to the CPU backend whatever the internal (lazy) ranges are.
+#pragma once
+
+typedef unsigned long long u64;
+typedef unsigned int u32;
+
+#define HEMEM_MAX_LIMBS 64
+#define HEMEM_MAX_DIGITS 16
+#define HEMEM_MAX_SOURCES 16
+
+// Constants of one modulus (global index), uploaded once per context.
+struct ModConst {
+    u64 q;
+    u64 mu;        // floor(2^(2b) / q), b = bit length of q: one-word Barrett
+    u64 ratio_lo;  // floor(2^128 / q), low word: two-word Barrett
+    u64 ratio_hi;  // high word
+    u32 bits;      // b
+    u32 pad;
+};
+
+// Which limbs of a buffer a launch touches: limb i of the view is limb
+// pos[i] of the buffer, reduced modulo the prime with global index mod[i].
+struct LimbMap {
+    u32 count;
+    unsigned short pos[HEMEM_MAX_LIMBS];
+    unsigned short mod[HEMEM_MAX_LIMBS];
+};
+
+// Device pointers of several buffers (gadget digits, key parts).
+struct PtrArray {
+    u64 ptr[HEMEM_MAX_DIGITS];
+};
+
+__device__ __forceinline__ u64 add_mod(u64 a, u64 b, u64 q) {
+    u64 s = a + b;
+    return s >= q ? s - q : s;
+}
+
+__device__ __forceinline__ u64 sub_mod(u64 a, u64 b, u64 q) {
+    return a >= b ? a - b : a + q - b;
+}
+
+// x = hi·2^64 + lo < q·2^64: Barrett with the two-word constant floor(2^128/q)
+// (the estimate is off by at most one).
+__device__ __forceinline__ u64 reduce_u128(u64 hi, u64 lo, const ModConst& m) {
+    u64 low = __umul64hi(lo, m.ratio_lo);
+    // mid = hi·ratio_lo + lo·ratio_hi + low, 128 bits; only its high word matters.
+    u64 a_lo = hi * m.ratio_lo;
+    u64 a_hi = __umul64hi(hi, m.ratio_lo);
+    u64 b_lo = lo * m.ratio_hi;
+    u64 b_hi = __umul64hi(lo, m.ratio_hi);
+    u64 s1 = a_lo + b_lo;
+    u64 c1 = s1 < a_lo ? 1ull : 0ull;
+    u64 s2 = s1 + low;
+    u64 c2 = s2 < s1 ? 1ull : 0ull;
+    u64 mid_hi = a_hi + b_hi + c1 + c2;
+    u64 quotient = hi * m.ratio_hi + mid_hi;
+    u64 r = lo - quotient * m.q;
+    return r >= m.q ? r - m.q : r;
+}
+
+// Any 128-bit value hi·2^64 + lo.
+__device__ __forceinline__ u64 reduce_wide(u64 hi, u64 lo, const ModConst& m) {
+    u64 h = reduce_u128(0, hi, m);
+    return reduce_u128(h, lo, m);
+}
+
+// a·b mod q for a, b < q < 2^62 (one-word Barrett; the estimate is off by at
+// most two).
+__device__ __forceinline__ u64 mul_mod(u64 a, u64 b, const ModConst& m) {
+    u64 lo = a * b;
+    u64 hi = __umul64hi(a, b);
+    u32 s = m.bits - 1;
+    u64 x = (lo >> s) | (hi << (64 - s));
+    u64 plo = x * m.mu;
+    u64 phi = __umul64hi(x, m.mu);
+    u32 t = m.bits + 1;
+    u64 est = (plo >> t) | (phi << (64 - t));
+    u64 r = lo - est * m.q;
+    if (r >= m.q) r -= m.q;
+    if (r >= m.q) r -= m.q;
+    return r;
+}
+
+// a·w mod q by Shoup, lazily in [0, 2q), for any word a and w < q with
+// w_shoup = floor(w·2^64/q).
+__device__ __forceinline__ u64 mul_shoup_lazy(u64 a, u64 w, u64 w_shoup, u64 q) {
+    u64 est = __umul64hi(a, w_shoup);
+    return a * w - est * q;
+}
+
+__device__ __forceinline__ u64 mul_shoup(u64 a, u64 w, u64 w_shoup, u64 q) {
+    u64 r = mul_shoup_lazy(a, w, w_shoup, q);
+    return r >= q ? r - q : r;
+}
+
+// 128-bit accumulator.
+struct Acc128 {
+    u64 lo;
+    u64 hi;
+};
+
+__device__ __forceinline__ void acc_mul(Acc128& acc, u64 a, u64 b) {
+    u64 lo = a * b;
+    u64 hi = __umul64hi(a, b);
+    acc.lo += lo;
+    acc.hi += hi + (acc.lo < lo ? 1ull : 0ull);
+}
+
+__device__ __forceinline__ u64* limb_ptr(u64 base, u32 position, u32 n) {
+    return reinterpret_cast<u64*>(base) + (size_t)position * n;
+}
