@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::statistics::{StatisticsHandle, StatisticsScope};
 use crate::{
-    AllocRequest, AllocationId, Buffer, HostResource, MemoryClass, MemoryResource, Result,
-    Statistics, StatisticsAdaptor,
+    AllocRequest, AllocationId, Buffer, CachingAdaptor, HostResource, MemoryClass, MemoryResource,
+    Result, Statistics, StatisticsAdaptor,
 };
 
 /// A composed resource chain plus its statistics. Cheap to clone; clones share
@@ -20,9 +20,12 @@ pub struct Allocator {
 }
 
 impl Allocator {
-    /// Host memory with statistics: the CPU backend's allocator.
+    /// Host memory with statistics: the CPU backend's allocator. Freed
+    /// blocks are cached for reuse up to an eighth of physical memory.
     pub fn host() -> Self {
-        let counted = StatisticsAdaptor::new(HostResource::new());
+        let host = HostResource::new();
+        let limit = host.limit() / 8;
+        let counted = StatisticsAdaptor::new(CachingAdaptor::new(host, limit));
         let statistics = counted.handle();
         Self::from_parts(Arc::new(counted), statistics)
     }

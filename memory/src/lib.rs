@@ -22,7 +22,7 @@ mod resource;
 pub mod resources;
 mod statistics;
 
-pub use adaptors::StatisticsAdaptor;
+pub use adaptors::{CachingAdaptor, StatisticsAdaptor};
 pub use allocator::Allocator;
 pub use buffer::Buffer;
 pub use class::{MemoryClass, Placement};
