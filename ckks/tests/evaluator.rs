@@ -402,3 +402,50 @@ fn flooded_decryption_costs_the_predicted_precision() {
         Err(Error::Operand(OperandError::FloodingTooWide { .. }))
     ));
 }
+
+#[test]
+fn mod_raise_adds_multiples_of_q0_only() {
+    let s = Setup::new(Preset::TestFGb, 14);
+    let slots = s.context.params().slots();
+    let plain = Evaluator::new(&s.context);
+    let x = unit_disk(&mut seeded_rng(14), slots);
+    let ct = plain.level_down(&s.encrypt(&x), Level(0)).unwrap();
+    let top = s.context.params().max_level();
+    let raised = plain.mod_raise(&ct, top).unwrap();
+    assert_eq!(raised.level(), top);
+    assert_eq!(raised.scale(), ct.scale());
+    // Back at level 0 the limbs are exactly the input's.
+    let back = plain.level_down(&raised, Level(0)).unwrap();
+    assert_eq!(
+        back.parts().0.to_words().unwrap(),
+        ct.parts().0.to_words().unwrap()
+    );
+    assert_eq!(
+        back.parts().1.to_words().unwrap(),
+        ct.parts().1.to_words().unwrap()
+    );
+    // Decrypted at the top, each coefficient is the level-0 one plus q0·I
+    // with a small integer I (|I| ≤ (h+1)/2 + 1 by construction).
+    let scale = ct.scale().get();
+    let q0 = s.context.params().q_moduli()[0].value() as f64;
+    let low = s
+        .encoder
+        .coefficients(&s.decryptor.decrypt(&ct, &s.secret).unwrap())
+        .unwrap();
+    let high = s
+        .encoder
+        .coefficients(&s.decryptor.decrypt(&raised, &s.secret).unwrap())
+        .unwrap();
+    let bound = (s.context.params().hamming_weight() as f64 + 1.0) / 2.0 + 1.0;
+    let mut max_i = 0f64;
+    for (l, h) in low.iter().zip(&high) {
+        let i = (h - l) * scale / q0;
+        assert!((i - i.round()).abs() < 1e-3, "{i}");
+        max_i = max_i.max(i.abs());
+    }
+    assert!(max_i >= 1.0 && max_i <= bound, "max |I| = {max_i}");
+    assert!(matches!(
+        plain.mod_raise(&raised, top).map(|_| ()),
+        Err(Error::Operand(OperandError::LevelOutOfRange { .. }))
+    ));
+}

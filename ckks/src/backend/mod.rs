@@ -219,6 +219,15 @@ pub trait Backend: Send + Sync + fmt::Debug {
         out: LimbsMut<'_>,
     ) -> Result<()>;
 
+    /// Spreads one limb in **coefficient** form (modulo the prime of
+    /// `src.moduli[0]`) to every limb of `out` (coefficient form): each
+    /// coefficient is centred in `(−p/2, p/2]` and reduced modulo the target
+    /// limb's prime. ModRaise is this between two transforms.
+    ///
+    /// # Errors
+    /// Shape or placement errors; a source of other than one limb.
+    fn spread_centered(&self, src: Limbs<'_>, out: LimbsMut<'_>) -> Result<()>;
+
     /// Applies `X ↦ X^g` to NTT-form limbs: `out[j] = x[perm_g[j]]`.
     ///
     /// # Errors

@@ -7,7 +7,7 @@ use num_complex::Complex64;
 use super::{Ciphertext, Evaluator};
 use crate::backend::BinaryOp;
 use crate::encoding::Plaintext;
-use crate::params::Level;
+use crate::params::{Level, Scale};
 use crate::poly::{Coeff, RnsPoly};
 use crate::{OperandError, Result};
 
@@ -160,6 +160,78 @@ impl Evaluator {
             &self.context,
             a.c0.truncated(count, MemoryClass::Ciphertext)?,
             a.c1.truncated(count, MemoryClass::Ciphertext)?,
+            level,
+            a.scale,
+            a.slots,
+        )
+    }
+
+    /// Relabels the scale of `a` without touching its polynomials: every
+    /// slot value is multiplied by `old / new`. Bootstrapping reads the
+    /// ModRaised plaintext at scale `q_0` this way.
+    ///
+    /// # Errors
+    /// [`OperandError::InvalidScale`] for a non-positive or non-finite scale.
+    pub fn set_scale(&self, a: &Ciphertext, scale: Scale) -> Result<Ciphertext> {
+        self.context.check_same(&a.context)?;
+        if !(scale.0.is_finite() && scale.0 > 0.0) {
+            return Err(OperandError::InvalidScale.into());
+        }
+        let mut out = a.try_clone()?;
+        out.scale = scale;
+        Ok(out)
+    }
+
+    /// Reinterprets `a` as holding `slots` slots (a power of two up to N/2)
+    /// without touching its polynomials. After ModRaise a sparse ciphertext
+    /// is no longer confined to the subring of its slot count, and
+    /// bootstrapping's SubSum treats it as full-slot; this is how.
+    ///
+    /// # Errors
+    /// [`OperandError::InvalidSlots`].
+    pub fn set_slots(&self, a: &Ciphertext, slots: usize) -> Result<Ciphertext> {
+        self.context.check_same(&a.context)?;
+        let max = self.context.params().degree().get() / 2;
+        if slots == 0 || !slots.is_power_of_two() || slots > max {
+            return Err(OperandError::InvalidSlots { slots, max }.into());
+        }
+        let mut out = a.try_clone()?;
+        out.slots = slots;
+        Ok(out)
+    }
+
+    /// ModRaise: lifts a level-0 ciphertext to `level` by reading each of its
+    /// polynomials modulo `q_0` as centred integers. The result decrypts to
+    /// `t = Δ·m + e + q_0·I` for a small integer polynomial `I` (of size about
+    /// `√(h+1)/2`): the input of bootstrapping's CoeffToSlot. The scale is
+    /// kept.
+    ///
+    /// # Errors
+    /// An input above level 0; a target level beyond the chain.
+    pub fn mod_raise(&self, a: &Ciphertext, level: Level) -> Result<Ciphertext> {
+        self.context.check_same(&a.context)?;
+        if a.level.0 != 0 {
+            return Err(OperandError::LevelOutOfRange {
+                level: a.level,
+                max: Level(0),
+            }
+            .into());
+        }
+        let params = self.context.params();
+        params.q_modulus(level)?;
+        let moduli = params.q_indices(level);
+        let raise = |p: &RnsPoly<crate::poly::Ntt>| -> Result<RnsPoly<crate::poly::Ntt>> {
+            let coeff = p.clone_as(MemoryClass::Temporary)?.into_coeff()?;
+            let mut out =
+                RnsPoly::<Coeff>::allocate(p.backend(), &moduli, MemoryClass::Ciphertext, false)?;
+            p.backend()
+                .spread_centered(coeff.limbs()?, out.limbs_mut()?)?;
+            out.into_ntt()
+        };
+        Ciphertext::from_parts(
+            &self.context,
+            raise(&a.c0)?,
+            raise(&a.c1)?,
             level,
             a.scale,
             a.slots,

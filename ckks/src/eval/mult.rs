@@ -121,6 +121,33 @@ impl Evaluator {
         )
     }
 
+    /// Divides by `q_l` like [`Evaluator::rescale`] but without the scale
+    /// rule: only level 0 is refused. Bootstrapping's SlotToCoeff uses it,
+    /// whose schedules let the scale exceed the bottom primes on purpose;
+    /// user code should call [`Evaluator::rescale`].
+    ///
+    /// # Errors
+    /// [`OperandError::LevelTooLow`] at level 0.
+    pub fn rescale_unchecked(&self, a: &Ciphertext) -> Result<Ciphertext> {
+        self.context.check_same(&a.context)?;
+        if a.level.0 == 0 {
+            return Err(OperandError::LevelTooLow {
+                operation: "rescale",
+                level: a.level,
+            }
+            .into());
+        }
+        let q = self.context.params().q_modulus(a.level)?.value() as f64;
+        Ciphertext::from_parts(
+            &self.context,
+            a.c0.rescale(MemoryClass::Ciphertext)?,
+            a.c1.rescale(MemoryClass::Ciphertext)?,
+            Level(a.level.0 - 1),
+            Scale(a.scale.0 / q),
+            a.slots,
+        )
+    }
+
     /// `a·p` without rescaling: scale `Δ_a·Δ_p`.
     ///
     /// # Errors

@@ -337,6 +337,22 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
+    fn spread_centered(&self, src: Limbs<'_>, out: LimbsMut<'_>) -> Result<()> {
+        let n = self.degree;
+        Self::same_length(1, src.len())?;
+        let p = self.modulus(*src.moduli.first().ok_or(Error::EmptyBasis)?)?;
+        let source = read_limbs(&src, n)?;
+        let source = source.first().ok_or(Error::EmptyBasis)?;
+        let moduli = self.moduli_of(out.moduli)?;
+        let out = write_limbs(out, n)?;
+        out.into_par_iter().zip(moduli).for_each(|(o, m)| {
+            for (o, &v) in o.iter_mut().zip(source.iter()) {
+                *o = m.reduce_i64(p.center(v));
+            }
+        });
+        Ok(())
+    }
+
     fn rescale(&self, x: Limbs<'_>, out: LimbsMut<'_>) -> Result<()> {
         convert::rescale(self, x, out)
     }
