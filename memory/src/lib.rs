@@ -61,3 +61,5 @@ pub use resources::{
     DevicePoolResource, HostResource, ManagedResource, PinnedHostResource, Router,
 };
 pub use statistics::{ClassStatistics, Counter, Statistics, StatisticsHandle, StatisticsScope};
+#[cfg(feature = "test-utils")]
+pub mod testing;
