@@ -23,7 +23,9 @@ pub enum Error {
         found: usize,
     },
     /// A buffer is ordered on another stream than the launch.
-    #[error("kernel {kernel}: a buffer lives on the {found} stream, the launch on the {expected} stream")]
+    #[error(
+        "kernel {kernel}: a buffer lives on the {found} stream, the launch on the {expected} stream"
+    )]
     WrongStream {
         /// The kernel.
         kernel: &'static str,

@@ -13,8 +13,8 @@ use hemem_gpu_kernels::{Kernels, pattern_word};
 use hemem_memory::cuda::cupti::UnifiedMemoryCounters;
 use hemem_memory::testing::{gpu_or_skip, gpu_required};
 use hemem_memory::{
-    Allocator, BudgetSetting, Buffer, ByteSize, MemoryClass, MemoryConfig, Placement,
-    PolicyConfig, StreamId,
+    Allocator, BudgetSetting, Buffer, ByteSize, MemoryClass, MemoryConfig, Placement, PolicyConfig,
+    StreamId,
 };
 
 const MIB: usize = 1 << 20;
@@ -69,7 +69,9 @@ fn gpu_budget_holds_and_cupti_agrees_with_the_residency_manager() {
             } else {
                 MemoryClass::EvaluationKey
             };
-            allocator.allocate(class, BUFFER_BYTES).expect("managed buffer")
+            allocator
+                .allocate(class, BUFFER_BYTES)
+                .expect("managed buffer")
         })
         .collect();
     assert!(buffers.iter().all(|b| b.placement() == Placement::Managed));
@@ -116,7 +118,10 @@ fn gpu_budget_holds_and_cupti_agrees_with_the_residency_manager() {
     );
     assert!(evictions > 0, "3 GiB under a 1 GiB budget must evict");
     assert_eq!(traffic.dropped, 0, "CUPTI dropped records");
-    assert!(!traffic.any_gpu_fault(), "GPU page faults in steady state: {traffic:?}");
+    assert!(
+        !traffic.any_gpu_fault(),
+        "GPU page faults in steady state: {traffic:?}"
+    );
     assert!(
         within_one_percent(traffic.htod_bytes(), manager_htod),
         "host→device: CUPTI {} B vs manager {manager_htod} B",

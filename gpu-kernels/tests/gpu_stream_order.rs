@@ -81,10 +81,7 @@ fn gpu_race_unordered_cross_stream_use() {
         // no event between them, then freed on the compute stream while the
         // copy stream may still be writing it.
         #[allow(unsafe_code)]
-        unsafe {
-            touch::fill_async(&kernels, StreamId::Copy, view, round)
-        }
-        .expect("launch");
+        unsafe { touch::fill_async(&kernels, StreamId::Copy, view, round) }.expect("launch");
         drop(a);
     }
     device.synchronize(StreamId::Copy).expect("sync");

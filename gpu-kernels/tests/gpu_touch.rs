@@ -27,7 +27,10 @@ fn gpu_touch_kernels_write_and_verify_the_pattern() {
         let mut b = allocator.allocate(class, (1 << 20) + 24).expect("alloc");
         assert_eq!(b.placement(), placement);
         touch::fill(&kernels, &allocator, &mut b, 42).expect("fill");
-        assert_eq!(touch::count_mismatches(&kernels, &allocator, &b, 42).expect("verify"), 0);
+        assert_eq!(
+            touch::count_mismatches(&kernels, &allocator, &b, 42).expect("verify"),
+            0
+        );
         assert_eq!(
             touch::count_mismatches(&kernels, &allocator, &b, 43).expect("verify"),
             b.words() as u64
@@ -41,7 +44,10 @@ fn gpu_touch_kernels_write_and_verify_the_pattern() {
             .count();
         assert_eq!(wrong, 0, "{placement}: host and device patterns differ");
         allocator.upload(&mut b, 1000, &[7, 8]).expect("upload");
-        assert_eq!(touch::count_mismatches(&kernels, &allocator, &b, 42).expect("verify"), 2);
+        assert_eq!(
+            touch::count_mismatches(&kernels, &allocator, &b, 42).expect("verify"),
+            2
+        );
         touch::read(&kernels, &allocator, &b).expect("read");
     }
     assert_eq!(device.take_deferred_error(), None);

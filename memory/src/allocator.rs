@@ -553,12 +553,25 @@ pub(crate) mod tests {
             };
             if self.placement == Placement::DevicePool {
                 self.residency.reserve_pool(request.class, bytes)?;
-                Ok(Allocation::new(request, self.placement, Memory::DevicePool(memory)))
+                Ok(Allocation::new(
+                    request,
+                    self.placement,
+                    Memory::DevicePool(memory),
+                ))
             } else {
                 let advice = self.policy.advice(request.class);
-                self.residency
-                    .register_managed(request.id, request.class, memory.ptr, bytes, advice);
-                Ok(Allocation::new(request, self.placement, Memory::Managed(memory)))
+                self.residency.register_managed(
+                    request.id,
+                    request.class,
+                    memory.ptr,
+                    bytes,
+                    advice,
+                );
+                Ok(Allocation::new(
+                    request,
+                    self.placement,
+                    Memory::Managed(memory),
+                ))
             }
         }
 
@@ -646,8 +659,14 @@ pub(crate) mod tests {
     #[test]
     fn device_policy_over_budget_reports_what_is_in_use() {
         use crate::residency::NullDriver;
-        let a = fake_gpu(Arc::new(DevicePolicy), (4 * MIB) as u64, Box::new(NullDriver));
-        let _keep = a.allocate(MemoryClass::EvaluationKey, 3 * MIB).expect("fits");
+        let a = fake_gpu(
+            Arc::new(DevicePolicy),
+            (4 * MIB) as u64,
+            Box::new(NullDriver),
+        );
+        let _keep = a
+            .allocate(MemoryClass::EvaluationKey, 3 * MIB)
+            .expect("fits");
         let err = a
             .allocate(MemoryClass::Temporary, 2 * MIB)
             .expect_err("over budget");
@@ -671,9 +690,17 @@ pub(crate) mod tests {
     fn budgeted_pool_allocations_evict_managed_buffers() {
         use crate::residency::driver::mock::{Call, RecordingDriver};
         let driver = RecordingDriver::default();
-        let a = fake_gpu(Arc::new(StaticPolicy), (4 * MIB) as u64, Box::new(driver.clone()));
-        let k1 = a.allocate(MemoryClass::EvaluationKey, 2 * MIB).expect("managed");
-        let k2 = a.allocate(MemoryClass::EvaluationKey, 2 * MIB).expect("managed");
+        let a = fake_gpu(
+            Arc::new(StaticPolicy),
+            (4 * MIB) as u64,
+            Box::new(driver.clone()),
+        );
+        let k1 = a
+            .allocate(MemoryClass::EvaluationKey, 2 * MIB)
+            .expect("managed");
+        let k2 = a
+            .allocate(MemoryClass::EvaluationKey, 2 * MIB)
+            .expect("managed");
         drop(a.prepare(&[&k1]).expect("fits"));
         drop(a.prepare(&[&k2]).expect("fits"));
         driver.take();
@@ -695,7 +722,10 @@ pub(crate) mod tests {
             a.prepare(&[&k1, &k2]),
             Err(Error::OverBudget { .. })
         ));
-        assert_eq!(a.residency_usage().map(|u| u.device_bytes()), Some((3 * MIB) as u64));
+        assert_eq!(
+            a.residency_usage().map(|u| u.device_bytes()),
+            Some((3 * MIB) as u64)
+        );
         let _ = k2_id;
     }
 }

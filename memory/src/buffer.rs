@@ -85,12 +85,10 @@ impl Buffer {
         match &mut self.allocation.memory {
             Memory::Host(words) => Ok(words),
             Memory::PinnedHost(block) => Ok(block.as_mut_slice()),
-            Memory::DevicePool(_) | Memory::Managed(_) => {
-                Err(Error::WrongPlacement {
-                    placement: self.allocation.placement,
-                    wanted: "host",
-                })
-            }
+            Memory::DevicePool(_) | Memory::Managed(_) => Err(Error::WrongPlacement {
+                placement: self.allocation.placement,
+                wanted: "host",
+            }),
         }
     }
 

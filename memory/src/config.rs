@@ -71,8 +71,8 @@ impl FromStr for ByteSize {
             let digits = fraction.get(..fraction.len().min(9)).unwrap_or("");
             let scale = 10u128.pow(digits.len() as u32);
             let frac: u128 = digits.parse().map_err(|_| invalid())?;
-            let extra = u64::try_from(frac * u128::from(multiplier) / scale)
-                .map_err(|_| invalid())?;
+            let extra =
+                u64::try_from(frac * u128::from(multiplier) / scale).map_err(|_| invalid())?;
             bytes = bytes.checked_add(extra).ok_or_else(invalid)?;
         }
         Ok(Self(bytes))
@@ -371,7 +371,17 @@ mod tests {
         for (text, bytes) in ok {
             assert_eq!(text.parse::<ByteSize>(), Ok(ByteSize(bytes)), "{text}");
         }
-        for text in ["", "GiB", "4 GiBs", "-1GiB", "1.GiB", "1e9", "4 G", "99999999999TiB", ".5GiB"] {
+        for text in [
+            "",
+            "GiB",
+            "4 GiBs",
+            "-1GiB",
+            "1.GiB",
+            "1e9",
+            "4 G",
+            "99999999999TiB",
+            ".5GiB",
+        ] {
             assert_eq!(
                 text.parse::<ByteSize>(),
                 Err(ConfigError::InvalidByteSize { text: text.into() }.into()),
@@ -392,7 +402,10 @@ mod tests {
 
     #[test]
     fn environment_is_parsed_into_a_typed_config() {
-        assert_eq!(MemoryConfig::from_vars(vars(&[])), Ok(MemoryConfig::default()));
+        assert_eq!(
+            MemoryConfig::from_vars(vars(&[])),
+            Ok(MemoryConfig::default())
+        );
         let c = MemoryConfig::from_vars(vars(&[
             ("HEMEM_DEVICE_BUDGET", "4GiB"),
             ("HEMEM_MEMORY_POLICY", "dynamic"),

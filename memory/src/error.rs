@@ -199,13 +199,17 @@ pub enum DeviceError {
 pub enum ConfigError {
     /// A policy name that is not one of `device`, `managed`, `static`,
     /// `profiled`, `dynamic`.
-    #[error("unknown memory policy {name:?} (expected device, managed, static, profiled or dynamic)")]
+    #[error(
+        "unknown memory policy {name:?} (expected device, managed, static, profiled or dynamic)"
+    )]
     UnknownPolicy {
         /// The name given.
         name: String,
     },
     /// A byte size that does not parse (`4GiB`, `512MiB`, `1073741824`).
-    #[error("invalid byte size {text:?} (expected a number with an optional unit: B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)")]
+    #[error(
+        "invalid byte size {text:?} (expected a number with an optional unit: B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
+    )]
     InvalidByteSize {
         /// The text given.
         text: String,
@@ -558,14 +562,14 @@ mod tests {
                 "CUPTI call cuptiActivityEnable failed with code 1",
             ),
             (
-                ConfigError::UnknownPolicy {
-                    name: "lru".into(),
-                }
-                .into(),
+                ConfigError::UnknownPolicy { name: "lru".into() }.into(),
                 "unknown memory policy \"lru\" (expected device, managed, static, profiled or dynamic)",
             ),
             (
-                ConfigError::InvalidByteSize { text: "4 GB!".into() }.into(),
+                ConfigError::InvalidByteSize {
+                    text: "4 GB!".into(),
+                }
+                .into(),
                 "invalid byte size \"4 GB!\" (expected a number with an optional unit: B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)",
             ),
             (

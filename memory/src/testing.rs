@@ -16,7 +16,10 @@ pub fn gpu_or_skip(name: &str) -> Option<GpuDevice> {
     match GpuDevice::open(0) {
         Ok(device) => Some(device),
         Err(e) => {
-            #[allow(clippy::panic, reason = "a required GPU that is missing fails the test")]
+            #[allow(
+                clippy::panic,
+                reason = "a required GPU that is missing fails the test"
+            )]
             if gpu_required() {
                 panic!("{name}: HEMEM_REQUIRE_GPU=1 but no GPU: {e}");
             }

@@ -36,7 +36,9 @@ fn gpu_device_reports_what_hemem_needs() {
     let a = device.stream(StreamId::Compute).cu_stream();
     let b = device.stream(StreamId::Copy).cu_stream();
     assert_ne!(a, b);
-    device.order(StreamId::Compute, StreamId::Copy).expect("event");
+    device
+        .order(StreamId::Compute, StreamId::Copy)
+        .expect("event");
     device.synchronize(StreamId::Copy).expect("sync");
     assert_eq!(device.take_deferred_error(), None);
 }

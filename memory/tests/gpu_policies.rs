@@ -34,8 +34,12 @@ fn pattern(seed: u64, words: usize) -> Vec<u64> {
 fn exercise(device: &GpuDevice, allocator: &Allocator, rounds: u64) {
     let mut reserved_after_first = None;
     for round in 0..rounds {
-        let mut t = allocator.allocate(MemoryClass::Temporary, 16 * MIB).expect("scratch");
-        let mut c = allocator.allocate(MemoryClass::Ciphertext, 8 * MIB).expect("ciphertext");
+        let mut t = allocator
+            .allocate(MemoryClass::Temporary, 16 * MIB)
+            .expect("scratch");
+        let mut c = allocator
+            .allocate(MemoryClass::Ciphertext, 8 * MIB)
+            .expect("ciphertext");
         let (pt, pc) = (pattern(round, t.words()), pattern(!round, c.words()));
         allocator.upload(&mut t, 0, &pt).expect("upload");
         allocator.upload(&mut c, 0, &pc).expect("upload");
@@ -175,8 +179,7 @@ fn gpu_sensitive_memory_is_zeroed_before_reuse() {
         return;
     };
     for policy in [PolicyConfig::Device, PolicyConfig::Managed] {
-        let allocator =
-            Allocator::gpu(&device, &config(policy, ByteSize::GIB)).expect("allocator");
+        let allocator = Allocator::gpu(&device, &config(policy, ByteSize::GIB)).expect("allocator");
         let mut secret = allocator
             .allocate_sensitive(MemoryClass::EvaluationKey, 4 * MIB)
             .expect("alloc");

@@ -3,8 +3,7 @@
 
 use hemem_memory::testing::gpu_or_skip;
 use hemem_memory::{
-    Allocator, BudgetSetting, Buffer, ByteSize, MemoryClass, MemoryConfig, Placement,
-    PolicyConfig,
+    Allocator, BudgetSetting, Buffer, ByteSize, MemoryClass, MemoryConfig, Placement, PolicyConfig,
 };
 
 const MIB: usize = 1 << 20;
@@ -34,14 +33,19 @@ fn gpu_evicted_buffers_come_back_word_for_word() {
         let classes = [MemoryClass::Ciphertext, MemoryClass::EvaluationKey];
         let mut buffers: Vec<Buffer> = (0..6)
             .map(|i| {
-                let class = classes.get(i % 2).copied().unwrap_or(MemoryClass::Ciphertext);
+                let class = classes
+                    .get(i % 2)
+                    .copied()
+                    .unwrap_or(MemoryClass::Ciphertext);
                 allocator.allocate(class, 64 * MIB).expect("managed")
             })
             .collect();
         for (i, b) in buffers.iter_mut().enumerate() {
             assert_eq!(b.placement(), Placement::Managed);
             let words = b.words();
-            allocator.upload(b, 0, &pattern(i as u64, words)).expect("upload");
+            allocator
+                .upload(b, 0, &pattern(i as u64, words))
+                .expect("upload");
             let usage = allocator.residency_usage().expect("gpu");
             assert!(usage.device_bytes() <= budget, "{name}: {usage:?}");
         }
@@ -49,7 +53,10 @@ fn gpu_evicted_buffers_come_back_word_for_word() {
             for (i, b) in buffers.iter().enumerate() {
                 let _guard = allocator.prepare(&[b]).expect("fits");
                 let usage = allocator.residency_usage().expect("gpu");
-                assert!(usage.device_bytes() <= budget, "{name} round {round}: {usage:?}");
+                assert!(
+                    usage.device_bytes() <= budget,
+                    "{name} round {round}: {usage:?}"
+                );
                 assert_eq!(
                     allocator.residency().and_then(|r| r.is_resident(b.id())),
                     Some(true),

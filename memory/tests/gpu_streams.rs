@@ -29,7 +29,9 @@ fn gpu_cross_stream_hand_over_and_reuse_are_ordered() {
         allocator.hand_over(&mut a, StreamId::Copy).expect("event");
         assert_eq!(a.stream(), Some(StreamId::Copy));
         let mut back = vec![0u64; a.words()];
-        allocator.download(&a, 0, &mut back).expect("download on copy");
+        allocator
+            .download(&a, 0, &mut back)
+            .expect("download on copy");
         assert!(back == words);
         drop(a);
         // The pool may hand the same block out on the compute stream; the

@@ -9,9 +9,13 @@ macro_rules! out {
     }};
 }
 
+mod bench;
 mod demo;
+mod memory;
 mod params;
+mod plot;
 mod report;
+mod trace;
 
 use clap::{Parser, Subcommand};
 
@@ -29,6 +33,10 @@ enum Command {
     Params(params::Args),
     /// Encrypt random values, compute, decrypt, and report the precision.
     Demo(demo::Args),
+    /// Benchmarks (`hemem bench alloc`: the GPU allocation micro-benchmark).
+    Bench(bench::Args),
+    /// Allocation traces (`hemem trace analyze FILE`).
+    Trace(trace::Args),
 }
 
 /// Runs the parsed command.
@@ -36,5 +44,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Params(args) => params::run(&args),
         Command::Demo(args) => demo::run(&args),
+        Command::Bench(args) => bench::run(&args),
+        Command::Trace(args) => trace::run(&args),
     }
 }

@@ -207,7 +207,11 @@ impl Encoder {
             })
             .collect();
         let (re, im) = coefficients.split_at(slots);
-        let u: Vec<Complex64> = re.iter().zip(im).map(|(&a, &b)| Complex64::new(a, b)).collect();
+        let u: Vec<Complex64> = re
+            .iter()
+            .zip(im)
+            .map(|(&a, &b)| Complex64::new(a, b))
+            .collect();
         Ok(fft.forward(&u))
     }
 }

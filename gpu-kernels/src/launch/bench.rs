@@ -142,7 +142,8 @@ impl<'a> ChunkTable<'a> {
             .filter_map(|&i| addresses.get(i).copied())
             .collect();
         let bytes = shuffled.len().max(1) * 8;
-        let mut table = allocator.allocate_on(MemoryClass::Temporary, bytes, false, StreamId::Compute)?;
+        let mut table =
+            allocator.allocate_on(MemoryClass::Temporary, bytes, false, StreamId::Compute)?;
         allocator.upload(&mut table, 0, &shuffled)?;
         Ok(Self {
             table,

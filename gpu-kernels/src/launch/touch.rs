@@ -113,7 +113,12 @@ fn stream_of(buffer: &Buffer) -> Result<StreamId> {
 ///
 /// # Errors
 /// Placement, budget and launch errors.
-pub fn fill(kernels: &Kernels, allocator: &Allocator, buffer: &mut Buffer, seed: u64) -> Result<()> {
+pub fn fill(
+    kernels: &Kernels,
+    allocator: &Allocator,
+    buffer: &mut Buffer,
+    seed: u64,
+) -> Result<()> {
     let stream = stream_of(buffer)?;
     let _resident = allocator.prepare(&[buffer])?;
     let view = DeviceWordsMut::new(buffer)?;

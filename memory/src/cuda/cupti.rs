@@ -97,7 +97,13 @@ static SUMS: Mutex<UnifiedMemoryTraffic> = Mutex::new(UnifiedMemoryTraffic {
 });
 
 fn cupti(op: &'static str) -> impl FnOnce(CuptiError) -> Error {
-    move |e| DeviceError::Cupti { op, code: e.0 as u32 }.into()
+    move |e| {
+        DeviceError::Cupti {
+            op,
+            code: e.0 as u32,
+        }
+        .into()
+    }
 }
 
 fn buffer_layout() -> Option<Layout> {
@@ -183,8 +189,7 @@ unsafe extern "C" fn buffer_completed(
     let mut dropped: usize = 0;
     // SAFETY: a null context asks for the global count; dropped is a live
     // out-pointer.
-    if unsafe { activity::get_num_dropped_records(std::ptr::null_mut(), 0, &mut dropped) }.is_ok()
-    {
+    if unsafe { activity::get_num_dropped_records(std::ptr::null_mut(), 0, &mut dropped) }.is_ok() {
         sums.dropped += dropped as u64;
     }
     drop(sums);

@@ -95,7 +95,9 @@ impl Event {
     /// # Errors
     /// [`DeviceError::Driver`].
     pub fn elapsed_ms(&self, end: &Self) -> Result<f32> {
-        self.0.elapsed_ms(&end.0).map_err(driver("cuEventElapsedTime"))
+        self.0
+            .elapsed_ms(&end.0)
+            .map_err(driver("cuEventElapsedTime"))
     }
 
     /// The raw `CUevent`, for launchers that pass events to the driver. It

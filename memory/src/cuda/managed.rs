@@ -6,10 +6,10 @@
 //! bindings for `cuda-13000`). See
 //! <https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__UNIFIED.html>.
 
+use cudarc::driver::result;
 use cudarc::driver::sys::{
     self, CUmem_advise, CUmemAttach_flags, CUmemLocation, CUmemLocationType,
 };
-use cudarc::driver::result;
 
 use super::GpuDevice;
 use crate::error::driver;

@@ -127,9 +127,7 @@ impl PinnedBlock {
         // SAFETY: [offset, offset + words) lies inside the region (the arena
         // checks), is initialised, and no other block covers it; &self gives
         // shared access.
-        unsafe {
-            std::slice::from_raw_parts(self.region.ptr.as_ptr().add(self.offset), self.words)
-        }
+        unsafe { std::slice::from_raw_parts(self.region.ptr.as_ptr().add(self.offset), self.words) }
     }
 
     /// The block's words, mutably.
@@ -206,7 +204,10 @@ impl PinnedArena {
     /// # Errors
     /// Driver errors.
     pub(crate) fn new(ctx: &Arc<CudaContext>, bytes: usize) -> Result<Self> {
-        let words = bytes.div_ceil(8).next_multiple_of(ALIGN_WORDS).max(ALIGN_WORDS);
+        let words = bytes
+            .div_ceil(8)
+            .next_multiple_of(ALIGN_WORDS)
+            .max(ALIGN_WORDS);
         let region = Arc::new(PinnedRegion::new(ctx, words)?);
         let free = Mutex::new(FreeList::new(region.words()));
         Ok(Self { region, free })
@@ -237,7 +238,10 @@ impl PinnedArena {
         if !Arc::ptr_eq(&block.region, &self.region) {
             return;
         }
-        let (offset, len) = (block.offset, block.words.max(1).next_multiple_of(ALIGN_WORDS));
+        let (offset, len) = (
+            block.offset,
+            block.words.max(1).next_multiple_of(ALIGN_WORDS),
+        );
         drop(block);
         self.free
             .lock()

@@ -24,10 +24,10 @@
 
 pub(crate) mod driver;
 
-pub use driver::{ManagedRange, ResidencyDriver};
 pub(crate) use driver::GpuResidencyDriver;
 #[cfg(test)]
 pub(crate) use driver::NullDriver;
+pub use driver::{ManagedRange, ResidencyDriver};
 
 use std::collections::HashMap;
 use std::fmt;
@@ -88,9 +88,17 @@ impl Entry {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Action {
-    Trim { keep: u64 },
-    ReadMostly { range: ManagedRange, on: bool },
-    Prefetch { range: ManagedRange, to_device: bool },
+    Trim {
+        keep: u64,
+    },
+    ReadMostly {
+        range: ManagedRange,
+        on: bool,
+    },
+    Prefetch {
+        range: ManagedRange,
+        to_device: bool,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -657,9 +665,13 @@ mod tests {
         ));
         assert!(r.make_room(2 * MIB).expect("room"));
         assert_eq!(d.take(), vec![Call::Begin, Call::ToHost(1), Call::End]);
-        r.reserve_pool(MemoryClass::Temporary, 2 * MIB).expect("fits now");
+        r.reserve_pool(MemoryClass::Temporary, 2 * MIB)
+            .expect("fits now");
         let in_use = r.in_use();
-        assert_eq!(in_use.get(MemoryClass::Temporary, Placement::DevicePool), 2 * MIB);
+        assert_eq!(
+            in_use.get(MemoryClass::Temporary, Placement::DevicePool),
+            2 * MIB
+        );
         assert_eq!(in_use.get(MemoryClass::Ciphertext, Placement::Managed), MIB);
         assert_eq!(in_use.total(), 3 * MIB);
         // Nothing left to evict but the ciphertext: 4 MiB more cannot fit.

@@ -7,8 +7,8 @@ use crate::cuda::{Event, GpuDevice};
 use crate::policy::PlacementPolicy;
 use crate::residency::Residency;
 use crate::{
-    AllocRequest, Allocation, DeviceError, DeviceMemory, DevicePtr, Error, Memory,
-    MemoryResource, Placement, Result, StreamId,
+    AllocRequest, Allocation, DeviceError, DeviceMemory, DevicePtr, Error, Memory, MemoryResource,
+    Placement, Result, StreamId,
 };
 
 /// A freed block waiting for the work queued before its free.
@@ -90,9 +90,7 @@ impl ManagedResource {
             let done = if wait {
                 p.events.iter().all(|e| e.synchronize().is_ok())
             } else {
-                p.events
-                    .iter()
-                    .all(|e| e.is_complete().unwrap_or(false))
+                p.events.iter().all(|e| e.is_complete().unwrap_or(false))
             };
             if done {
                 self.gpu.defer(self.gpu.free_managed(p.ptr));
@@ -128,18 +126,21 @@ impl MemoryResource for ManagedResource {
                 cap,
             });
         }
-        let ptr = self.gpu.allocate_managed(request.bytes).map_err(|e| match e {
-            Error::Device(DeviceError::Driver { source, .. })
-                if source.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY =>
-            {
-                Error::OutOfMemory {
-                    requested: request.bytes,
-                    placement: Placement::Managed,
-                    class: request.class,
+        let ptr = self
+            .gpu
+            .allocate_managed(request.bytes)
+            .map_err(|e| match e {
+                Error::Device(DeviceError::Driver { source, .. })
+                    if source.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY =>
+                {
+                    Error::OutOfMemory {
+                        requested: request.bytes,
+                        placement: Placement::Managed,
+                        class: request.class,
+                    }
                 }
-            }
-            other => other,
-        })?;
+                other => other,
+            })?;
         let advice = self.policy.advice(request.class);
         if advice.prefer_device
             && let Err(e) = self.gpu.advise_preferred_device(ptr, request.bytes)
@@ -168,7 +169,8 @@ impl MemoryResource for ManagedResource {
         self.residency.unregister_managed(allocation.id);
         if allocation.sensitive {
             // Behind any eviction still queued on the copy stream.
-            self.gpu.defer(self.gpu.order(StreamId::Copy, StreamId::Compute));
+            self.gpu
+                .defer(self.gpu.order(StreamId::Copy, StreamId::Compute));
             self.gpu.defer(self.gpu.zero_memory(
                 DeviceMemory {
                     ptr: memory.ptr,

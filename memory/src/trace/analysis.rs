@@ -225,7 +225,10 @@ impl ProfilePlan {
                     *p = Placement::DevicePool;
                 }
                 live_pool += r.bytes;
-                active.push(Reverse((r.free_ns.unwrap_or(end.saturating_add(1)), r.bytes)));
+                active.push(Reverse((
+                    r.free_ns.unwrap_or(end.saturating_add(1)),
+                    r.bytes,
+                )));
             }
         }
         let decisions: Vec<Decision> = trace
@@ -240,7 +243,9 @@ impl ProfilePlan {
             })
             .collect();
         let mut next = placements.iter();
-        let peaks = peaks(trace, |_| next.next().copied().unwrap_or(Placement::Managed));
+        let peaks = peaks(trace, |_| {
+            next.next().copied().unwrap_or(Placement::Managed)
+        });
         Self {
             decisions,
             peaks,
@@ -272,12 +277,12 @@ mod tests {
     fn trace() -> Trace {
         Trace {
             records: vec![
-                record(1, 100, 0, None),              // lives to the end: 10 s
-                record(2, 10, MS, Some(2 * MS)),      // 1 ms
-                record(3, 20, MS, Some(3 * MS)),      // 2 ms
-                record(4, 30, 2 * MS, Some(2 * S)),   // ~2 s
+                record(1, 100, 0, None),               // lives to the end: 10 s
+                record(2, 10, MS, Some(2 * MS)),       // 1 ms
+                record(3, 20, MS, Some(3 * MS)),       // 2 ms
+                record(4, 30, 2 * MS, Some(2 * S)),    // ~2 s
                 record(5, 40, 5 * S, Some(5 * S + 5)), // 5 ns
-                record(6, 50, 10 * S, Some(10 * S)),  // 0 ns
+                record(6, 50, 10 * S, Some(10 * S)),   // 0 ns
             ],
         }
     }
@@ -336,9 +341,11 @@ mod tests {
         // Cap 25: 3 would make 30 while 2 is live; 5 and 6 are too large.
         assert_eq!(placements_for(25), (vec![M, P, M, M, M, M], 10));
         let uncapped = ProfilePlan::analyze(&t, ProfileSettings::default());
-        let placements: Vec<Placement> =
-            uncapped.decisions.iter().map(|d| d.placement).collect();
+        let placements: Vec<Placement> = uncapped.decisions.iter().map(|d| d.placement).collect();
         assert_eq!(placements, vec![M, P, P, M, P, P]);
-        assert_eq!(uncapped.peaks, peaks_for_threshold(&t, Duration::from_secs(1)));
+        assert_eq!(
+            uncapped.peaks,
+            peaks_for_threshold(&t, Duration::from_secs(1))
+        );
     }
 }

@@ -218,7 +218,9 @@ mod tests {
                 TraceFault::Number { column: "bytes" },
             ),
             (
-                format!("{h}\n1,temporary,8,device_pool,compute,1,2\nx,temporary,8,host,compute,1,2\n"),
+                format!(
+                    "{h}\n1,temporary,8,device_pool,compute,1,2\nx,temporary,8,host,compute,1,2\n"
+                ),
                 3,
                 TraceFault::Number { column: "id" },
             ),
