@@ -22,6 +22,7 @@ use crate::{
 #[derive(Clone, Default)]
 struct Parts {
     device: Option<GpuDevice>,
+    pool: Option<Arc<Pool>>,
     residency: Option<Arc<Residency>>,
     policy: Option<Arc<dyn PlacementPolicy>>,
     trace: Option<TraceHandle>,
@@ -101,6 +102,7 @@ impl Allocator {
         let policy = config.policy.build(budget)?;
         let statistics = StatisticsHandle::default();
         let pool = Arc::new(Pool::create(device)?);
+        let pool_handle = Arc::clone(&pool);
         let residency = Arc::new(Residency::new(
             budget,
             policy.prefetches_on_use(),
@@ -144,6 +146,7 @@ impl Allocator {
         let mut allocator = Self::from_parts(Arc::new(traced), statistics);
         allocator.parts = Parts {
             device: Some(device.clone()),
+            pool: Some(pool_handle),
             residency: Some(residency),
             policy: Some(policy),
             trace,
@@ -230,6 +233,16 @@ impl Allocator {
     /// The budget's accounting now (GPU allocators).
     pub fn residency_usage(&self) -> Option<ResidencyUsage> {
         self.parts.residency.as_ref().map(|r| r.usage())
+    }
+
+    /// Bytes the device pool holds from the driver now
+    /// (`CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT`: live blocks and the freed
+    /// memory it keeps); `None` without a pool.
+    ///
+    /// # Errors
+    /// Driver errors.
+    pub fn pool_reserved_bytes(&self) -> Result<Option<u64>> {
+        self.parts.pool.as_ref().map(|p| p.reserved()).transpose()
     }
 
     /// The placement policy's name (`None` for allocators made with
@@ -615,6 +628,7 @@ pub(crate) mod tests {
         let mut a = Allocator::from_parts(Arc::new(traced), statistics);
         a.parts = Parts {
             device: None,
+            pool: None,
             residency: Some(residency),
             policy: Some(policy),
             trace: Some(trace),

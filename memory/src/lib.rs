@@ -23,6 +23,27 @@
 //!
 //! Buffers that hold secret-key material are requested as *sensitive*; their
 //! memory is zeroed before it is released, in every placement.
+//!
+//! ```
+//! use hemem_memory::{Allocator, BudgetSetting, MemoryClass, MemoryConfig, Placement};
+//!
+//! // The CPU backend's allocator; a GPU one is `Allocator::gpu(&device, &config)`.
+//! let allocator = Allocator::host();
+//! let mut ct = allocator.allocate(MemoryClass::Ciphertext, 8 * 1024)?;
+//! allocator.upload(&mut ct, 0, &[1, 2, 3])?;
+//! let mut back = [0u64; 3];
+//! allocator.download(&ct, 0, &mut back)?;
+//! assert_eq!((back, ct.placement()), ([1, 2, 3], Placement::Host));
+//!
+//! // Settings come from HEMEM_* variables (parsed once) or the API.
+//! let config = MemoryConfig {
+//!     budget: "4GiB".parse::<BudgetSetting>()?,
+//!     ..MemoryConfig::default()
+//! };
+//! assert_eq!(config.resolve_budget(8 << 30)?, 4 << 30);
+//! assert!(config.resolve_budget(2 << 30).is_err()); // larger than the card
+//! # Ok::<(), hemem_memory::Error>(())
+//! ```
 #![deny(unsafe_code)]
 
 pub mod adaptors;

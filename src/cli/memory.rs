@@ -98,3 +98,61 @@ impl MemoryArgs {
         Ok(config)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        memory: MemoryArgs,
+    }
+
+    fn config(args: &[&str]) -> anyhow::Result<MemoryConfig> {
+        let cli = Cli::try_parse_from(std::iter::once("hemem").chain(args.iter().copied()))?;
+        cli.memory.config()
+    }
+
+    #[test]
+    fn flags_become_a_typed_config() {
+        let c = config(&["--policy", "dynamic", "--dynamic-threshold", "7"]).expect("valid");
+        assert_eq!(c.policy, PolicyConfig::Dynamic { threshold: 7 });
+        let c = config(&[
+            "--trace",
+            "rec.csv",
+            "--pool-cap",
+            "1GiB",
+            "--lifetime-threshold",
+            "0.5",
+            "--on-divergence",
+            "static",
+            "--budget",
+            "2GiB",
+            "--record-trace",
+            "out.csv",
+        ])
+        .expect("valid");
+        assert_eq!(
+            c.policy,
+            PolicyConfig::Profiled(ProfiledConfig {
+                trace: "rec.csv".into(),
+                lifetime_threshold: Duration::from_millis(500),
+                peak_pool_cap: Some(1 << 30),
+                on_divergence: Divergence::FallBackToStatic,
+            })
+        );
+        assert_eq!(c.budget, BudgetSetting::Bytes(2 << 30));
+        assert_eq!(c.record_trace, Some(PathBuf::from("out.csv")));
+        for bad in [
+            &["--policy", "lru"][..],
+            &["--policy", "profiled"][..],
+            &["--budget", "lots"][..],
+            &["--trace", "t.csv", "--lifetime-threshold", "-1"][..],
+        ] {
+            assert!(config(bad).is_err(), "{bad:?}");
+        }
+    }
+}
