@@ -8,16 +8,19 @@
 #
 # then, on the GPU machine, from the repository root (with .gpu/ copied over):
 #
-#   OUT=/some/folder bash scripts/gpu-checks-memory.sh
+#   OUT=/some/folder bash scripts/gpu-checks-memory.sh [STEP...]
+#
+# STEPs (default: all, in this order): tests bench race sanitize trace.
 #
 # Steps (each under a timeout; the whole run stops starting new steps after
 # about 5.5 minutes):
-#   1. the staged gpu_* tests with HEMEM_REQUIRE_GPU=1 (a missing GPU fails);
-#   2. compute-sanitizer memcheck --track-stream-ordered-races all and
-#      racecheck over the library's GPU tests (must be clean);
-#   3. the deliberately unordered cross-stream variant under memcheck (must
-#      be flagged: shows the check works);
-#   4. hemem bench alloc (CSV + PNG) and a trace analysis of a demo run.
+#   tests    the staged gpu_* tests with HEMEM_REQUIRE_GPU=1 (a missing GPU fails);
+#   bench    hemem bench alloc (CSV + PNG);
+#   race     the deliberately unordered cross-stream variant under memcheck
+#            (must be flagged: shows the check works);
+#   sanitize compute-sanitizer memcheck --track-stream-ordered-races all and
+#            racecheck over the library's GPU tests (must be clean);
+#   trace    a traced demo run (CPU) and hemem trace analyze.
 # Logs and results go to $OUT; a summary table ends the output (and is saved
 # as $OUT/summary.txt). Exit status: 0 when every step passed.
 set -uo pipefail
@@ -28,6 +31,8 @@ START=$(date +%s)
 DEADLINE=$((START + 330))
 SUMMARY=()
 FAILED=0
+STEPS=${*:-tests bench race sanitize trace}
+want() { [[ " $STEPS " == *" $1 "* ]]; }
 
 note() { echo "== $*" | tee -a "$OUT/checks.log"; }
 record() { # name status detail
@@ -64,7 +69,8 @@ note "environment: $(head -3 "$OUT/env.log" | tail -1)"
 export HEMEM_REQUIRE_GPU=1
 export RUST_BACKTRACE=1
 
-# --- 1. GPU tests ----------------------------------------------------------
+# --- tests: the GPU tests --------------------------------------------------
+if want tests; then
 for t in .gpu/tests/*; do
   name=$(basename "$t")
   log="$OUT/tests-$name.log"
@@ -82,8 +88,52 @@ for t in .gpu/tests/*; do
     record "tests $name" FAIL "rc=$rc skips=$skips ${result:-}"
   fi
 done
+fi
 
-# --- 2. sanitizers over the library's own code ------------------------------
+# --- bench: the micro-benchmark --------------------------------------------
+if want bench; then
+limit=$(budget 150)
+if ((limit > 0)); then
+  note "bench alloc (timeout ${limit}s)"
+  timeout "$limit" .gpu/bin/hemem bench alloc --out "$OUT/bench-alloc" --passes 2 \
+    >"$OUT/bench-alloc.log" 2>&1
+  rc=$?
+  cat "$OUT/bench-alloc.log"
+  if ((rc == 0)) && [[ -s $OUT/bench-alloc/bench-alloc.csv && -s $OUT/bench-alloc/bench-alloc.png ]]; then
+    record "bench alloc" PASS "$OUT/bench-alloc/{alloc-latency,copy-latency,bench-alloc}.csv + png"
+  else
+    record "bench alloc" FAIL "rc=$rc"
+  fi
+else
+  record "bench alloc" SKIPPED "out of time"
+fi
+fi
+
+# --- race: the deliberately unordered variant must be flagged --------------
+if want race; then
+label=memcheck-deliberate-race
+limit=$(budget 90)
+if [[ -n $SANITIZER ]] && ((limit > 0)); then
+  note "$label: the unordered cross-stream use must be reported"
+  timeout "$limit" "$SANITIZER" --tool memcheck --track-stream-ordered-races all --error-exitcode 99 \
+    --log-file "$OUT/$label.log" .gpu/tests/gpu_stream_order.test gpu_race_unordered_cross_stream_use \
+    --ignored --exact --test-threads=1 >"$OUT/$label.stdout" 2>&1
+  rc=$?
+  tail -n 12 "$OUT/$label.log"
+  summary=$(grep -E 'ERROR SUMMARY' "$OUT/$label.log" | tail -1)
+  if ((rc == 99)); then
+    kind=$(grep -oiE 'stream.ordered[a-z -]*|use.after.free|use.before.alloc' "$OUT/$label.log" | head -1)
+    record "$label" PASS "flagged as expected (${kind:-errors reported}): ${summary:-}"
+  else
+    record "$label" FAIL "not flagged (rc=$rc) ${summary:-}"
+  fi
+else
+  record "$label" FAIL "compute-sanitizer missing or out of time"
+fi
+fi
+
+# --- sanitize: the library's own code must be clean ------------------------
+if want sanitize; then
 sanitize() { # tool label binary [extra sanitizer args...]
   local tool=$1 label=$2 bin=$3
   shift 3
@@ -111,44 +161,10 @@ done
 for name in gpu_touch gpu_stream_order; do
   sanitize racecheck "racecheck-$name" ".gpu/tests/$name.test"
 done
-
-# --- 3. the deliberately unordered variant must be flagged -----------------
-label=memcheck-deliberate-race
-limit=$(budget 90)
-if [[ -n $SANITIZER ]] && ((limit > 0)); then
-  note "$label: the unordered cross-stream use must be reported"
-  timeout "$limit" "$SANITIZER" --tool memcheck --track-stream-ordered-races all --error-exitcode 99 \
-    --log-file "$OUT/$label.log" .gpu/tests/gpu_stream_order.test gpu_race_unordered_cross_stream_use \
-    --ignored --exact --test-threads=1 >"$OUT/$label.stdout" 2>&1
-  rc=$?
-  tail -n 12 "$OUT/$label.log"
-  summary=$(grep -E 'ERROR SUMMARY' "$OUT/$label.log" | tail -1)
-  if ((rc == 99)); then
-    kind=$(grep -oiE 'stream.ordered[a-z -]*|use.after.free|use.before.alloc' "$OUT/$label.log" | head -1)
-    record "$label" PASS "flagged as expected (${kind:-errors reported}): ${summary:-}"
-  else
-    record "$label" FAIL "not flagged (rc=$rc) ${summary:-}"
-  fi
-else
-  record "$label" FAIL "compute-sanitizer missing or out of time"
 fi
 
-# --- 4. the micro-benchmark and a trace analysis ---------------------------
-limit=$(budget 200)
-if ((limit > 0)); then
-  note "bench alloc (timeout ${limit}s)"
-  timeout "$limit" .gpu/bin/hemem bench alloc --out "$OUT/bench-alloc" --passes 2 \
-    >"$OUT/bench-alloc.log" 2>&1
-  rc=$?
-  cat "$OUT/bench-alloc.log"
-  if ((rc == 0)) && [[ -s $OUT/bench-alloc/bench-alloc.csv && -s $OUT/bench-alloc/bench-alloc.png ]]; then
-    record "bench alloc" PASS "$OUT/bench-alloc/{alloc-latency,copy-latency,bench-alloc}.csv + png"
-  else
-    record "bench alloc" FAIL "rc=$rc"
-  fi
-else
-  record "bench alloc" SKIPPED "out of time"
-fi
+# --- trace: a traced demo and its analysis ------------------------------
+if want trace; then
 limit=$(budget 60)
 if ((limit > 0)); then
   note "demo with --record-trace, then trace analyze (CPU; records host allocations)"
@@ -161,6 +177,7 @@ if ((limit > 0)); then
   if ((rc == 0)); then record "demo trace + trace analyze" INFO "CPU run: host allocations"; else
     record "demo trace + trace analyze" FAIL "rc=$rc"
   fi
+fi
 fi
 
 # --- summary ---------------------------------------------------------------
