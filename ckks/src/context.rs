@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock};
 
-use hemem_memory::Statistics;
+use hemem_memory::{Allocator, Statistics};
 
 use crate::backend::{Backend, CpuBackend, Device, DeviceSelection};
 use crate::encoding::SpecialFft;
@@ -49,9 +49,22 @@ impl Context {
     /// [`Error::NoGpu`] when a GPU is asked for but unusable; backend
     /// construction errors.
     pub fn new(params: Parameters, device: DeviceSelection) -> Result<Self> {
+        Self::with_allocator(params, device, Allocator::host())
+    }
+
+    /// A context whose host objects are allocated through `allocator` (one
+    /// built from a `MemoryConfig`, say, that records an allocation trace).
+    ///
+    /// # Errors
+    /// As [`Context::new`].
+    pub fn with_allocator(
+        params: Parameters,
+        device: DeviceSelection,
+        allocator: Allocator,
+    ) -> Result<Self> {
         let moduli = params.all_moduli();
         let n = params.degree().get();
-        let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::new(n, &moduli)?);
+        let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::with_allocator(n, &moduli, allocator)?);
         let (device, backend) = match device {
             DeviceSelection::Cpu | DeviceSelection::Auto => (Device::Cpu, Arc::clone(&cpu)),
             DeviceSelection::Gpu(_) => {

@@ -1,9 +1,34 @@
 //! hemem's GPU kernels: CUDA C sources in `cuda/`, compiled to PTX committed in
-//! `ptx/`, and typed launchers over `hemem-memory` buffers.
+//! `ptx/` (by `regenerate-ptx.sh`, with the pinned nvcc from PyPI; CI checks
+//! the PTX is fresh), embedded here, and typed launchers over `hemem-memory`
+//! buffers.
 //!
-//! The kernel pipeline (PTX regeneration with a pinned nvcc and the CI
-//! freshness check) arrives with the GPU memory system; until then this crate
-//! only fixes its place in the dependency chain
-//! `memory` ← `gpu-kernels` ← `ckks`.
+//! Building needs no CUDA toolkit and running needs only the NVIDIA driver,
+//! which JIT-compiles the PTX (ISA 9.0, `sm_75` and newer; CUDA 13.0 driver
+//! R580 or newer) for the card.
+//!
+//! * [`Kernels`] loads every module once per context.
+//! * [`launch`] has one `unsafe fn …_async` per kernel (what it cannot check
+//!   is in its `# Safety`) and safe wrappers that launch on a buffer's own
+//!   stream.
+//! * [`DeviceWords`] / [`DeviceWordsMut`] are the typed device views the
+//!   launchers take.
+//!
+//! The kernels so far are the memory system's: buffer touch and verify for
+//! the GPU tests, and the allocation micro-benchmark's random addition and
+//! 8-point butterfly over randomly permuted 4 KiB chunks. Dependencies point
+//! one way: `memory` ← `gpu-kernels` ← `ckks`.
+#![deny(unsafe_code)]
 
+mod error;
+mod kernels;
+#[allow(unsafe_code)]
+pub mod launch;
+mod pattern;
+mod views;
+
+pub use error::{Error, Result};
 pub use hemem_memory as memory;
+pub use kernels::{Kernels, PTX_MODULES};
+pub use pattern::{pattern_word, permutation};
+pub use views::{DeviceWords, DeviceWordsMut};

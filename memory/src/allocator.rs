@@ -1,22 +1,50 @@
 //! [`Allocator`], the handle the rest of hemem allocates through.
 
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::adaptors::{BudgetAdaptor, TraceAdaptor, TraceHandle};
+use crate::cuda::{GpuDevice, Pool};
+use crate::policy::PlacementPolicy;
+use crate::residency::{GpuResidencyDriver, Residency, ResidencyGuard, ResidencyUsage};
+use crate::resources::{DevicePoolResource, ManagedResource, PinnedHostResource, Router};
 use crate::statistics::{StatisticsHandle, StatisticsScope};
+use crate::trace::Trace;
 use crate::{
-    AllocRequest, AllocationId, Buffer, CachingAdaptor, HostResource, MemoryClass, MemoryResource,
-    Result, Statistics, StatisticsAdaptor,
+    AllocRequest, AllocationId, Buffer, CachingAdaptor, DeviceError, Error, HostResource,
+    MemoryClass, MemoryConfig, MemoryResource, Oversubscription, Placement, Result, Statistics,
+    StatisticsAdaptor, StreamId,
 };
 
+/// The parts a configured allocator keeps beside its chain.
+#[derive(Clone, Default)]
+struct Parts {
+    device: Option<GpuDevice>,
+    pool: Option<Arc<Pool>>,
+    residency: Option<Arc<Residency>>,
+    policy: Option<Arc<dyn PlacementPolicy>>,
+    trace: Option<TraceHandle>,
+    trace_path: Option<PathBuf>,
+}
+
 /// A composed resource chain plus its statistics. Cheap to clone; clones share
-/// the chain and the counters.
+/// the chain, the counters and the residency manager.
+///
+/// On the GPU ([`Allocator::gpu`]) the chain is, outside-in,
+/// `TraceAdaptor<StatisticsAdaptor<BudgetAdaptor<Router>>>` with the pool,
+/// managed, pinned-host and host resources behind the router. Besides
+/// allocation it moves data ([`Allocator::upload`], [`Allocator::download`],
+/// [`Allocator::copy`], [`Allocator::zero`]) and takes operations'
+/// declarations of the buffers they touch ([`Allocator::prepare`]). The same
+/// calls work for host buffers, so backends use one API.
 #[derive(Clone)]
 pub struct Allocator {
     top: Arc<dyn MemoryResource>,
     statistics: StatisticsHandle,
     next_id: Arc<AtomicU64>,
+    parts: Parts,
 }
 
 impl Allocator {
@@ -37,16 +65,109 @@ impl Allocator {
             top,
             statistics,
             next_id: Arc::new(AtomicU64::new(1)),
+            parts: Parts::default(),
         }
     }
 
-    /// Allocates `bytes` for data of `class`.
+    /// A host allocator for `config`: statistics, and the allocation trace
+    /// when `config.record_trace` is set. The policy is built (so a bad
+    /// profiled trace is reported) but has nothing to place on the host: a
+    /// CPU run records host allocations.
+    ///
+    /// # Errors
+    /// The policy's errors (a malformed or missing trace for `profiled`).
+    pub fn host_with(config: &MemoryConfig) -> Result<Self> {
+        let policy = config.policy.build(u64::MAX)?;
+        let statistics = StatisticsHandle::default();
+        let host = HostResource::new();
+        let limit = host.limit() / 8;
+        let counted =
+            StatisticsAdaptor::with_handle(CachingAdaptor::new(host, limit), statistics.clone());
+        let traced = TraceAdaptor::new(counted, config.record_trace.is_some());
+        let trace = config.record_trace.as_ref().map(|_| traced.handle());
+        let mut allocator = Self::from_parts(Arc::new(traced), statistics);
+        allocator.parts.policy = Some(policy);
+        allocator.parts.trace = trace;
+        allocator.parts.trace_path.clone_from(&config.record_trace);
+        Ok(allocator)
+    }
+
+    /// The GPU allocator for `device` and `config`: resolves the budget
+    /// against the device's free memory, builds the policy, creates the pool,
+    /// the managed resource (when the device has concurrent managed access),
+    /// the pinned arena and the residency manager, and composes the chain.
+    ///
+    /// # Errors
+    /// [`crate::ConfigError::BudgetTooLarge`]; [`DeviceError::ManagedUnsupported`]
+    /// for a policy that places managed memory on a device without concurrent
+    /// managed access; [`DeviceError::PoolsUnsupported`]; policy and driver
+    /// errors.
+    pub fn gpu(device: &GpuDevice, config: &MemoryConfig) -> Result<Self> {
+        let free = device.memory_info()?.free;
+        let budget = config.resolve_budget(free)?;
+        let policy = config.policy.build(budget)?;
+        let statistics = StatisticsHandle::default();
+        let pool = Arc::new(Pool::create(device)?);
+        let pool_handle = Arc::clone(&pool);
+        let residency = Arc::new(Residency::new(
+            budget,
+            policy.prefetches_on_use(),
+            Box::new(GpuResidencyDriver {
+                gpu: device.clone(),
+                pool: Some(Arc::clone(&pool)),
+            }),
+            statistics.clone(),
+        ));
+        let mut router = Router::new(Arc::clone(&policy))
+            .with(
+                Placement::DevicePool,
+                DevicePoolResource::new(device, pool, Arc::clone(&residency)),
+            )
+            .with(Placement::Host, HostResource::new());
+        if device.info().concurrent_managed_access {
+            let cap = match config.oversubscription {
+                Oversubscription::Refuse => Some(free),
+                Oversubscription::AllowDriverManaged => None,
+            };
+            router = router.with(
+                Placement::Managed,
+                ManagedResource::new(device, Arc::clone(&residency), Arc::clone(&policy), cap)?,
+            );
+        } else if policy.name() != "device" {
+            return Err(DeviceError::ManagedUnsupported {
+                ordinal: device.ordinal(),
+            }
+            .into());
+        }
+        if config.pinned_bytes > 0 {
+            router = router.with(
+                Placement::PinnedHost,
+                PinnedHostResource::new(device, config.pinned_bytes)?,
+            );
+        }
+        let budgeted = BudgetAdaptor::new(router, Arc::clone(&residency));
+        let counted = StatisticsAdaptor::with_handle(budgeted, statistics.clone());
+        let traced = TraceAdaptor::new(counted, config.record_trace.is_some());
+        let trace = config.record_trace.as_ref().map(|_| traced.handle());
+        let mut allocator = Self::from_parts(Arc::new(traced), statistics);
+        allocator.parts = Parts {
+            device: Some(device.clone()),
+            pool: Some(pool_handle),
+            residency: Some(residency),
+            policy: Some(policy),
+            trace,
+            trace_path: config.record_trace.clone(),
+        };
+        Ok(allocator)
+    }
+
+    /// Allocates `bytes` for data of `class`, ordered on the compute stream.
     ///
     /// # Errors
     /// Whatever the chain refuses: zero or oversized requests, exhausted
     /// memory, an exceeded budget.
     pub fn allocate(&self, class: MemoryClass, bytes: usize) -> Result<Buffer> {
-        self.allocate_with(class, bytes, false)
+        self.allocate_with(class, bytes, false, StreamId::Compute)
     }
 
     /// Allocates memory for secret-key material: it is zeroed before release.
@@ -54,15 +175,40 @@ impl Allocator {
     /// # Errors
     /// As [`Allocator::allocate`].
     pub fn allocate_sensitive(&self, class: MemoryClass, bytes: usize) -> Result<Buffer> {
-        self.allocate_with(class, bytes, true)
+        self.allocate_with(class, bytes, true, StreamId::Compute)
     }
 
-    fn allocate_with(&self, class: MemoryClass, bytes: usize, sensitive: bool) -> Result<Buffer> {
+    /// Allocates memory ordered on `stream` (pooled memory is allocated and
+    /// freed in that stream's order).
+    ///
+    /// # Errors
+    /// As [`Allocator::allocate`].
+    pub fn allocate_on(
+        &self,
+        class: MemoryClass,
+        bytes: usize,
+        sensitive: bool,
+        stream: StreamId,
+    ) -> Result<Buffer> {
+        self.allocate_with(class, bytes, sensitive, stream)
+    }
+
+    fn allocate_with(
+        &self,
+        class: MemoryClass,
+        bytes: usize,
+        sensitive: bool,
+        stream: StreamId,
+    ) -> Result<Buffer> {
+        if bytes == 0 {
+            return Err(Error::ZeroSize { class });
+        }
         let request = AllocRequest {
             id: AllocationId(self.next_id.fetch_add(1, Ordering::Relaxed)),
             bytes,
             class,
             sensitive,
+            stream,
         };
         let allocation = self.top.allocate(&request)?;
         Ok(Buffer::new(allocation, Arc::clone(&self.top)))
@@ -78,20 +224,275 @@ impl Allocator {
     pub fn statistics_scope(&self) -> StatisticsScope {
         self.statistics.scope()
     }
+
+    /// The GPU this allocator serves, if any (its context and streams are the
+    /// ones kernels must use).
+    pub fn device(&self) -> Option<&GpuDevice> {
+        self.parts.device.as_ref()
+    }
+
+    /// The residency manager (GPU allocators).
+    pub fn residency(&self) -> Option<&Arc<Residency>> {
+        self.parts.residency.as_ref()
+    }
+
+    /// The budget's accounting now (GPU allocators).
+    pub fn residency_usage(&self) -> Option<ResidencyUsage> {
+        self.parts.residency.as_ref().map(|r| r.usage())
+    }
+
+    /// Bytes the device pool holds from the driver now
+    /// (`CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT`: live blocks and the freed
+    /// memory it keeps); `None` without a pool.
+    ///
+    /// # Errors
+    /// Driver errors.
+    pub fn pool_reserved_bytes(&self) -> Result<Option<u64>> {
+        self.parts.pool.as_ref().map(|p| p.reserved()).transpose()
+    }
+
+    /// The placement policy's name (`None` for allocators made with
+    /// [`Allocator::host`] or [`Allocator::from_parts`]).
+    pub fn policy_name(&self) -> Option<&'static str> {
+        self.parts.policy.as_ref().map(|p| p.name())
+    }
+
+    /// The allocation trace so far, when recording.
+    pub fn trace(&self) -> Option<Trace> {
+        self.parts.trace.as_ref().map(TraceHandle::snapshot)
+    }
+
+    /// Writes the trace to the configured `record_trace` file; returns the
+    /// path written, or `None` when not recording.
+    ///
+    /// # Errors
+    /// [`crate::TraceError::Io`].
+    pub fn write_trace(&self) -> Result<Option<PathBuf>> {
+        match self.parts.path_and_trace() {
+            Some((path, trace)) => {
+                trace.snapshot().write_file(path)?;
+                Ok(Some(path.to_owned()))
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn check_owned(&self, buffer: &Buffer) -> Result<()> {
+        if buffer.is_owned_by(&self.top) {
+            Ok(())
+        } else {
+            Err(Error::ForeignBuffer { id: buffer.id() })
+        }
+    }
+
+    fn gpu_for(&self, buffer: &Buffer) -> Result<&GpuDevice> {
+        self.parts.device.as_ref().ok_or(Error::WrongPlacement {
+            placement: buffer.placement(),
+            wanted: "host",
+        })
+    }
+
+    /// Declares the buffers an operation is about to touch: managed ones are
+    /// made resident (prefetched on the copy stream, ordered before the
+    /// compute stream; under the `managed` policy left to fault in), evicting
+    /// least recently used managed buffers to stay under the budget, and none
+    /// of them is evicted while the returned guard lives. Pooled and host
+    /// buffers need nothing and pass.
+    ///
+    /// # Errors
+    /// [`Error::ForeignBuffer`]; [`Error::OverBudget`] when the declared
+    /// buffers do not fit together; driver errors.
+    pub fn prepare(&self, buffers: &[&Buffer]) -> Result<ResidencyGuard> {
+        for b in buffers {
+            self.check_owned(b)?;
+        }
+        match &self.parts.residency {
+            Some(residency) => {
+                let ids: Vec<AllocationId> = buffers
+                    .iter()
+                    .filter(|b| b.placement() == Placement::Managed)
+                    .map(|b| b.id())
+                    .collect();
+                residency.prepare(&ids)
+            }
+            None => Ok(ResidencyGuard::empty()),
+        }
+    }
+
+    /// Copies `src` into `dst` starting at word `offset`. For device buffers
+    /// the copy is queued on `dst`'s stream (through pinned staging) and this
+    /// returns once `src` has been read.
+    ///
+    /// # Errors
+    /// [`Error::TransferOutOfBounds`], [`Error::ForeignBuffer`], budget and
+    /// driver errors.
+    pub fn upload(&self, dst: &mut Buffer, offset: usize, src: &[u64]) -> Result<()> {
+        self.check_owned(dst)?;
+        if dst.placement().is_host_accessible() {
+            let words = dst.host_words_mut()?;
+            let len = words.len();
+            let target = offset
+                .checked_add(src.len())
+                .and_then(|end| words.get_mut(offset..end))
+                .ok_or(Error::TransferOutOfBounds {
+                    offset,
+                    words: src.len(),
+                    buffer_words: len,
+                })?;
+            target.copy_from_slice(src);
+            return Ok(());
+        }
+        let gpu = self.gpu_for(dst)?.clone();
+        let _guard = self.prepare(&[dst])?;
+        gpu.upload(dst, offset, src)
+    }
+
+    /// Copies words of `src` starting at word `offset` into `dst`; for device
+    /// buffers waits for `src`'s stream (the result is ready on return).
+    ///
+    /// # Errors
+    /// As [`Allocator::upload`].
+    pub fn download(&self, src: &Buffer, offset: usize, dst: &mut [u64]) -> Result<()> {
+        self.check_owned(src)?;
+        if src.placement().is_host_accessible() {
+            let words = src.host_words()?;
+            let source = offset
+                .checked_add(dst.len())
+                .and_then(|end| words.get(offset..end))
+                .ok_or(Error::TransferOutOfBounds {
+                    offset,
+                    words: dst.len(),
+                    buffer_words: words.len(),
+                })?;
+            dst.copy_from_slice(source);
+            return Ok(());
+        }
+        let gpu = self.gpu_for(src)?.clone();
+        let _guard = self.prepare(&[src])?;
+        gpu.download(src, offset, dst)
+    }
+
+    /// Copies `words` words from `src` (from word `src_offset`) to `dst` (from
+    /// word `dst_offset`), in any combination of placements. Device-to-device
+    /// copies are queued on `dst`'s stream, ordered against `src`'s.
+    ///
+    /// # Errors
+    /// As [`Allocator::upload`].
+    pub fn copy(
+        &self,
+        src: &Buffer,
+        src_offset: usize,
+        dst: &mut Buffer,
+        dst_offset: usize,
+        words: usize,
+    ) -> Result<()> {
+        self.check_owned(src)?;
+        self.check_owned(dst)?;
+        let out_of_bounds = |offset, buffer: &Buffer| Error::TransferOutOfBounds {
+            offset,
+            words,
+            buffer_words: buffer.words(),
+        };
+        let src_range = src_offset
+            .checked_add(words)
+            .map(|end| src_offset..end)
+            .ok_or_else(|| out_of_bounds(src_offset, src))?;
+        match (
+            src.placement().is_host_accessible(),
+            dst.placement().is_host_accessible(),
+        ) {
+            (true, _) => {
+                let from = src
+                    .host_words()?
+                    .get(src_range)
+                    .ok_or_else(|| out_of_bounds(src_offset, src))?;
+                self.upload(dst, dst_offset, from)
+            }
+            (false, true) => {
+                let buffer_words = dst.words();
+                let to = dst_offset
+                    .checked_add(words)
+                    .and_then(|end| {
+                        dst.host_words_mut()
+                            .ok()
+                            .and_then(|w| w.get_mut(dst_offset..end))
+                    })
+                    .ok_or(Error::TransferOutOfBounds {
+                        offset: dst_offset,
+                        words,
+                        buffer_words,
+                    })?;
+                let gpu = self.gpu_for(src)?.clone();
+                let _guard = self.prepare(&[src])?;
+                gpu.download(src, src_offset, to)
+            }
+            (false, false) => {
+                let gpu = self.gpu_for(src)?.clone();
+                let _guard = self.prepare(&[src, dst])?;
+                gpu.copy(src, src_offset, dst, dst_offset, words)
+            }
+        }
+    }
+
+    /// Zeroes a buffer (device buffers: queued on their stream).
+    ///
+    /// # Errors
+    /// [`Error::ForeignBuffer`], budget and driver errors.
+    pub fn zero(&self, dst: &mut Buffer) -> Result<()> {
+        self.check_owned(dst)?;
+        if dst.placement().is_host_accessible() {
+            dst.host_words_mut()?.fill(0);
+            return Ok(());
+        }
+        let gpu = self.gpu_for(dst)?.clone();
+        let _guard = self.prepare(&[dst])?;
+        gpu.zero(dst)
+    }
+
+    /// Moves a device buffer to `stream`: `stream` waits (an event) for the
+    /// work queued so far on the buffer's stream, and from now on the buffer's
+    /// transfers — and its free — are ordered on `stream`. This is how a block
+    /// freed on one stream is safely reused on another. Host buffers are left
+    /// as they are.
+    ///
+    /// # Errors
+    /// [`Error::ForeignBuffer`], driver errors.
+    pub fn hand_over(&self, buffer: &mut Buffer, stream: StreamId) -> Result<()> {
+        self.check_owned(buffer)?;
+        let Some(from) = buffer.stream() else {
+            return Ok(());
+        };
+        let gpu = self.gpu_for(buffer)?;
+        gpu.order(from, stream)?;
+        buffer.set_stream(stream);
+        Ok(())
+    }
+}
+
+impl Parts {
+    fn path_and_trace(&self) -> Option<(&Path, &TraceHandle)> {
+        match (&self.trace_path, &self.trace) {
+            (Some(path), Some(trace)) => Some((path.as_path(), trace)),
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Debug for Allocator {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Allocator")
             .field("top", &self.top)
+            .field("policy", &self.policy_name())
             .finish_non_exhaustive()
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-    use crate::Placement;
+    use crate::policy::{DevicePolicy, DynamicPolicy, ManagedPolicy, StaticPolicy};
+    use crate::residency::ResidencyDriver;
+    use crate::{DeviceMemory, DevicePtr, Memory};
 
     #[test]
     fn buffers_count_while_alive_and_are_freed_on_drop() {
@@ -103,6 +504,7 @@ mod tests {
         assert_eq!(b1.words(), 100);
         assert_ne!(b1.id(), b2.id());
         assert_eq!(b2.placement(), Placement::Host);
+        assert_eq!(b2.device_ptr(), None);
         b2.host_words_mut().expect("host").fill(7);
         let s = a.statistics();
         assert_eq!(s.class(MemoryClass::Ciphertext).bytes.current, 800);
@@ -113,5 +515,237 @@ mod tests {
         assert_eq!(s.total().bytes.current, 0);
         assert_eq!(s.total().bytes.peak, 864);
         assert_eq!(s.total().frees, 2);
+    }
+
+    #[test]
+    fn host_transfers_copy_and_check_bounds() {
+        let a = Allocator::host();
+        let mut x = a.allocate(MemoryClass::Ciphertext, 64).expect("alloc");
+        let mut y = a.allocate(MemoryClass::Ciphertext, 64).expect("alloc");
+        a.upload(&mut x, 2, &[5, 6, 7]).expect("fits");
+        let mut out = [0u64; 3];
+        a.download(&x, 2, &mut out).expect("fits");
+        assert_eq!(out, [5, 6, 7]);
+        a.copy(&x, 2, &mut y, 0, 3).expect("fits");
+        assert_eq!(y.host_words().expect("host").get(..3), Some(&[5, 6, 7][..]));
+        assert_eq!(
+            a.upload(&mut x, 6, &[1, 2, 3]),
+            Err(Error::TransferOutOfBounds {
+                offset: 6,
+                words: 3,
+                buffer_words: 8
+            })
+        );
+        assert!(a.copy(&x, 7, &mut y, 0, 2).is_err());
+        a.zero(&mut x).expect("zero");
+        assert!(x.host_words().expect("host").iter().all(|&w| w == 0));
+        let other = Allocator::host();
+        assert_eq!(
+            other.upload(&mut x, 0, &[1]).map(|_| ()),
+            Err(Error::ForeignBuffer { id: x.id() })
+        );
+        let guard = a.prepare(&[&x, &y]).expect("host buffers pass");
+        assert!(guard.ids().is_empty());
+        assert_eq!(
+            a.allocate(MemoryClass::Temporary, 0).map(|_| ()),
+            Err(Error::ZeroSize {
+                class: MemoryClass::Temporary
+            })
+        );
+    }
+
+    /// A device resource without a device: fake addresses, with the pool's
+    /// or the managed resource's bookkeeping.
+    #[derive(Debug)]
+    struct FakeDevice {
+        placement: Placement,
+        residency: Arc<Residency>,
+        policy: Arc<dyn PlacementPolicy>,
+    }
+
+    impl MemoryResource for FakeDevice {
+        fn allocate(&self, request: &AllocRequest) -> Result<Allocation> {
+            let bytes = request.bytes as u64;
+            let memory = DeviceMemory {
+                ptr: DevicePtr(request.id.0 << 32),
+                stream: request.stream,
+            };
+            if self.placement == Placement::DevicePool {
+                self.residency.reserve_pool(request.class, bytes)?;
+                Ok(Allocation::new(
+                    request,
+                    self.placement,
+                    Memory::DevicePool(memory),
+                ))
+            } else {
+                let advice = self.policy.advice(request.class);
+                self.residency.register_managed(
+                    request.id,
+                    request.class,
+                    memory.ptr,
+                    bytes,
+                    advice,
+                );
+                Ok(Allocation::new(
+                    request,
+                    self.placement,
+                    Memory::Managed(memory),
+                ))
+            }
+        }
+
+        fn deallocate(&self, allocation: Allocation) {
+            if self.placement == Placement::DevicePool {
+                self.residency
+                    .release_pool(allocation.class, allocation.bytes as u64);
+            } else {
+                self.residency.unregister_managed(allocation.id);
+            }
+        }
+    }
+
+    use crate::Allocation;
+
+    /// The GPU chain over fake device resources and a given residency driver.
+    pub(crate) fn fake_gpu(
+        policy: Arc<dyn PlacementPolicy>,
+        budget: u64,
+        driver: Box<dyn ResidencyDriver>,
+    ) -> Allocator {
+        let statistics = StatisticsHandle::default();
+        let residency = Arc::new(Residency::new(
+            budget,
+            policy.prefetches_on_use(),
+            driver,
+            statistics.clone(),
+        ));
+        let fake = |placement| FakeDevice {
+            placement,
+            residency: Arc::clone(&residency),
+            policy: Arc::clone(&policy),
+        };
+        let router = Router::new(Arc::clone(&policy))
+            .with(Placement::DevicePool, fake(Placement::DevicePool))
+            .with(Placement::Managed, fake(Placement::Managed));
+        let budgeted = BudgetAdaptor::new(router, Arc::clone(&residency));
+        let counted = StatisticsAdaptor::with_handle(budgeted, statistics.clone());
+        let traced = TraceAdaptor::new(counted, true);
+        let trace = traced.handle();
+        let mut a = Allocator::from_parts(Arc::new(traced), statistics);
+        a.parts = Parts {
+            device: None,
+            pool: None,
+            residency: Some(residency),
+            policy: Some(policy),
+            trace: Some(trace),
+            trace_path: None,
+        };
+        a
+    }
+
+    const MIB: usize = 1 << 20;
+
+    #[test]
+    fn every_policy_allocates_frees_and_reuses_through_the_chain() {
+        use crate::residency::NullDriver;
+        let policies: Vec<Arc<dyn PlacementPolicy>> = vec![
+            Arc::new(DevicePolicy),
+            Arc::new(ManagedPolicy),
+            Arc::new(StaticPolicy),
+            Arc::new(DynamicPolicy::new(2).expect("valid")),
+        ];
+        for policy in policies {
+            let name = policy.name();
+            let a = fake_gpu(policy, (64 * MIB) as u64, Box::new(NullDriver));
+            for _ in 0..20 {
+                let t = a.allocate(MemoryClass::Temporary, MIB).expect(name);
+                let c = a.allocate(MemoryClass::Ciphertext, 2 * MIB).expect(name);
+                let _g = a.prepare(&[&t, &c]).expect(name);
+            }
+            let s = a.statistics();
+            assert_eq!(s.total().allocations, 40, "{name}");
+            assert_eq!(s.total().frees, 40, "{name}");
+            assert_eq!(s.total().bytes.current, 0, "{name}");
+            let usage = a.residency_usage().expect("gpu");
+            assert_eq!(usage.pool_used, 0, "{name}");
+            assert_eq!(usage.managed_allocated, 0, "{name}");
+            assert!(usage.peak_device <= (64 * MIB) as u64, "{name}");
+            let trace = a.trace().expect("recording");
+            assert_eq!(trace.records.len(), 40, "{name}");
+            assert!(trace.records.iter().all(|r| r.free_ns.is_some()), "{name}");
+        }
+    }
+
+    #[test]
+    fn device_policy_over_budget_reports_what_is_in_use() {
+        use crate::residency::NullDriver;
+        let a = fake_gpu(
+            Arc::new(DevicePolicy),
+            (4 * MIB) as u64,
+            Box::new(NullDriver),
+        );
+        let _keep = a
+            .allocate(MemoryClass::EvaluationKey, 3 * MIB)
+            .expect("fits");
+        let err = a
+            .allocate(MemoryClass::Temporary, 2 * MIB)
+            .expect_err("over budget");
+        let Error::OverBudget {
+            requested,
+            budget,
+            in_use,
+        } = err
+        else {
+            panic!("expected OverBudget, got {err:?}");
+        };
+        assert_eq!((requested, budget), ((2 * MIB) as u64, (4 * MIB) as u64));
+        assert_eq!(
+            in_use.get(MemoryClass::EvaluationKey, Placement::DevicePool),
+            (3 * MIB) as u64
+        );
+        assert_eq!(in_use.total(), (3 * MIB) as u64);
+    }
+
+    #[test]
+    fn budgeted_pool_allocations_evict_managed_buffers() {
+        use crate::residency::driver::mock::{Call, RecordingDriver};
+        let driver = RecordingDriver::default();
+        let a = fake_gpu(
+            Arc::new(StaticPolicy),
+            (4 * MIB) as u64,
+            Box::new(driver.clone()),
+        );
+        let k1 = a
+            .allocate(MemoryClass::EvaluationKey, 2 * MIB)
+            .expect("managed");
+        let k2 = a
+            .allocate(MemoryClass::EvaluationKey, 2 * MIB)
+            .expect("managed");
+        drop(a.prepare(&[&k1]).expect("fits"));
+        drop(a.prepare(&[&k2]).expect("fits"));
+        driver.take();
+        // 4 MiB resident: a 1 MiB scratch buffer needs k1 (least recent) out.
+        let t = a.allocate(MemoryClass::Temporary, MIB).expect("evicts k1");
+        assert_eq!(t.placement(), Placement::DevicePool);
+        let (k1_id, k2_id) = (k1.id().0, k2.id().0);
+        assert_eq!(
+            driver.take(),
+            vec![
+                Call::Begin,
+                Call::ReadMostly(k1_id, false),
+                Call::ToHost(k1_id),
+                Call::End
+            ]
+        );
+        // Both keys declared with the scratch buffer alive: cannot fit.
+        assert!(matches!(
+            a.prepare(&[&k1, &k2]),
+            Err(Error::OverBudget { .. })
+        ));
+        assert_eq!(
+            a.residency_usage().map(|u| u.device_bytes()),
+            Some((3 * MIB) as u64)
+        );
+        let _ = k2_id;
     }
 }

@@ -4,12 +4,14 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::{
-    Allocation, AllocationId, Error, Memory, MemoryClass, MemoryResource, Placement, Result,
+    Allocation, AllocationId, DevicePtr, Error, Memory, MemoryClass, MemoryResource, Placement,
+    Result, StreamId,
 };
 
 /// An owning handle to memory obtained from an [`crate::Allocator`]. Dropping it
 /// returns the memory to the resource chain it came from (which zeroes it
-/// first when it is sensitive).
+/// first when it is sensitive, and frees device memory in order on its
+/// stream).
 pub struct Buffer {
     allocation: Allocation,
     owner: Arc<dyn MemoryResource>,
@@ -50,13 +52,28 @@ impl Buffer {
         self.allocation.sensitive
     }
 
-    /// The words of a host-accessible buffer.
+    /// The device address of a device buffer (`DevicePool` or `Managed`), for
+    /// kernel launches; `None` for host placements. Valid while the buffer
+    /// lives; work using it must be queued on [`Buffer::stream`] (or ordered
+    /// after it with an event).
+    pub fn device_ptr(&self) -> Option<DevicePtr> {
+        self.allocation.memory.device().map(|d| d.ptr)
+    }
+
+    /// The stream a device buffer is ordered on; `None` for host placements.
+    pub fn stream(&self) -> Option<StreamId> {
+        self.allocation.stream()
+    }
+
+    /// The words of a host-accessible buffer (`Host`, `PinnedHost`).
     ///
     /// # Errors
     /// [`Error::WrongPlacement`] if the memory is not host-accessible.
     pub fn host_words(&self) -> Result<&[u64]> {
         match &self.allocation.memory {
             Memory::Host(words) => Ok(words),
+            Memory::PinnedHost(block) => Ok(block.as_slice()),
+            Memory::DevicePool(_) | Memory::Managed(_) => Err(self.wrong_placement("host")),
         }
     }
 
@@ -67,10 +84,31 @@ impl Buffer {
     pub fn host_words_mut(&mut self) -> Result<&mut [u64]> {
         match &mut self.allocation.memory {
             Memory::Host(words) => Ok(words),
+            Memory::PinnedHost(block) => Ok(block.as_mut_slice()),
+            Memory::DevicePool(_) | Memory::Managed(_) => Err(Error::WrongPlacement {
+                placement: self.allocation.placement,
+                wanted: "host",
+            }),
         }
     }
 
-    #[allow(dead_code, reason = "used once device placements exist")]
+    pub(crate) fn memory(&self) -> &Memory {
+        &self.allocation.memory
+    }
+
+    /// Moves a device buffer to another stream (the caller has ordered the
+    /// streams).
+    pub(crate) fn set_stream(&mut self, stream: StreamId) {
+        if let Memory::DevicePool(d) | Memory::Managed(d) = &mut self.allocation.memory {
+            d.stream = stream;
+        }
+    }
+
+    /// Whether `owner` is the chain this buffer came from.
+    pub(crate) fn is_owned_by(&self, owner: &Arc<dyn MemoryResource>) -> bool {
+        std::ptr::addr_eq(Arc::as_ptr(&self.owner), Arc::as_ptr(owner))
+    }
+
     fn wrong_placement(&self, wanted: &'static str) -> Error {
         Error::WrongPlacement {
             placement: self.placement(),

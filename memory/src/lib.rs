@@ -1,32 +1,86 @@
 //! Memory for hemem: every polynomial buffer carries a [`MemoryClass`], and an
 //! allocator composed from small resources and adaptors (in the manner of RAPIDS
-//! RMM) decides where it lives and keeps statistics per class and placement.
+//! RMM) decides where it lives — host, the GPU's stream-ordered pool, managed
+//! memory or pinned host memory — keeps it under a device budget and keeps
+//! statistics per class and placement.
 //!
 //! The layers, read outside-in:
 //!
 //! * [`Allocator`] — the handle the rest of hemem holds: `allocate(class, bytes)`
-//!   returns an owning [`Buffer`] that gives its memory back on drop.
-//! * adaptors ([`StatisticsAdaptor`]) wrap an upstream [`MemoryResource`] and
-//!   observe or constrain it.
-//! * resources ([`HostResource`]) own one placement each.
+//!   returns an owning [`Buffer`] that gives its memory back on drop; it also
+//!   moves data (`upload`, `download`, `copy`, `zero`) and takes operations'
+//!   declarations of the buffers they touch (`prepare`).
+//! * adaptors — [`TraceAdaptor`] (the allocation trace), [`StatisticsAdaptor`]
+//!   (counters), [`BudgetAdaptor`] (the device budget, evicting through the
+//!   [`Residency`] manager) — wrap an upstream [`MemoryResource`].
+//! * the [`Router`] asks a [`policy::PlacementPolicy`] where a request goes;
+//!   the resources ([`HostResource`], [`DevicePoolResource`],
+//!   [`ManagedResource`], [`PinnedHostResource`]) own one placement each.
+//! * [`cuda`] — the GPU handle ([`GpuDevice`]) and the only code that calls the
+//!   driver. cudarc loads libcuda at run time, so this crate builds and its
+//!   CPU tests run without CUDA; every GPU entry point returns
+//!   [`DeviceError::NoGpu`] where the driver is missing.
 //!
 //! Buffers that hold secret-key material are requested as *sensitive*; their
 //! memory is zeroed before it is released, in every placement.
+//!
+//! ```
+//! use hemem_memory::{Allocator, BudgetSetting, MemoryClass, MemoryConfig, Placement};
+//!
+//! // The CPU backend's allocator; a GPU one is `Allocator::gpu(&device, &config)`.
+//! let allocator = Allocator::host();
+//! let mut ct = allocator.allocate(MemoryClass::Ciphertext, 8 * 1024)?;
+//! allocator.upload(&mut ct, 0, &[1, 2, 3])?;
+//! let mut back = [0u64; 3];
+//! allocator.download(&ct, 0, &mut back)?;
+//! assert_eq!((back, ct.placement()), ([1, 2, 3], Placement::Host));
+//!
+//! // Settings come from HEMEM_* variables (parsed once) or the API.
+//! let config = MemoryConfig {
+//!     budget: "4GiB".parse::<BudgetSetting>()?,
+//!     ..MemoryConfig::default()
+//! };
+//! assert_eq!(config.resolve_budget(8 << 30)?, 4 << 30);
+//! assert!(config.resolve_budget(2 << 30).is_err()); // larger than the card
+//! # Ok::<(), hemem_memory::Error>(())
+//! ```
+#![deny(unsafe_code)]
 
 pub mod adaptors;
 mod allocator;
 mod buffer;
 mod class;
+mod config;
+#[allow(unsafe_code)]
+pub mod cuda;
 mod error;
+pub mod policy;
+pub mod residency;
 mod resource;
 pub mod resources;
 mod statistics;
+pub mod trace;
 
-pub use adaptors::{CachingAdaptor, StatisticsAdaptor};
+pub use adaptors::{BudgetAdaptor, CachingAdaptor, StatisticsAdaptor, TraceAdaptor, TraceHandle};
 pub use allocator::Allocator;
 pub use buffer::Buffer;
 pub use class::{MemoryClass, Placement};
-pub use error::{Error, Result};
-pub use resource::{AllocRequest, Allocation, AllocationId, Memory, MemoryResource};
-pub use resources::HostResource;
+pub use config::{
+    BudgetSetting, ByteSize, MemoryConfig, Oversubscription, PolicyConfig, ProfiledConfig,
+};
+pub use cuda::GpuDevice;
+pub use error::{
+    ConfigError, DeviceError, DriverVersion, Error, InUse, Result, TraceError, TraceFault,
+};
+pub use policy::{PlacementPolicy, PolicyKind};
+pub use residency::{Residency, ResidencyGuard, ResidencyUsage};
+pub use resource::{
+    AllocRequest, Allocation, AllocationId, DeviceMemory, DevicePtr, Memory, MemoryResource,
+    StreamId,
+};
+pub use resources::{
+    DevicePoolResource, HostResource, ManagedResource, PinnedHostResource, Router,
+};
 pub use statistics::{ClassStatistics, Counter, Statistics, StatisticsHandle, StatisticsScope};
+#[cfg(feature = "test-utils")]
+pub mod testing;

@@ -1,10 +1,14 @@
 //! The resource interface: requests, allocations and the [`MemoryResource`] trait.
 
 use std::fmt;
+use std::str::FromStr;
 
+use crate::cuda::PinnedBlock;
 use crate::{MemoryClass, Placement, Result};
 
 /// A process-unique number naming one allocation, used by statistics and traces.
+/// An [`crate::Allocator`] numbers its allocations 1, 2, 3, … in request order,
+/// which is what lets the profiled policy replay a recording.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct AllocationId(pub u64);
 
@@ -14,8 +18,73 @@ impl fmt::Display for AllocationId {
     }
 }
 
-/// What is asked of a resource: a size, the class of the data, and whether the
-/// data is secret (then it is zeroed before its memory is released).
+/// Which of the GPU handle's two streams an allocation is ordered on.
+///
+/// Pooled memory is allocated and freed in the order of its stream; using it
+/// on the other stream needs an event (see `Allocator::hand_over`). Host
+/// allocations carry [`StreamId::Compute`] nominally.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum StreamId {
+    /// The stream kernels run on.
+    #[default]
+    Compute,
+    /// The stream prefetches and evictions run on.
+    Copy,
+}
+
+impl StreamId {
+    /// Both streams.
+    pub const ALL: [Self; 2] = [Self::Compute, Self::Copy];
+
+    /// The stream's name as written in traces.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Compute => "compute",
+            Self::Copy => "copy",
+        }
+    }
+}
+
+impl fmt::Display for StreamId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for StreamId {
+    type Err = ();
+
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        Self::ALL.into_iter().find(|x| x.name() == s).ok_or(())
+    }
+}
+
+/// A device address (`CUdeviceptr`): what kernels receive. Valid only while
+/// the [`crate::Buffer`] it came from is alive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DevicePtr(pub u64);
+
+impl DevicePtr {
+    /// The raw address.
+    pub const fn addr(self) -> u64 {
+        self.0
+    }
+
+    /// The address `bytes` further on.
+    pub const fn offset(self, bytes: u64) -> Self {
+        Self(self.0.wrapping_add(bytes))
+    }
+}
+
+impl fmt::Display for DevicePtr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}", self.0)
+    }
+}
+
+/// What is asked of a resource: a size, the class of the data, whether the
+/// data is secret (then it is zeroed before its memory is released), and the
+/// stream the memory is ordered on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AllocRequest {
     /// The id the allocator gave this request.
@@ -26,6 +95,27 @@ pub struct AllocRequest {
     pub class: MemoryClass,
     /// Whether the buffer holds secret-key material.
     pub sensitive: bool,
+    /// The stream the allocation is ordered on.
+    pub stream: StreamId,
+}
+
+/// Device memory: its address and the stream it is ordered on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceMemory {
+    pub(crate) ptr: DevicePtr,
+    pub(crate) stream: StreamId,
+}
+
+impl DeviceMemory {
+    /// The device address.
+    pub fn ptr(&self) -> DevicePtr {
+        self.ptr
+    }
+
+    /// The stream the memory is ordered on.
+    pub fn stream(&self) -> StreamId {
+        self.stream
+    }
 }
 
 /// The memory behind an allocation, by placement.
@@ -34,11 +124,25 @@ pub struct AllocRequest {
 pub enum Memory {
     /// Host memory owned as 64-bit words (the CPU backend's placement).
     Host(Vec<u64>),
+    /// A block of the library's stream-ordered device pool.
+    DevicePool(DeviceMemory),
+    /// CUDA managed memory.
+    Managed(DeviceMemory),
+    /// A block of the pre-allocated pinned host arena.
+    PinnedHost(PinnedBlock),
 }
 
 impl Memory {
     fn empty() -> Self {
         Self::Host(Vec::new())
+    }
+
+    /// The device memory, for the device placements.
+    pub fn device(&self) -> Option<DeviceMemory> {
+        match self {
+            Self::DevicePool(d) | Self::Managed(d) => Some(*d),
+            Self::Host(_) | Self::PinnedHost(_) => None,
+        }
     }
 }
 
@@ -58,13 +162,18 @@ pub struct Allocation {
 impl Allocation {
     /// A host allocation answering `request`.
     pub(crate) fn host(request: &AllocRequest, words: Vec<u64>) -> Self {
+        Self::new(request, Placement::Host, Memory::Host(words))
+    }
+
+    /// An allocation of `placement` answering `request`.
+    pub(crate) fn new(request: &AllocRequest, placement: Placement, memory: Memory) -> Self {
         Self {
             id: request.id,
             bytes: request.bytes,
             class: request.class,
-            placement: Placement::Host,
+            placement,
             sensitive: request.sensitive,
-            memory: Memory::Host(words),
+            memory,
         }
     }
 
@@ -98,6 +207,11 @@ impl Allocation {
         &self.memory
     }
 
+    /// The stream the memory is ordered on (device placements).
+    pub fn stream(&self) -> Option<StreamId> {
+        self.memory.device().map(|d| d.stream)
+    }
+
     /// Moves the allocation out, leaving an empty shell behind (used by
     /// `Buffer`'s drop, which must hand the allocation back by value).
     pub(crate) fn take(&mut self) -> Self {
@@ -115,7 +229,9 @@ impl Allocation {
 /// A source of memory, or an adaptor over one.
 ///
 /// `allocate` validates and may fail with a typed error; `deallocate` never
-/// fails. Implementations are shared between threads.
+/// fails (driver errors met while freeing are kept by the GPU handle, see
+/// `GpuDevice::take_deferred_error`). Implementations are shared between
+/// threads. Device memory is freed in order on the stream it was allocated on.
 pub trait MemoryResource: Send + Sync + fmt::Debug {
     /// Allocates memory for `request`.
     ///

@@ -29,6 +29,9 @@ impl Counter {
 }
 
 /// Figures for one class in one placement (or summed over placements).
+///
+/// The traffic fields count what the residency manager did with managed
+/// memory (they stay zero for the other placements).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ClassStatistics {
     /// Bytes.
@@ -37,6 +40,12 @@ pub struct ClassStatistics {
     pub allocations: u64,
     /// Number of frees.
     pub frees: u64,
+    /// Bytes the residency manager prefetched host→device.
+    pub prefetched_to_device: u64,
+    /// Bytes the residency manager prefetched device→host (evictions).
+    pub prefetched_to_host: u64,
+    /// Buffers evicted to the host to stay under the budget.
+    pub evictions: u64,
 }
 
 impl ClassStatistics {
@@ -59,6 +68,15 @@ impl ClassStatistics {
     }
 }
 
+/// What the residency manager did, for [`StatisticsHandle::record_traffic`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Traffic {
+    /// A prefetch to the device of this many bytes.
+    ToDevice(u64),
+    /// An eviction (a prefetch to the host) of this many bytes.
+    Eviction(u64),
+}
+
 /// A snapshot of the allocator's counters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Statistics {
@@ -66,6 +84,7 @@ pub struct Statistics {
     classes: [ClassStatistics; 6],
     placements: [ClassStatistics; 4],
     total: ClassStatistics,
+    pool_trims: u64,
 }
 
 impl Statistics {
@@ -96,6 +115,11 @@ impl Statistics {
         self.total
     }
 
+    /// Times the device pool was trimmed to make room under the budget.
+    pub fn pool_trims(&self) -> u64 {
+        self.pool_trims
+    }
+
     /// Peak bytes of each class, in [`MemoryClass::ALL`] order.
     pub fn peak_bytes_by_class(&self) -> Vec<(MemoryClass, u64)> {
         MemoryClass::ALL
@@ -105,27 +129,35 @@ impl Statistics {
     }
 
     fn record(&mut self, class: MemoryClass, placement: Placement, bytes: u64, alloc: bool) {
-        let apply = |s: &mut ClassStatistics| {
+        self.apply(class, placement, |s| {
             if alloc {
                 s.on_alloc(bytes);
             } else {
                 s.on_free(bytes);
             }
-        };
+        });
+    }
+
+    fn apply(
+        &mut self,
+        class: MemoryClass,
+        placement: Placement,
+        f: impl Fn(&mut ClassStatistics),
+    ) {
         if let Some(cell) = self
             .cells
             .get_mut(class.index())
             .and_then(|row| row.get_mut(placement.index()))
         {
-            apply(cell);
+            f(cell);
         }
         if let Some(c) = self.classes.get_mut(class.index()) {
-            apply(c);
+            f(c);
         }
         if let Some(p) = self.placements.get_mut(placement.index()) {
-            apply(p);
+            f(p);
         }
-        apply(&mut self.total);
+        f(&mut self.total);
     }
 
     fn for_each_mut(&mut self, mut f: impl FnMut(&mut ClassStatistics)) {
@@ -178,6 +210,24 @@ impl StatisticsHandle {
     /// Records an allocation or a free.
     pub(crate) fn record(&self, class: MemoryClass, placement: Placement, bytes: u64, alloc: bool) {
         self.lock().now.record(class, placement, bytes, alloc);
+    }
+
+    /// Records residency traffic of a managed buffer of `class`.
+    pub(crate) fn record_traffic(&self, class: MemoryClass, traffic: Traffic) {
+        self.lock()
+            .now
+            .apply(class, Placement::Managed, |s| match traffic {
+                Traffic::ToDevice(bytes) => s.prefetched_to_device += bytes,
+                Traffic::Eviction(bytes) => {
+                    s.prefetched_to_host += bytes;
+                    s.evictions += 1;
+                }
+            });
+    }
+
+    /// Records a pool trim.
+    pub(crate) fn record_trim(&self) {
+        self.lock().now.pool_trims += 1;
     }
 
     /// A snapshot of the counters.
@@ -266,5 +316,19 @@ mod tests {
         // Outside, the earlier peak of 150 survives the merge.
         assert_eq!(h.snapshot().total().bytes.peak, 150);
         assert_eq!(h.snapshot().class(MemoryClass::Temporary).bytes.peak, 30);
+
+        let k = MemoryClass::EvaluationKey;
+        h.record_traffic(k, Traffic::ToDevice(64));
+        h.record_traffic(k, Traffic::Eviction(64));
+        h.record_traffic(k, Traffic::ToDevice(64));
+        h.record_trim();
+        let s = h.snapshot();
+        let cell = s.get(k, Placement::Managed);
+        assert_eq!(cell.prefetched_to_device, 128);
+        assert_eq!(cell.prefetched_to_host, 64);
+        assert_eq!(cell.evictions, 1);
+        assert_eq!(s.total().prefetched_to_device, 128);
+        assert_eq!(s.placement(Placement::Managed).evictions, 1);
+        assert_eq!(s.pool_trims(), 1);
     }
 }

@@ -11,6 +11,7 @@ use hemem_ckks::sampling::Sampler;
 use num_complex::Complex64;
 use serde::Serialize;
 
+use super::memory::MemoryArgs;
 use super::report::{max_abs_error, precision_bits};
 
 /// The rotation the demo shows.
@@ -25,6 +26,8 @@ pub struct Args {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    memory: MemoryArgs,
 }
 
 #[derive(Debug, Serialize)]
@@ -43,6 +46,8 @@ struct Report {
     slots: usize,
     steps: Vec<Step>,
     peak_bytes_by_class: serde_json::Map<String, serde_json::Value>,
+    memory_policy: String,
+    trace_written: Option<String>,
 }
 
 fn random_unit_disk(sampler: &mut Sampler, count: usize) -> Vec<Complex64> {
@@ -64,7 +69,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         SecurityCheck::Enforce
     };
     let params = Parameters::from_preset_with(preset, check)?;
-    let context = Context::new(params, DeviceSelection::Cpu)?;
+    // The demo runs on the CPU: the policy is checked (a profiled policy's
+    // trace is read and analysed) but only host memory is placed, and a
+    // recorded trace holds the host allocations the CPU backend made.
+    let memory = args.memory.config()?;
+    let allocator = hemem_memory::Allocator::host_with(&memory)?;
+    let context = Context::with_allocator(params, DeviceSelection::Cpu, allocator.clone())?;
     let slots = context.params().slots();
     let progress = |msg: &str| {
         if !args.json {
@@ -170,12 +180,17 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .into_iter()
         .map(|(class, bytes)| (class.name().to_owned(), serde_json::Value::from(bytes)))
         .collect();
+    let trace_written = allocator
+        .write_trace()?
+        .map(|path| path.display().to_string());
     let report = Report {
         preset: preset.name().to_owned(),
         device: context.device().to_string(),
         slots,
         steps,
         peak_bytes_by_class: peaks,
+        memory_policy: memory.policy.kind().name().to_owned(),
+        trace_written,
     };
     if args.json {
         out!("{}", serde_json::to_string_pretty(&report)?);
@@ -201,6 +216,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         out!("peak memory by class:");
         for (class, bytes) in &report.peak_bytes_by_class {
             out!("  {class:<20} {bytes}");
+        }
+        out!(
+            "memory policy: {} (host placement on the CPU)",
+            report.memory_policy
+        );
+        if let Some(path) = &report.trace_written {
+            out!("allocation trace written to {path}");
         }
     }
     Ok(())

@@ -9,9 +9,13 @@ macro_rules! out {
     }};
 }
 
+mod bench;
 mod demo;
+mod memory;
 mod params;
+mod plot;
 mod report;
+mod trace;
 
 use clap::{Parser, Subcommand};
 
@@ -30,6 +34,10 @@ enum Command {
     /// Encrypt random values, multiply, rotate, conjugate, add, square down to
     /// level 3, and report every step's precision and time.
     Demo(demo::Args),
+    /// Benchmarks (`hemem bench alloc`: the GPU allocation micro-benchmark).
+    Bench(bench::Args),
+    /// Allocation traces (`hemem trace analyze FILE`).
+    Trace(trace::Args),
 }
 
 /// Runs the parsed command.
@@ -37,5 +45,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Params(args) => params::run(&args),
         Command::Demo(args) => demo::run(&args),
+        Command::Bench(args) => bench::run(&args),
+        Command::Trace(args) => trace::run(&args),
     }
 }

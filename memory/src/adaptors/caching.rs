@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
-use crate::{AllocRequest, Allocation, MemoryResource, Result};
+use crate::{AllocRequest, Allocation, Memory, MemoryResource, Result};
 
 #[derive(Debug, Default)]
 struct Cache {
@@ -13,8 +13,8 @@ struct Cache {
     bytes: usize,
 }
 
-/// Keeps up to `limit` bytes of freed, non-sensitive allocations by exact
-/// size and reuses them. Reused memory is **not** zeroed: callers that need
+/// Keeps up to `limit` bytes of freed, non-sensitive **host** allocations by
+/// exact size and reuses them. Reused memory is **not** zeroed: callers that need
 /// zeros write them. Sensitive allocations are never cached (the upstream
 /// zeroes and frees them).
 #[derive(Debug)]
@@ -75,7 +75,9 @@ impl<R: MemoryResource> MemoryResource for CachingAdaptor<R> {
     }
 
     fn deallocate(&self, allocation: Allocation) {
-        if !allocation.sensitive {
+        // Only host blocks: device blocks are ordered on streams, and reusing
+        // them here would bypass the events that order reuse across streams.
+        if !allocation.sensitive && matches!(allocation.memory, Memory::Host(_)) {
             let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
             if cache.bytes + allocation.bytes <= self.limit {
                 cache.bytes += allocation.bytes;
@@ -105,7 +107,7 @@ impl<R> Drop for CachingAdaptor<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{AllocationId, HostResource, Memory, MemoryClass};
+    use crate::{AllocationId, HostResource, MemoryClass, StreamId};
 
     fn request(id: u64, bytes: usize, sensitive: bool) -> AllocRequest {
         AllocRequest {
@@ -113,6 +115,7 @@ mod tests {
             bytes,
             class: MemoryClass::Temporary,
             sensitive,
+            stream: StreamId::Compute,
         }
     }
 
@@ -120,9 +123,10 @@ mod tests {
     fn reuses_blocks_by_size_within_the_limit() {
         let cache = CachingAdaptor::new(HostResource::new(), 1 << 20);
         let a = cache.allocate(&request(1, 4096, false)).unwrap();
-        let pointer = match a.memory() {
-            Memory::Host(w) => w.as_ptr() as usize,
+        let Memory::Host(words) = a.memory() else {
+            panic!("host memory expected")
         };
+        let pointer = words.as_ptr() as usize;
         cache.deallocate(a);
         assert_eq!(cache.cached_bytes(), 4096);
         let b = cache.allocate(&request(2, 4096, false)).unwrap();

@@ -4,7 +4,9 @@ use crate::statistics::StatisticsHandle;
 use crate::{AllocRequest, Allocation, MemoryResource, Result, Statistics};
 
 /// Counts bytes, allocations and frees per class and placement of everything
-/// that passes through it to `upstream`.
+/// that passes through it to `upstream`. The same counters hold the residency
+/// manager's prefetch, eviction and pool-trim figures when the handle is
+/// shared with it.
 #[derive(Debug)]
 pub struct StatisticsAdaptor<R> {
     upstream: R,
@@ -12,12 +14,15 @@ pub struct StatisticsAdaptor<R> {
 }
 
 impl<R: MemoryResource> StatisticsAdaptor<R> {
-    /// Wraps `upstream`.
+    /// Wraps `upstream` with fresh counters.
     pub fn new(upstream: R) -> Self {
-        Self {
-            upstream,
-            handle: StatisticsHandle::default(),
-        }
+        Self::with_handle(upstream, StatisticsHandle::default())
+    }
+
+    /// Wraps `upstream`, counting into `handle` (shared with a residency
+    /// manager).
+    pub fn with_handle(upstream: R, handle: StatisticsHandle) -> Self {
+        Self { upstream, handle }
     }
 
     /// The wrapped resource.

@@ -56,10 +56,10 @@ impl MemoryResource for HostResource {
     }
 
     fn deallocate(&self, mut allocation: Allocation) {
-        if allocation.sensitive {
-            match &mut allocation.memory {
-                Memory::Host(words) => words.zeroize(),
-            }
+        if allocation.sensitive
+            && let Memory::Host(words) = &mut allocation.memory
+        {
+            words.zeroize();
         }
     }
 }
@@ -83,6 +83,7 @@ mod tests {
             bytes,
             class: MemoryClass::Temporary,
             sensitive: false,
+            stream: crate::StreamId::Compute,
         }
     }
 

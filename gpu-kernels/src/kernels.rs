@@ -1,0 +1,117 @@
+//! [`Kernels`]: every PTX module loaded once into a device's context.
+
+use std::fmt;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaFunction, CudaModule};
+use cudarc::nvrtc::Ptx;
+use hemem_memory::GpuDevice;
+
+use crate::{Error, Result};
+
+/// The committed PTX, by module name (`ptx/<name>.ptx`, from `cuda/<name>.cu`).
+pub const PTX_MODULES: [(&str, &str); 2] = [
+    ("touch", include_str!("../ptx/touch.ptx")),
+    ("bench", include_str!("../ptx/bench.ptx")),
+];
+
+/// The buffer touch and verify kernels (`cuda/touch.cu`).
+#[derive(Debug, Clone)]
+pub(crate) struct Touch {
+    pub(crate) fill: CudaFunction,
+    pub(crate) verify: CudaFunction,
+    pub(crate) read: CudaFunction,
+}
+
+/// The micro-benchmark's kernels (`cuda/bench.cu`).
+#[derive(Debug, Clone)]
+pub(crate) struct Bench {
+    pub(crate) chunk_add: CudaFunction,
+    pub(crate) butterfly8: CudaFunction,
+}
+
+/// Every kernel of this crate, loaded into one device's context. Load it
+/// once per device and share it (it is `Send + Sync`; clones share the
+/// modules).
+#[derive(Clone)]
+pub struct Kernels {
+    pub(crate) device: GpuDevice,
+    pub(crate) touch: Touch,
+    pub(crate) bench: Bench,
+    _modules: Vec<Arc<CudaModule>>,
+}
+
+impl fmt::Debug for Kernels {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Kernels")
+            .field("device", &self.device.ordinal())
+            .finish_non_exhaustive()
+    }
+}
+
+fn load(device: &GpuDevice, module: &'static str, ptx: &'static str) -> Result<Arc<CudaModule>> {
+    device
+        .context()
+        .load_module(Ptx::from_src(ptx))
+        .map_err(|source| Error::Load { module, source })
+}
+
+fn function(module: &Arc<CudaModule>, name: &'static str) -> Result<CudaFunction> {
+    module.load_function(name).map_err(|source| Error::Load {
+        module: name,
+        source,
+    })
+}
+
+impl Kernels {
+    /// Loads every module into `device`'s context (the driver JIT-compiles
+    /// the PTX for the card the first time; it caches the result).
+    ///
+    /// # Errors
+    /// [`Error::Load`] (an old driver refuses PTX 9.0 with
+    /// `CUDA_ERROR_UNSUPPORTED_PTX_VERSION`).
+    pub fn load(device: &GpuDevice) -> Result<Self> {
+        let [(touch_name, touch_ptx), (bench_name, bench_ptx)] = PTX_MODULES;
+        let touch_module = load(device, touch_name, touch_ptx)?;
+        let bench_module = load(device, bench_name, bench_ptx)?;
+        Ok(Self {
+            device: device.clone(),
+            touch: Touch {
+                fill: function(&touch_module, "touch_fill")?,
+                verify: function(&touch_module, "touch_verify")?,
+                read: function(&touch_module, "touch_read")?,
+            },
+            bench: Bench {
+                chunk_add: function(&bench_module, "bench_chunk_add")?,
+                butterfly8: function(&bench_module, "bench_chunk_butterfly8")?,
+            },
+            _modules: vec![touch_module, bench_module],
+        })
+    }
+
+    /// The device the kernels are loaded on.
+    pub fn device(&self) -> &GpuDevice {
+        &self.device
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_ptx_targets_sm_75_with_isa_9_0_and_names_every_kernel() {
+        for (name, ptx) in PTX_MODULES {
+            assert!(ptx.contains(".version 9.0"), "{name}");
+            assert!(ptx.contains(".target sm_75"), "{name}");
+            assert!(!ptx.contains('\0'), "{name}");
+        }
+        let [(_, touch), (_, bench)] = PTX_MODULES;
+        for kernel in ["touch_fill", "touch_verify", "touch_read"] {
+            assert!(touch.contains(&format!(".entry {kernel}(")), "{kernel}");
+        }
+        for kernel in ["bench_chunk_add", "bench_chunk_butterfly8"] {
+            assert!(bench.contains(&format!(".entry {kernel}(")), "{kernel}");
+        }
+    }
+}

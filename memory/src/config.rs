@@ -1,0 +1,514 @@
+//! The memory system's settings: policy, device budget, oversubscription and
+//! trace recording, from the API or parsed once from `HEMEM_*` variables.
+//!
+//! | variable | values | default |
+//! |---|---|---|
+//! | `HEMEM_DEVICE_BUDGET` | a byte size (`4GiB`, `512MiB`, `1073741824`) or `auto` | `auto`: free memory minus a margin |
+//! | `HEMEM_MEMORY_POLICY` | `device`, `managed`, `static`, `profiled`, `dynamic` | `static` |
+//! | `HEMEM_POLICY_TRACE` | a trace CSV (for `profiled`) | none |
+//! | `HEMEM_RECORD_TRACE` | where to write this run's trace | none |
+//! | `HEMEM_MANAGED_OVERSUBSCRIPTION` | `refuse`, `allow` | `refuse` |
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::policy::{
+    DevicePolicy, Divergence, DynamicPolicy, ManagedPolicy, PlacementPolicy, PolicyKind,
+    ProfiledPolicy, StaticPolicy,
+};
+use crate::trace::{ProfileSettings, Trace};
+use crate::{ConfigError, Error, Result};
+
+/// A number of bytes, parsed from `4GiB`, `512 MiB`, `1.5GiB`, `64KB` or a
+/// bare integer. Binary units (KiB, MiB, GiB, TiB) are powers of 1024,
+/// decimal ones (KB, MB, GB, TB) powers of 1000; units are case-insensitive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ByteSize(pub u64);
+
+impl ByteSize {
+    /// One GiB.
+    pub const GIB: u64 = 1 << 30;
+    /// One MiB.
+    pub const MIB: u64 = 1 << 20;
+}
+
+impl FromStr for ByteSize {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        let invalid = || ConfigError::InvalidByteSize { text: s.to_owned() };
+        let text = s.trim();
+        let split = text
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(text.len());
+        let (number, unit) = text.split_at(split);
+        let multiplier: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+            "" | "b" => 1,
+            "kib" => 1 << 10,
+            "mib" => 1 << 20,
+            "gib" => 1 << 30,
+            "tib" => 1 << 40,
+            "kb" => 1_000,
+            "mb" => 1_000_000,
+            "gb" => 1_000_000_000,
+            "tb" => 1_000_000_000_000,
+            _ => return Err(invalid().into()),
+        };
+        let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+        if whole.is_empty() || !whole.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(invalid().into());
+        }
+        if !fraction.bytes().all(|b| b.is_ascii_digit()) || number.ends_with('.') {
+            return Err(invalid().into());
+        }
+        let whole: u64 = whole.parse().map_err(|_| invalid())?;
+        let mut bytes = whole.checked_mul(multiplier).ok_or_else(invalid)?;
+        if !fraction.is_empty() {
+            // Exact for up to 9 fraction digits; rounds down to whole bytes.
+            let digits = fraction.get(..fraction.len().min(9)).unwrap_or("");
+            let scale = 10u128.pow(digits.len() as u32);
+            let frac: u128 = digits.parse().map_err(|_| invalid())?;
+            let extra =
+                u64::try_from(frac * u128::from(multiplier) / scale).map_err(|_| invalid())?;
+            bytes = bytes.checked_add(extra).ok_or_else(invalid)?;
+        }
+        Ok(Self(bytes))
+    }
+}
+
+impl fmt::Display for ByteSize {
+    /// `4 GiB` when exact in a binary unit, else the bare number of bytes.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const UNITS: [(u64, &str); 4] = [
+            (1 << 40, "TiB"),
+            (1 << 30, "GiB"),
+            (1 << 20, "MiB"),
+            (1 << 10, "KiB"),
+        ];
+        for (size, name) in UNITS {
+            if self.0 >= size && self.0.is_multiple_of(size) {
+                return write!(f, "{} {name}", self.0 / size);
+            }
+        }
+        write!(f, "{} B", self.0)
+    }
+}
+
+/// The device budget asked for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum BudgetSetting {
+    /// The GPU's free memory when the allocator is made, minus
+    /// [`MemoryConfig::margin`].
+    #[default]
+    Auto,
+    /// A fixed budget (emulating a smaller card); it must not exceed the
+    /// GPU's free memory.
+    Bytes(u64),
+}
+
+impl FromStr for BudgetSetting {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        if s.trim().eq_ignore_ascii_case("auto") {
+            return Ok(Self::Auto);
+        }
+        let ByteSize(bytes) = s.parse()?;
+        if bytes == 0 {
+            return Err(ConfigError::ZeroBudget.into());
+        }
+        Ok(Self::Bytes(bytes))
+    }
+}
+
+/// Whether managed memory may exceed what the GPU has free.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Oversubscription {
+    /// Total managed memory stays below the GPU's free memory; larger
+    /// requests fail with [`Error::ManagedCapExceeded`]. On the shared GPU
+    /// machines a process past it can hang the GPU.
+    #[default]
+    Refuse,
+    /// Driver-managed oversubscription, for a real small card (Linux, a GPU
+    /// with concurrent managed access) where the user accepts the driver
+    /// paging managed memory beyond the card. Never run on the shared GPU
+    /// machines.
+    AllowDriverManaged,
+}
+
+impl FromStr for Oversubscription {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim() {
+            "refuse" | "" => Ok(Self::Refuse),
+            "allow" => Ok(Self::AllowDriverManaged),
+            other => Err(ConfigError::InvalidSetting {
+                name: "HEMEM_MANAGED_OVERSUBSCRIPTION",
+                value: other.to_owned(),
+            }
+            .into()),
+        }
+    }
+}
+
+/// The profiled policy's settings: the recording to replay and how to
+/// analyse it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProfiledConfig {
+    /// The recorded trace (CSV).
+    pub trace: PathBuf,
+    /// The lifetime threshold below which allocations are pooled.
+    pub lifetime_threshold: Duration,
+    /// The cap on peak pooled bytes; `None` means the device budget.
+    pub peak_pool_cap: Option<u64>,
+    /// What to do when the run leaves the recording.
+    pub on_divergence: Divergence,
+}
+
+/// A policy and its parameters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum PolicyConfig {
+    /// `device`.
+    Device,
+    /// `managed`.
+    Managed,
+    /// `static` (the default).
+    #[default]
+    Static,
+    /// `profiled`.
+    Profiled(ProfiledConfig),
+    /// `dynamic` with threshold X.
+    Dynamic {
+        /// X: pooled while max − min of the live-count history is below it.
+        threshold: u64,
+    },
+}
+
+impl PolicyConfig {
+    /// The policy's kind.
+    pub fn kind(&self) -> PolicyKind {
+        match self {
+            Self::Device => PolicyKind::Device,
+            Self::Managed => PolicyKind::Managed,
+            Self::Static => PolicyKind::Static,
+            Self::Profiled(_) => PolicyKind::Profiled,
+            Self::Dynamic { .. } => PolicyKind::Dynamic,
+        }
+    }
+
+    /// The settings of `kind` with default parameters; `trace` is the
+    /// recording for `profiled`.
+    ///
+    /// # Errors
+    /// [`ConfigError::MissingTrace`] for `profiled` without a trace.
+    pub fn from_kind(kind: PolicyKind, trace: Option<PathBuf>) -> Result<Self> {
+        Ok(match kind {
+            PolicyKind::Device => Self::Device,
+            PolicyKind::Managed => Self::Managed,
+            PolicyKind::Static => Self::Static,
+            PolicyKind::Dynamic => Self::Dynamic {
+                threshold: DynamicPolicy::DEFAULT_THRESHOLD,
+            },
+            PolicyKind::Profiled => Self::Profiled(ProfiledConfig {
+                trace: trace.ok_or(ConfigError::MissingTrace)?,
+                lifetime_threshold: ProfileSettings::default().lifetime_threshold,
+                peak_pool_cap: None,
+                on_divergence: Divergence::Error,
+            }),
+        })
+    }
+
+    /// Builds the policy; `budget` caps pooled bytes for `profiled` when no
+    /// cap is set. Reads and analyses the trace for `profiled`.
+    ///
+    /// # Errors
+    /// Trace errors ([`crate::TraceError::Malformed`], [`crate::TraceError::Io`]);
+    /// [`ConfigError::ZeroThreshold`].
+    pub fn build(&self, budget: u64) -> Result<Arc<dyn PlacementPolicy>> {
+        Ok(match self {
+            Self::Device => Arc::new(DevicePolicy),
+            Self::Managed => Arc::new(ManagedPolicy),
+            Self::Static => Arc::new(StaticPolicy),
+            Self::Dynamic { threshold } => Arc::new(DynamicPolicy::new(*threshold)?),
+            Self::Profiled(p) => {
+                let trace = Trace::read_file(&p.trace)?;
+                let settings = ProfileSettings {
+                    lifetime_threshold: p.lifetime_threshold,
+                    peak_pool_cap: p.peak_pool_cap.unwrap_or(budget),
+                };
+                Arc::new(ProfiledPolicy::from_trace(
+                    &trace,
+                    settings,
+                    p.on_divergence,
+                ))
+            }
+        })
+    }
+}
+
+/// Everything the allocator needs to know, besides the device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryConfig {
+    /// The placement policy.
+    pub policy: PolicyConfig,
+    /// The device budget.
+    pub budget: BudgetSetting,
+    /// What [`BudgetSetting::Auto`] leaves free for the driver and other
+    /// users (default 512 MiB).
+    pub margin: u64,
+    /// Whether managed memory may exceed the GPU's free memory.
+    pub oversubscription: Oversubscription,
+    /// Where the allocation trace of this run is written
+    /// (`Allocator::write_trace`); `None` records nothing.
+    pub record_trace: Option<PathBuf>,
+    /// Bytes of pinned host memory allocated up front for the `PinnedHost`
+    /// placement (default 64 MiB).
+    pub pinned_bytes: u64,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        Self {
+            policy: PolicyConfig::Static,
+            budget: BudgetSetting::Auto,
+            margin: 512 * ByteSize::MIB,
+            oversubscription: Oversubscription::Refuse,
+            record_trace: None,
+            pinned_bytes: 64 * ByteSize::MIB,
+        }
+    }
+}
+
+impl MemoryConfig {
+    /// The settings from the `HEMEM_*` environment variables, read once.
+    ///
+    /// # Errors
+    /// Values that do not parse ([`ConfigError`]).
+    pub fn from_env() -> Result<Self> {
+        Self::from_vars(|name| std::env::var(name).ok())
+    }
+
+    /// The settings from variables looked up with `var` (the environment for
+    /// [`MemoryConfig::from_env`]; a map in tests).
+    ///
+    /// # Errors
+    /// Values that do not parse ([`ConfigError`]).
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let mut config = Self::default();
+        if let Some(budget) = var("HEMEM_DEVICE_BUDGET") {
+            config.budget = budget.parse()?;
+        }
+        let trace = var("HEMEM_POLICY_TRACE").map(PathBuf::from);
+        if let Some(policy) = var("HEMEM_MEMORY_POLICY") {
+            config.policy = PolicyConfig::from_kind(policy.trim().parse()?, trace)?;
+        }
+        if let Some(path) = var("HEMEM_RECORD_TRACE")
+            && !path.is_empty()
+        {
+            config.record_trace = Some(PathBuf::from(path));
+        }
+        if let Some(over) = var("HEMEM_MANAGED_OVERSUBSCRIPTION") {
+            config.oversubscription = over.parse()?;
+        }
+        Ok(config)
+    }
+
+    /// The budget in bytes for a GPU with `free` bytes free.
+    ///
+    /// # Errors
+    /// [`ConfigError::BudgetTooLarge`] when a fixed budget exceeds `free`
+    /// (or `Auto` leaves nothing after the margin); [`ConfigError::ZeroBudget`].
+    pub fn resolve_budget(&self, free: u64) -> Result<u64> {
+        let budget = match self.budget {
+            BudgetSetting::Auto => free.saturating_sub(self.margin),
+            BudgetSetting::Bytes(b) => b,
+        };
+        if budget == 0 {
+            return Err(match self.budget {
+                BudgetSetting::Auto => ConfigError::BudgetTooLarge {
+                    budget: self.margin,
+                    available: free,
+                },
+                BudgetSetting::Bytes(_) => ConfigError::ZeroBudget,
+            }
+            .into());
+        }
+        if budget > free {
+            return Err(ConfigError::BudgetTooLarge {
+                budget,
+                available: free,
+            }
+            .into());
+        }
+        Ok(budget)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    #[test]
+    fn byte_sizes_parse() {
+        let ok = [
+            ("4GiB", 4 << 30),
+            ("4 GiB", 4 << 30),
+            ("4gib", 4 << 30),
+            ("512MiB", 512 << 20),
+            ("1.5GiB", 3 << 29),
+            ("64KB", 64_000),
+            ("2TB", 2_000_000_000_000),
+            ("1073741824", 1 << 30),
+            ("7B", 7),
+            (" 3 MiB ", 3 << 20),
+        ];
+        for (text, bytes) in ok {
+            assert_eq!(text.parse::<ByteSize>(), Ok(ByteSize(bytes)), "{text}");
+        }
+        for text in [
+            "",
+            "GiB",
+            "4 GiBs",
+            "-1GiB",
+            "1.GiB",
+            "1e9",
+            "4 G",
+            "99999999999TiB",
+            ".5GiB",
+        ] {
+            assert_eq!(
+                text.parse::<ByteSize>(),
+                Err(ConfigError::InvalidByteSize { text: text.into() }.into()),
+                "{text:?}"
+            );
+        }
+        assert_eq!(ByteSize(4 << 30).to_string(), "4 GiB");
+        assert_eq!(ByteSize(1000).to_string(), "1000 B");
+    }
+
+    fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |name| map.get(name).cloned()
+    }
+
+    #[test]
+    fn environment_is_parsed_into_a_typed_config() {
+        assert_eq!(
+            MemoryConfig::from_vars(vars(&[])),
+            Ok(MemoryConfig::default())
+        );
+        let c = MemoryConfig::from_vars(vars(&[
+            ("HEMEM_DEVICE_BUDGET", "4GiB"),
+            ("HEMEM_MEMORY_POLICY", "dynamic"),
+            ("HEMEM_MANAGED_OVERSUBSCRIPTION", "allow"),
+            ("HEMEM_RECORD_TRACE", "run.csv"),
+        ]))
+        .expect("valid");
+        assert_eq!(c.budget, BudgetSetting::Bytes(4 << 30));
+        assert_eq!(c.policy, PolicyConfig::Dynamic { threshold: 4 });
+        assert_eq!(c.oversubscription, Oversubscription::AllowDriverManaged);
+        assert_eq!(c.record_trace, Some(PathBuf::from("run.csv")));
+
+        let c = MemoryConfig::from_vars(vars(&[
+            ("HEMEM_MEMORY_POLICY", "profiled"),
+            ("HEMEM_POLICY_TRACE", "rec.csv"),
+        ]))
+        .expect("valid");
+        assert_eq!(c.policy.kind(), PolicyKind::Profiled);
+
+        let bad: Vec<(Vec<(&str, &str)>, Error)> = vec![
+            (
+                vec![("HEMEM_MEMORY_POLICY", "lru")],
+                ConfigError::UnknownPolicy { name: "lru".into() }.into(),
+            ),
+            (
+                vec![("HEMEM_MEMORY_POLICY", "profiled")],
+                ConfigError::MissingTrace.into(),
+            ),
+            (
+                vec![("HEMEM_DEVICE_BUDGET", "lots")],
+                ConfigError::InvalidByteSize {
+                    text: "lots".into(),
+                }
+                .into(),
+            ),
+            (
+                vec![("HEMEM_DEVICE_BUDGET", "0GiB")],
+                ConfigError::ZeroBudget.into(),
+            ),
+            (
+                vec![("HEMEM_MANAGED_OVERSUBSCRIPTION", "yes")],
+                ConfigError::InvalidSetting {
+                    name: "HEMEM_MANAGED_OVERSUBSCRIPTION",
+                    value: "yes".into(),
+                }
+                .into(),
+            ),
+        ];
+        for (pairs, error) in bad {
+            assert_eq!(MemoryConfig::from_vars(vars(&pairs)), Err(error));
+        }
+    }
+
+    #[test]
+    fn budgets_resolve_against_free_memory() {
+        let gib = ByteSize::GIB;
+        let mut c = MemoryConfig::default();
+        assert_eq!(c.resolve_budget(8 * gib), Ok(8 * gib - 512 * ByteSize::MIB));
+        assert_eq!(
+            c.resolve_budget(100),
+            Err(ConfigError::BudgetTooLarge {
+                budget: 512 * ByteSize::MIB,
+                available: 100
+            }
+            .into())
+        );
+        c.budget = BudgetSetting::Bytes(4 * gib);
+        assert_eq!(c.resolve_budget(8 * gib), Ok(4 * gib));
+        assert_eq!(
+            c.resolve_budget(2 * gib),
+            Err(ConfigError::BudgetTooLarge {
+                budget: 4 * gib,
+                available: 2 * gib
+            }
+            .into())
+        );
+    }
+
+    #[test]
+    fn policies_build_and_profiled_needs_a_valid_trace() {
+        for kind in [
+            PolicyKind::Device,
+            PolicyKind::Managed,
+            PolicyKind::Static,
+            PolicyKind::Dynamic,
+        ] {
+            let config = PolicyConfig::from_kind(kind, None).expect("no trace needed");
+            assert_eq!(config.build(1 << 30).map(|p| p.name()), Ok(kind.name()));
+        }
+        let dir = std::env::temp_dir().join(format!("hemem-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let path = dir.join("bad.csv");
+        std::fs::write(&path, "id,class\n").expect("write");
+        let config =
+            PolicyConfig::from_kind(PolicyKind::Profiled, Some(path)).expect("has a trace");
+        assert_eq!(
+            config.build(1 << 30).map(|p| p.name()),
+            Err(crate::TraceError::Malformed {
+                line: 1,
+                fault: crate::TraceFault::Header
+            }
+            .into())
+        );
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+}

@@ -1,0 +1,275 @@
+//! CUPTI's unified-memory counters: an independent measurement of managed
+//! memory traffic, used by the GPU tests to check the residency manager
+//! (`cuMemGetInfo` cannot: the driver keeps evicted managed pages' device
+//! memory cached).
+//!
+//! Set up as checked on the H200 (DESIGN.md, "Facts measured on the GPU
+//! machines"): before any CUDA context exists, register the activity buffer
+//! callbacks, configure the unified-memory counters (scope process / single
+//! device; kinds bytes host→device, bytes device→host, GPU page faults) and
+//! enable `CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER`. After each phase,
+//! synchronise and call [`UnifiedMemoryCounters::collect`], which flushes the
+//! buffers (`cuptiActivityFlushAll(1)`) and sums the
+//! `CUpti_ActivityUnifiedMemoryCounter3` records.
+//!
+//! A record's `flags` is the migration cause: 1 user prefetch, 2 coherence
+//! (a page fault), 3 speculative prefetch, 4 eviction. Prefetch traffic is
+//! counted exactly; fault-driven traffic only as a lower bound (records past
+//! about 8191 per burst are lost without a dropped count), so "no faults" is
+//! checked as "no fault record at all".
+//!
+//! CUPTI delivers records through C callbacks without a user pointer, so the
+//! sums live in one process-wide mutex: this is test instrumentation, enabled
+//! once per process.
+
+use std::alloc::{Layout, alloc, dealloc};
+use std::sync::{Mutex, PoisonError};
+
+use cudarc::cupti::result::{CuptiError, activity};
+use cudarc::cupti::sys::{
+    CUpti_Activity, CUpti_ActivityKind, CUpti_ActivityUnifiedMemoryCounter3,
+    CUpti_ActivityUnifiedMemoryCounterConfig, CUpti_ActivityUnifiedMemoryCounterKind,
+    CUpti_ActivityUnifiedMemoryCounterScope,
+};
+use cudarc::driver::sys::CUcontext;
+
+use super::probe::{cupti_present, driver_present};
+use crate::{DeviceError, Error, Result};
+
+const BUFFER_BYTES: usize = 8 << 20;
+const BUFFER_ALIGN: usize = 8;
+
+/// Migration causes in a record's `flags`.
+const CAUSE_USER: u32 = 1;
+const CAUSE_COHERENCE: u32 = 2;
+
+/// Managed-memory traffic seen by CUPTI since the previous collection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UnifiedMemoryTraffic {
+    /// Host→device bytes moved by user prefetches (`cuMemPrefetchAsync`).
+    pub htod_prefetch_bytes: u64,
+    /// Host→device bytes moved because the GPU faulted (a lower bound).
+    pub htod_fault_bytes: u64,
+    /// Host→device bytes moved for any other cause (speculative prefetch…).
+    pub htod_other_bytes: u64,
+    /// Device→host bytes moved by user prefetches (evictions).
+    pub dtoh_prefetch_bytes: u64,
+    /// Device→host bytes moved for any other cause.
+    pub dtoh_other_bytes: u64,
+    /// GPU page-fault records.
+    pub gpu_fault_records: u64,
+    /// GPU page faults (sum of the fault records' values).
+    pub gpu_faults: u64,
+    /// Unified-memory records read.
+    pub records: u64,
+    /// Records CUPTI reported as dropped.
+    pub dropped: u64,
+}
+
+impl UnifiedMemoryTraffic {
+    /// All host→device bytes.
+    pub fn htod_bytes(&self) -> u64 {
+        self.htod_prefetch_bytes + self.htod_fault_bytes + self.htod_other_bytes
+    }
+
+    /// All device→host bytes.
+    pub fn dtoh_bytes(&self) -> u64 {
+        self.dtoh_prefetch_bytes + self.dtoh_other_bytes
+    }
+
+    /// Whether any record says the GPU faulted on managed memory.
+    pub fn any_gpu_fault(&self) -> bool {
+        self.gpu_fault_records > 0 || self.htod_fault_bytes > 0
+    }
+}
+
+/// The process-wide sums the completion callback adds to.
+static SUMS: Mutex<UnifiedMemoryTraffic> = Mutex::new(UnifiedMemoryTraffic {
+    htod_prefetch_bytes: 0,
+    htod_fault_bytes: 0,
+    htod_other_bytes: 0,
+    dtoh_prefetch_bytes: 0,
+    dtoh_other_bytes: 0,
+    gpu_fault_records: 0,
+    gpu_faults: 0,
+    records: 0,
+    dropped: 0,
+});
+
+fn cupti(op: &'static str) -> impl FnOnce(CuptiError) -> Error {
+    move |e| {
+        DeviceError::Cupti {
+            op,
+            code: e.0 as u32,
+        }
+        .into()
+    }
+}
+
+fn buffer_layout() -> Option<Layout> {
+    Layout::from_size_align(BUFFER_BYTES, BUFFER_ALIGN).ok()
+}
+
+/// CUPTI asks for a buffer to fill with activity records.
+unsafe extern "C" fn buffer_requested(
+    buffer: *mut *mut u8,
+    size: *mut usize,
+    max_records: *mut usize,
+) {
+    let ptr = buffer_layout().map_or(std::ptr::null_mut(), |layout| {
+        // SAFETY: the layout has a non-zero size.
+        unsafe { alloc(layout) }
+    });
+    // SAFETY: CUPTI passes valid out-pointers; a null buffer tells it that
+    // none could be provided (records are then dropped and counted).
+    unsafe {
+        *buffer = ptr;
+        *size = if ptr.is_null() { 0 } else { BUFFER_BYTES };
+        *max_records = 0;
+    }
+}
+
+/// CUPTI hands back a filled buffer: add its unified-memory records to
+/// [`SUMS`] and free it.
+unsafe extern "C" fn buffer_completed(
+    _context: CUcontext,
+    _stream_id: u32,
+    buffer: *mut u8,
+    _size: usize,
+    valid_size: usize,
+) {
+    if buffer.is_null() {
+        return;
+    }
+    let mut sums = SUMS.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut record: *mut CUpti_Activity = std::ptr::null_mut();
+    loop {
+        // SAFETY: buffer/valid_size are what CUPTI filled; record is an
+        // out-pointer to a live local.
+        let next = unsafe { activity::get_next_record(buffer, valid_size, &mut record) };
+        if next.is_err() || record.is_null() {
+            break;
+        }
+        // SAFETY: CUPTI returned a pointer to a record inside the buffer;
+        // every record starts with its kind.
+        let kind = unsafe { (*record).kind };
+        if kind != CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER {
+            continue;
+        }
+        // SAFETY: unified-memory-counter records of this CUPTI (CUDA 12.8+)
+        // have the CUpti_ActivityUnifiedMemoryCounter3 layout; the record
+        // lies inside the buffer; read_unaligned copes with the packed layout.
+        let um = unsafe {
+            std::ptr::read_unaligned(record.cast::<CUpti_ActivityUnifiedMemoryCounter3>())
+        };
+        let value = um.value;
+        let cause = um.flags;
+        sums.records += 1;
+        match um.counterKind {
+            CUpti_ActivityUnifiedMemoryCounterKind::CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD => {
+                match cause {
+                    CAUSE_USER => sums.htod_prefetch_bytes += value,
+                    CAUSE_COHERENCE => sums.htod_fault_bytes += value,
+                    _ => sums.htod_other_bytes += value,
+                }
+            }
+            CUpti_ActivityUnifiedMemoryCounterKind::CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH => {
+                match cause {
+                    CAUSE_USER => sums.dtoh_prefetch_bytes += value,
+                    _ => sums.dtoh_other_bytes += value,
+                }
+            }
+            CUpti_ActivityUnifiedMemoryCounterKind::CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT => {
+                sums.gpu_fault_records += 1;
+                sums.gpu_faults += value;
+            }
+            _ => {}
+        }
+    }
+    let mut dropped: usize = 0;
+    // SAFETY: a null context asks for the global count; dropped is a live
+    // out-pointer.
+    if unsafe { activity::get_num_dropped_records(std::ptr::null_mut(), 0, &mut dropped) }.is_ok() {
+        sums.dropped += dropped as u64;
+    }
+    drop(sums);
+    if let Some(layout) = buffer_layout() {
+        // SAFETY: buffer came from buffer_requested with this layout.
+        unsafe { dealloc(buffer, layout) };
+    }
+}
+
+/// CUPTI's unified-memory counters, enabled for one device of this process.
+#[derive(Debug)]
+pub struct UnifiedMemoryCounters {
+    _private: (),
+}
+
+impl UnifiedMemoryCounters {
+    /// Enables the counters for device `ordinal`. Call it before the process
+    /// creates any CUDA context (before `GpuDevice::open`).
+    ///
+    /// # Errors
+    /// [`DeviceError::NoGpu`] without libcuda or libcupti;
+    /// [`DeviceError::Cupti`] when CUPTI refuses (a context created before
+    /// this call is one cause).
+    pub fn enable(ordinal: u32) -> Result<Self> {
+        if !driver_present() {
+            return Err(DeviceError::NoGpu {
+                reason: "the CUDA driver library (libcuda) is not installed",
+            }
+            .into());
+        }
+        if !cupti_present() {
+            return Err(DeviceError::NoGpu {
+                reason: "libcupti is not on the library path",
+            }
+            .into());
+        }
+        activity::register_callbacks(Some(buffer_requested), Some(buffer_completed))
+            .map_err(cupti("cuptiActivityRegisterCallbacks"))?;
+        let kinds = [
+            CUpti_ActivityUnifiedMemoryCounterKind::CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD,
+            CUpti_ActivityUnifiedMemoryCounterKind::CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH,
+            CUpti_ActivityUnifiedMemoryCounterKind::CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT,
+        ];
+        let mut config: Vec<CUpti_ActivityUnifiedMemoryCounterConfig> = kinds
+            .into_iter()
+            .map(|kind| CUpti_ActivityUnifiedMemoryCounterConfig {
+                scope: CUpti_ActivityUnifiedMemoryCounterScope::CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_SINGLE_DEVICE,
+                kind,
+                deviceId: ordinal,
+                enable: 1,
+            })
+            .collect();
+        // SAFETY: config points to `len` initialised configs that live for
+        // the call.
+        unsafe {
+            activity::configure_unified_memory_counter(config.as_mut_ptr(), config.len() as u32)
+        }
+        .map_err(cupti("cuptiActivityConfigureUnifiedMemoryCounter"))?;
+        activity::enable(CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER)
+            .map_err(cupti("cuptiActivityEnable"))?;
+        *SUMS.lock().unwrap_or_else(PoisonError::into_inner) = UnifiedMemoryTraffic::default();
+        Ok(Self { _private: () })
+    }
+
+    /// Flushes CUPTI's buffers and returns the traffic since the previous
+    /// collection. Synchronise the streams whose traffic should count first.
+    ///
+    /// # Errors
+    /// [`DeviceError::Cupti`].
+    pub fn collect(&self) -> Result<UnifiedMemoryTraffic> {
+        // 1 = CUPTI_ACTIVITY_FLAG_FLUSH_FORCED: flush incomplete buffers too.
+        activity::flush_all(1).map_err(cupti("cuptiActivityFlushAll"))?;
+        let mut sums = SUMS.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(std::mem::take(&mut *sums))
+    }
+}
+
+impl Drop for UnifiedMemoryCounters {
+    fn drop(&mut self) {
+        let _ = activity::disable(CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
+        let _ = activity::flush_all(1);
+    }
+}

@@ -1,0 +1,35 @@
+//! The CUDA layer: the only module of hemem-memory that calls the driver
+//! (through cudarc's `sys`, `result` and `safe` layers), and the only one
+//! allowed `unsafe`.
+//!
+//! * [`GpuDevice`] — one GPU: its context, a compute stream and a copy
+//!   stream, what the device can do, and event helpers for ordering work
+//!   between the streams.
+//! * `pool`, `managed`, `pinned` — the driver calls behind the three device
+//!   placements (`cuMemPoolCreate` / `cuMemAllocFromPoolAsync`,
+//!   `cuMemAllocManaged` / `cuMemAdvise` / `cuMemPrefetchAsync`,
+//!   `cuMemHostAlloc`).
+//! * `transfer` — uploads through pinned staging, downloads, device copies
+//!   and zeroing, all ordered on a buffer's own stream.
+//! * [`cupti`] — CUPTI's unified-memory counters, the independent check the
+//!   GPU tests use.
+//!
+//! cudarc loads libcuda at run time and panics when it is missing: every
+//! entry point here first asks [`driver_present`] and returns
+//! [`crate::DeviceError::NoGpu`] instead.
+
+pub mod cupti;
+mod device;
+mod managed;
+mod pinned;
+mod pool;
+mod probe;
+mod transfer;
+
+pub use cudarc;
+pub use device::{ComputeCapability, DeviceInfo, Event, GpuDevice, MemoryInfo};
+pub(crate) use managed::Location;
+pub(crate) use pinned::PinnedArena;
+pub use pinned::PinnedBlock;
+pub(crate) use pool::{Pool, PoolAllocError};
+pub use probe::driver_present;

@@ -1,0 +1,212 @@
+//! The `Managed` placement: CUDA managed memory, advised by class.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::cuda::{Event, GpuDevice};
+use crate::policy::PlacementPolicy;
+use crate::residency::Residency;
+use crate::{
+    AllocRequest, Allocation, DeviceError, DeviceMemory, DevicePtr, Error, Memory, MemoryResource,
+    Placement, Result, StreamId,
+};
+
+/// A freed block waiting for the work queued before its free.
+struct PendingFree {
+    ptr: DevicePtr,
+    bytes: u64,
+    events: [Event; 2],
+}
+
+#[derive(Default)]
+struct State {
+    allocated: u64,
+    pending: Vec<PendingFree>,
+}
+
+/// Managed memory (`cuMemAllocManaged`), advised by class as the policy says
+/// (read-mostly advice is left to the residency manager, which sets it when a
+/// buffer comes to the device and unsets it before an eviction; preferred
+/// location device is set at allocation). Registered with the residency
+/// manager, which prefetches and evicts it.
+///
+/// Total managed memory is capped (by default at the GPU's free memory when
+/// the allocator was made; a request past the cap fails with
+/// [`Error::ManagedCapExceeded`]) unless driver-managed oversubscription was
+/// opted in to.
+///
+/// `cuMemFree` of managed memory may synchronise the device, so a freed block
+/// is kept until events recorded on both streams behind its last uses
+/// complete, and freed by a later call (or when the resource drops). Sensitive
+/// memory is zeroed on the compute stream first.
+pub struct ManagedResource {
+    gpu: GpuDevice,
+    residency: Arc<Residency>,
+    policy: Arc<dyn PlacementPolicy>,
+    cap: Option<u64>,
+    state: Mutex<State>,
+}
+
+impl fmt::Debug for ManagedResource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ManagedResource")
+            .field("cap", &self.cap)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ManagedResource {
+    /// A managed resource on `gpu`; `cap` bounds total managed bytes (`None`:
+    /// driver-managed oversubscription).
+    ///
+    /// # Errors
+    /// [`DeviceError::ManagedUnsupported`] without concurrent managed access.
+    pub(crate) fn new(
+        gpu: &GpuDevice,
+        residency: Arc<Residency>,
+        policy: Arc<dyn PlacementPolicy>,
+        cap: Option<u64>,
+    ) -> Result<Self> {
+        if !gpu.info().concurrent_managed_access {
+            return Err(DeviceError::ManagedUnsupported {
+                ordinal: gpu.ordinal(),
+            }
+            .into());
+        }
+        Ok(Self {
+            gpu: gpu.clone(),
+            residency,
+            policy,
+            cap,
+            state: Mutex::new(State::default()),
+        })
+    }
+
+    /// Frees the pending blocks whose events completed; with `wait`, waits
+    /// for all of them.
+    fn reap(&self, state: &mut State, wait: bool) {
+        let mut kept = Vec::with_capacity(state.pending.len());
+        for p in std::mem::take(&mut state.pending) {
+            let done = if wait {
+                p.events.iter().all(|e| e.synchronize().is_ok())
+            } else {
+                p.events.iter().all(|e| e.is_complete().unwrap_or(false))
+            };
+            if done {
+                self.gpu.defer(self.gpu.free_managed(p.ptr));
+                state.allocated = state.allocated.saturating_sub(p.bytes);
+            } else {
+                kept.push(p);
+            }
+        }
+        state.pending = kept;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl MemoryResource for ManagedResource {
+    fn allocate(&self, request: &AllocRequest) -> Result<Allocation> {
+        if request.bytes == 0 {
+            return Err(Error::ZeroSize {
+                class: request.class,
+            });
+        }
+        let bytes = request.bytes as u64;
+        let mut state = self.lock();
+        self.reap(&mut state, false);
+        if let Some(cap) = self.cap
+            && state.allocated.saturating_add(bytes) > cap
+        {
+            return Err(Error::ManagedCapExceeded {
+                requested: bytes,
+                allocated: state.allocated,
+                cap,
+            });
+        }
+        let ptr = self
+            .gpu
+            .allocate_managed(request.bytes)
+            .map_err(|e| match e {
+                Error::Device(DeviceError::Driver { source, .. })
+                    if source.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY =>
+                {
+                    Error::OutOfMemory {
+                        requested: request.bytes,
+                        placement: Placement::Managed,
+                        class: request.class,
+                    }
+                }
+                other => other,
+            })?;
+        let advice = self.policy.advice(request.class);
+        if advice.prefer_device
+            && let Err(e) = self.gpu.advise_preferred_device(ptr, request.bytes)
+        {
+            self.gpu.defer(self.gpu.free_managed(ptr));
+            return Err(e);
+        }
+        state.allocated += bytes;
+        drop(state);
+        self.residency
+            .register_managed(request.id, request.class, ptr, bytes, advice);
+        Ok(Allocation::new(
+            request,
+            Placement::Managed,
+            Memory::Managed(DeviceMemory {
+                ptr,
+                stream: request.stream,
+            }),
+        ))
+    }
+
+    fn deallocate(&self, allocation: Allocation) {
+        let Memory::Managed(memory) = allocation.memory else {
+            return;
+        };
+        self.residency.unregister_managed(allocation.id);
+        if allocation.sensitive {
+            // Behind any eviction still queued on the copy stream.
+            self.gpu
+                .defer(self.gpu.order(StreamId::Copy, StreamId::Compute));
+            self.gpu.defer(self.gpu.zero_memory(
+                DeviceMemory {
+                    ptr: memory.ptr,
+                    stream: StreamId::Compute,
+                },
+                allocation.bytes,
+            ));
+        }
+        let events = (
+            self.gpu.record_event(StreamId::Compute),
+            self.gpu.record_event(StreamId::Copy),
+        );
+        let mut state = self.lock();
+        match events {
+            (Ok(a), Ok(b)) => state.pending.push(PendingFree {
+                ptr: memory.ptr,
+                bytes: allocation.bytes as u64,
+                events: [a, b],
+            }),
+            (a, b) => {
+                // Without events, wait for both streams before freeing.
+                self.gpu.defer(a.map(|_| ()));
+                self.gpu.defer(b.map(|_| ()));
+                self.gpu.defer(self.gpu.synchronize(StreamId::Compute));
+                self.gpu.defer(self.gpu.synchronize(StreamId::Copy));
+                self.gpu.defer(self.gpu.free_managed(memory.ptr));
+                state.allocated = state.allocated.saturating_sub(allocation.bytes as u64);
+            }
+        }
+        self.reap(&mut state, false);
+    }
+}
+
+impl Drop for ManagedResource {
+    fn drop(&mut self) {
+        let mut state = std::mem::take(&mut *self.lock());
+        self.reap(&mut state, true);
+    }
+}

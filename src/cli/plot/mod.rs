@@ -1,0 +1,217 @@
+//! PNG plots for the benchmark and trace commands (plotters, bitmap backend,
+//! with an embedded DejaVu Sans Mono font so no system fonts are needed).
+
+use std::path::Path;
+use std::sync::Once;
+
+use anyhow::{Context as _, anyhow};
+use plotters::prelude::*;
+use plotters::style::FontStyle;
+
+/// DejaVu Sans Mono (Bitstream Vera license, see `DejaVu-LICENSE`).
+const FONT: &[u8] = include_bytes!("DejaVuSansMono.ttf");
+const FAMILY: &str = "sans-serif";
+
+fn register_font() -> anyhow::Result<()> {
+    static REGISTER: Once = Once::new();
+    let mut result = Ok(());
+    REGISTER.call_once(|| {
+        result = plotters::style::register_font(FAMILY, FontStyle::Normal, FONT)
+            .map_err(|_| anyhow!("the embedded font does not parse"));
+    });
+    result
+}
+
+/// One line of a chart.
+#[derive(Debug, Clone)]
+pub struct Series {
+    /// The legend.
+    pub name: String,
+    /// Points, x ascending.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A panel of line series.
+#[derive(Debug, Clone)]
+pub struct Panel {
+    /// The panel's title.
+    pub title: String,
+    /// The x axis label.
+    pub x_label: String,
+    /// The y axis label.
+    pub y_label: String,
+    /// The lines.
+    pub series: Vec<Series>,
+    /// Formats an x tick.
+    pub x_ticks: fn(&f64) -> String,
+}
+
+fn plot_error<E: std::fmt::Display>(e: E) -> anyhow::Error {
+    anyhow!("plotting failed: {e}")
+}
+
+fn bounds(panels: &[Panel]) -> Vec<((f64, f64), (f64, f64))> {
+    panels
+        .iter()
+        .map(|p| {
+            let xs = p.series.iter().flat_map(|s| s.points.iter().map(|q| q.0));
+            let ys = p.series.iter().flat_map(|s| s.points.iter().map(|q| q.1));
+            let (x0, x1) = xs.fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(x), b.max(x)));
+            let y1 = ys.fold(0.0f64, f64::max);
+            let (x0, x1) = if x0 <= x1 {
+                (x0, x1.max(x0 + 1.0))
+            } else {
+                (0.0, 1.0)
+            };
+            ((x0, x1), (0.0, if y1 > 0.0 { y1 * 1.1 } else { 1.0 }))
+        })
+        .collect()
+}
+
+/// Draws `panels` side by side into a PNG at `path`.
+///
+/// # Errors
+/// Drawing or file errors.
+pub fn line_panels(path: &Path, panels: &[Panel]) -> anyhow::Result<()> {
+    register_font()?;
+    let width = 720 * u32::try_from(panels.len().max(1)).unwrap_or(1);
+    let root = BitMapBackend::new(path, (width, 540)).into_drawing_area();
+    root.fill(&WHITE).map_err(plot_error)?;
+    let areas = root.split_evenly((1, panels.len().max(1)));
+    for ((panel, area), ((x0, x1), (y0, y1))) in panels.iter().zip(&areas).zip(bounds(panels)) {
+        let mut chart = ChartBuilder::on(area)
+            .caption(&panel.title, (FAMILY, 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(x0..x1, y0..y1)
+            .map_err(plot_error)?;
+        chart
+            .configure_mesh()
+            .x_desc(&panel.x_label)
+            .y_desc(&panel.y_label)
+            .x_label_formatter(&panel.x_ticks)
+            .label_style((FAMILY, 13))
+            .draw()
+            .map_err(plot_error)?;
+        for (i, series) in panel.series.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            chart
+                .draw_series(LineSeries::new(
+                    series.points.clone(),
+                    color.stroke_width(2),
+                ))
+                .map_err(plot_error)?
+                .label(series.name.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+                });
+            chart
+                .draw_series(
+                    series
+                        .points
+                        .iter()
+                        .map(|&p| Circle::new(p, 3, color.filled())),
+                )
+                .map_err(plot_error)?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .label_font((FAMILY, 13))
+            .draw()
+            .map_err(plot_error)?;
+    }
+    root.present()
+        .map_err(plot_error)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// Draws a bar chart of `values` over the category `labels` into a PNG.
+///
+/// # Errors
+/// Drawing or file errors.
+pub fn bars(
+    path: &Path,
+    title: &str,
+    labels: &[String],
+    values: &[f64],
+    y_label: &str,
+) -> anyhow::Result<()> {
+    register_font()?;
+    let root = BitMapBackend::new(path, (900, 540)).into_drawing_area();
+    root.fill(&WHITE).map_err(plot_error)?;
+    let top = values.iter().copied().fold(0.0f64, f64::max).max(1e-9) * 1.15;
+    let n = labels.len().max(1);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, (FAMILY, 20))
+        .margin(12)
+        .x_label_area_size(60)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..n as f64, 0.0..top)
+        .map_err(plot_error)?;
+    let label_at = |x: &f64| {
+        let i = x.floor() as usize;
+        if (x - x.floor() - 0.5).abs() < 1e-6 {
+            labels.get(i).cloned().unwrap_or_default()
+        } else {
+            String::new()
+        }
+    };
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(2 * n + 1)
+        .x_label_formatter(&label_at)
+        .y_desc(y_label)
+        .label_style((FAMILY, 12))
+        .draw()
+        .map_err(plot_error)?;
+    chart
+        .draw_series(values.iter().enumerate().map(|(i, &v)| {
+            let x = i as f64;
+            Rectangle::new([(x + 0.1, 0.0), (x + 0.9, v)], BLUE.mix(0.7).filled())
+        }))
+        .map_err(plot_error)?;
+    root.present()
+        .map_err(plot_error)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plots_are_written() {
+        let dir = std::env::temp_dir().join(format!("hemem-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let panel = Panel {
+            title: "t".into(),
+            x_label: "x".into(),
+            y_label: "y".into(),
+            series: vec![Series {
+                name: "a".into(),
+                points: vec![(0.0, 1.0), (50.0, 3.0), (95.0, 2.0)],
+            }],
+            x_ticks: |x| format!("{x:.0}"),
+        };
+        let lines = dir.join("lines.png");
+        line_panels(&lines, &[panel.clone(), panel]).expect("lines");
+        let bar = dir.join("bars.png");
+        bars(
+            &bar,
+            "b",
+            &["<1s".into(), ">=1s".into()],
+            &[3.0, 1.0],
+            "count",
+        )
+        .expect("bars");
+        for p in [lines, bar] {
+            let bytes = std::fs::read(&p).expect("png");
+            assert_eq!(bytes.get(1..4), Some(&b"PNG"[..]));
+        }
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+}
