@@ -93,3 +93,25 @@ fn unknown_preset_is_a_clean_error() {
     assert!(err.contains("unknown preset"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+#[test]
+fn gpu_selection_fails_cleanly_and_auto_falls_back() {
+    // Meaningful on a machine without a GPU (CI); on a GPU machine both run.
+    let auto = hemem(&["demo", "--preset", "test-FTb", "--device", "auto", "--json"]);
+    assert!(
+        auto.status.success(),
+        "{}",
+        String::from_utf8_lossy(&auto.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&auto.stdout).unwrap();
+    let device = report["device"].as_str().unwrap().to_owned();
+    let gpu = hemem(&["demo", "--preset", "test-FTb", "--device", "gpu"]);
+    if device == "cpu" {
+        assert!(!gpu.status.success());
+        let err = String::from_utf8_lossy(&gpu.stderr);
+        assert!(err.contains("no usable GPU"), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    } else {
+        assert!(gpu.status.success());
+    }
+}

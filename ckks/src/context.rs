@@ -4,9 +4,9 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock};
 
-use hemem_memory::{Allocator, Statistics};
+use hemem_memory::{Allocator, DeviceError, GpuDevice, MemoryConfig, Statistics};
 
-use crate::backend::{Backend, CpuBackend, Device, DeviceSelection};
+use crate::backend::{Backend, CpuBackend, Device, DeviceSelection, GpuBackend};
 use crate::encoding::SpecialFft;
 use crate::params::{Level, Parameters, Preset};
 use crate::rns::{CrtToFloat, RnsBasis};
@@ -49,30 +49,71 @@ impl Context {
     /// [`Error::NoGpu`] when a GPU is asked for but unusable; backend
     /// construction errors.
     pub fn new(params: Parameters, device: DeviceSelection) -> Result<Self> {
-        Self::with_allocator(params, device, Allocator::host())
+        Self::with_memory(params, device, &MemoryConfig::from_env()?)
+    }
+
+    /// A context whose memory follows `config`: on the GPU its policy,
+    /// budget and trace settings; on the CPU, statistics and the trace.
+    ///
+    /// # Errors
+    /// As [`Context::new`], and the memory system's configuration errors (a
+    /// budget larger than the card, a malformed profiled trace).
+    pub fn with_memory(
+        params: Parameters,
+        device: DeviceSelection,
+        config: &MemoryConfig,
+    ) -> Result<Self> {
+        let gpu = match device {
+            DeviceSelection::Cpu => None,
+            DeviceSelection::Gpu(ordinal) => Some(open_gpu(ordinal)?),
+            DeviceSelection::Auto => match open_gpu(0) {
+                Ok(gpu) => Some(gpu),
+                Err(Error::NoGpu { .. }) => None,
+                Err(e) => return Err(e),
+            },
+        };
+        match gpu {
+            None => {
+                Self::with_allocator(params, DeviceSelection::Cpu, Allocator::host_with(config)?)
+            }
+            Some(device) => {
+                let cpu = CpuBackend::new(params.degree().get(), &params.all_moduli())?;
+                let allocator = Allocator::gpu(&device, config)?;
+                let ordinal = device.ordinal();
+                let gpu: Arc<dyn Backend> =
+                    Arc::new(GpuBackend::new(device, allocator, cpu.plans())?);
+                Self::assemble(params, Device::Gpu(ordinal), Arc::new(cpu), gpu)
+            }
+        }
     }
 
     /// A context whose host objects are allocated through `allocator` (one
     /// built from a `MemoryConfig`, say, that records an allocation trace).
     ///
     /// # Errors
-    /// As [`Context::new`].
+    /// As [`Context::new`]; only the CPU can be selected this way.
     pub fn with_allocator(
         params: Parameters,
         device: DeviceSelection,
         allocator: Allocator,
     ) -> Result<Self> {
+        if let DeviceSelection::Gpu(_) = device {
+            return Err(Error::NoGpu {
+                reason: "a GPU context takes its allocator from Context::with_memory",
+            });
+        }
         let moduli = params.all_moduli();
         let n = params.degree().get();
         let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::with_allocator(n, &moduli, allocator)?);
-        let (device, backend) = match device {
-            DeviceSelection::Cpu | DeviceSelection::Auto => (Device::Cpu, Arc::clone(&cpu)),
-            DeviceSelection::Gpu(_) => {
-                return Err(Error::NoGpu {
-                    reason: "this build of hemem has no GPU backend yet",
-                });
-            }
-        };
+        Self::assemble(params, Device::Cpu, Arc::clone(&cpu), cpu)
+    }
+
+    fn assemble(
+        params: Parameters,
+        device: Device,
+        cpu: Arc<dyn Backend>,
+        backend: Arc<dyn Backend>,
+    ) -> Result<Self> {
         let crt = (0..params.q_moduli().len())
             .map(|l| {
                 let basis = RnsBasis::new(params.q_moduli().iter().take(l + 1).copied().collect())?;
@@ -189,4 +230,12 @@ impl Context {
             .insert(slots, Arc::clone(&fft));
         Ok(fft)
     }
+}
+
+/// Opens GPU `ordinal`, mapping "no driver / no device" to [`Error::NoGpu`].
+fn open_gpu(ordinal: usize) -> Result<GpuDevice> {
+    GpuDevice::open(ordinal).map_err(|e| match e {
+        hemem_memory::Error::Device(DeviceError::NoGpu { reason }) => Error::NoGpu { reason },
+        other => other.into(),
+    })
 }

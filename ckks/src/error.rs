@@ -10,6 +10,9 @@ pub enum Error {
     /// The memory system refused or failed.
     #[error(transparent)]
     Memory(#[from] hemem_memory::Error),
+    /// A GPU kernel could not be loaded or launched.
+    #[error(transparent)]
+    Kernel(#[from] hemem_gpu_kernels::Error),
     /// Parameters could not be built.
     #[error(transparent)]
     Parameters(#[from] ParametersError),

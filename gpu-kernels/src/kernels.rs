@@ -10,10 +10,33 @@ use hemem_memory::GpuDevice;
 use crate::{Error, Result};
 
 /// The committed PTX, by module name (`ptx/<name>.ptx`, from `cuda/<name>.cu`).
-pub const PTX_MODULES: [(&str, &str); 2] = [
+pub const PTX_MODULES: [(&str, &str); 5] = [
     ("touch", include_str!("../ptx/touch.ptx")),
     ("bench", include_str!("../ptx/bench.ptx")),
+    ("ckks_ntt", include_str!("../ptx/ckks_ntt.ptx")),
+    ("ckks_arith", include_str!("../ptx/ckks_arith.ptx")),
+    ("ckks_convert", include_str!("../ptx/ckks_convert.ptx")),
 ];
+
+/// The CKKS kernels (`cuda/ckks_*.cu`).
+#[derive(Debug, Clone)]
+pub(crate) struct Ckks {
+    pub(crate) ntt_forward_columns: CudaFunction,
+    pub(crate) ntt_forward_rows: CudaFunction,
+    pub(crate) ntt_inverse_rows: CudaFunction,
+    pub(crate) ntt_inverse_columns: CudaFunction,
+    pub(crate) binary_op: CudaFunction,
+    pub(crate) mul_add: CudaFunction,
+    pub(crate) negate: CudaFunction,
+    pub(crate) scalar_op: CudaFunction,
+    pub(crate) sub_then_scale: CudaFunction,
+    pub(crate) copy_limbs: CudaFunction,
+    pub(crate) tensor: CudaFunction,
+    pub(crate) key_switch_inner_product: CudaFunction,
+    pub(crate) automorphism: CudaFunction,
+    pub(crate) base_convert: CudaFunction,
+    pub(crate) spread_centered: CudaFunction,
+}
 
 /// The buffer touch and verify kernels (`cuda/touch.cu`).
 #[derive(Debug, Clone)]
@@ -38,6 +61,7 @@ pub struct Kernels {
     pub(crate) device: GpuDevice,
     pub(crate) touch: Touch,
     pub(crate) bench: Bench,
+    pub(crate) ckks: Ckks,
     _modules: Vec<Arc<CudaModule>>,
 }
 
@@ -71,9 +95,18 @@ impl Kernels {
     /// [`Error::Load`] (an old driver refuses PTX 9.0 with
     /// `CUDA_ERROR_UNSUPPORTED_PTX_VERSION`).
     pub fn load(device: &GpuDevice) -> Result<Self> {
-        let [(touch_name, touch_ptx), (bench_name, bench_ptx)] = PTX_MODULES;
+        let [
+            (touch_name, touch_ptx),
+            (bench_name, bench_ptx),
+            (ntt_name, ntt_ptx),
+            (arith_name, arith_ptx),
+            (convert_name, convert_ptx),
+        ] = PTX_MODULES;
         let touch_module = load(device, touch_name, touch_ptx)?;
         let bench_module = load(device, bench_name, bench_ptx)?;
+        let ntt = load(device, ntt_name, ntt_ptx)?;
+        let arith = load(device, arith_name, arith_ptx)?;
+        let convert = load(device, convert_name, convert_ptx)?;
         Ok(Self {
             device: device.clone(),
             touch: Touch {
@@ -85,7 +118,24 @@ impl Kernels {
                 chunk_add: function(&bench_module, "bench_chunk_add")?,
                 butterfly8: function(&bench_module, "bench_chunk_butterfly8")?,
             },
-            _modules: vec![touch_module, bench_module],
+            ckks: Ckks {
+                ntt_forward_columns: function(&ntt, "ntt_forward_columns")?,
+                ntt_forward_rows: function(&ntt, "ntt_forward_rows")?,
+                ntt_inverse_rows: function(&ntt, "ntt_inverse_rows")?,
+                ntt_inverse_columns: function(&ntt, "ntt_inverse_columns")?,
+                binary_op: function(&arith, "binary_op")?,
+                mul_add: function(&arith, "mul_add")?,
+                negate: function(&arith, "negate")?,
+                scalar_op: function(&arith, "scalar_op")?,
+                sub_then_scale: function(&arith, "sub_then_scale")?,
+                copy_limbs: function(&arith, "copy_limbs")?,
+                tensor: function(&arith, "tensor")?,
+                key_switch_inner_product: function(&arith, "key_switch_inner_product")?,
+                automorphism: function(&arith, "automorphism")?,
+                base_convert: function(&convert, "base_convert")?,
+                spread_centered: function(&convert, "spread_centered")?,
+            },
+            _modules: vec![touch_module, bench_module, ntt, arith, convert],
         })
     }
 
@@ -106,7 +156,31 @@ mod tests {
             assert!(ptx.contains(".target sm_75"), "{name}");
             assert!(!ptx.contains('\0'), "{name}");
         }
-        let [(_, touch), (_, bench)] = PTX_MODULES;
+        let [(_, touch), (_, bench), (_, ntt), (_, arith), (_, convert)] = PTX_MODULES;
+        for kernel in [
+            "ntt_forward_columns",
+            "ntt_forward_rows",
+            "ntt_inverse_rows",
+            "ntt_inverse_columns",
+        ] {
+            assert!(ntt.contains(&format!(".entry {kernel}(")), "{kernel}");
+        }
+        for kernel in [
+            "binary_op",
+            "mul_add",
+            "negate",
+            "scalar_op",
+            "sub_then_scale",
+            "copy_limbs",
+            "tensor",
+            "key_switch_inner_product",
+            "automorphism",
+        ] {
+            assert!(arith.contains(&format!(".entry {kernel}(")), "{kernel}");
+        }
+        for kernel in ["base_convert", "spread_centered"] {
+            assert!(convert.contains(&format!(".entry {kernel}(")), "{kernel}");
+        }
         for kernel in ["touch_fill", "touch_verify", "touch_read"] {
             assert!(touch.contains(&format!(".entry {kernel}(")), "{kernel}");
         }

@@ -8,6 +8,7 @@ use std::time::Instant;
 use anyhow::Context as _;
 use hemem_ckks::prelude::*;
 use hemem_ckks::sampling::Sampler;
+use hemem_memory::{MemoryClass, Placement};
 use num_complex::Complex64;
 use serde::Serialize;
 
@@ -26,6 +27,13 @@ pub struct Args {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+    /// Where to run: cpu, gpu (GPU 0, or --gpu N), gpu:N, or auto (the GPU
+    /// when one is usable, else the CPU).
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// The GPU to use with --device gpu.
+    #[arg(long, value_name = "N")]
+    gpu: Option<usize>,
     #[command(flatten)]
     memory: MemoryArgs,
 }
@@ -46,6 +54,10 @@ struct Report {
     slots: usize,
     steps: Vec<Step>,
     peak_bytes_by_class: serde_json::Map<String, serde_json::Value>,
+    /// GPU runs: per class, peak pooled plus peak managed bytes (an upper
+    /// bound of the class's peak device footprint).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    peak_device_bytes_by_class: Option<serde_json::Map<String, serde_json::Value>>,
     memory_policy: String,
     trace_written: Option<String>,
 }
@@ -73,8 +85,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     // trace is read and analysed) but only host memory is placed, and a
     // recorded trace holds the host allocations the CPU backend made.
     let memory = args.memory.config()?;
-    let allocator = hemem_memory::Allocator::host_with(&memory)?;
-    let context = Context::with_allocator(params, DeviceSelection::Cpu, allocator.clone())?;
+    let selection: DeviceSelection = match (args.device.as_str(), args.gpu) {
+        ("gpu", Some(ordinal)) => DeviceSelection::Gpu(ordinal),
+        (name, _) => name.parse()?,
+    };
+    let context = Context::with_memory(params, selection, &memory)?;
+    let allocator = context.backend().allocator().clone();
     let slots = context.params().slots();
     let progress = |msg: &str| {
         if !args.json {
@@ -180,6 +196,17 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .into_iter()
         .map(|(class, bytes)| (class.name().to_owned(), serde_json::Value::from(bytes)))
         .collect();
+    let statistics = context.memory_statistics();
+    let device_peaks = matches!(context.device(), Device::Gpu(_)).then(|| {
+        MemoryClass::ALL
+            .into_iter()
+            .map(|class| {
+                let bytes = statistics.get(class, Placement::DevicePool).bytes.peak
+                    + statistics.get(class, Placement::Managed).bytes.peak;
+                (class.name().to_owned(), serde_json::Value::from(bytes))
+            })
+            .collect()
+    });
     let trace_written = allocator
         .write_trace()?
         .map(|path| path.display().to_string());
@@ -189,6 +216,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         slots,
         steps,
         peak_bytes_by_class: peaks,
+        peak_device_bytes_by_class: device_peaks,
         memory_policy: memory.policy.kind().name().to_owned(),
         trace_written,
     };
@@ -217,10 +245,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         for (class, bytes) in &report.peak_bytes_by_class {
             out!("  {class:<20} {bytes}");
         }
-        out!(
-            "memory policy: {} (host placement on the CPU)",
-            report.memory_policy
-        );
+        if let Some(device) = &report.peak_device_bytes_by_class {
+            out!("peak device bytes by class (pooled + managed):");
+            for (class, bytes) in device {
+                out!("  {class:<20} {bytes}");
+            }
+        }
+        out!("memory policy: {}", report.memory_policy);
         if let Some(path) = &report.trace_written {
             out!("allocation trace written to {path}");
         }

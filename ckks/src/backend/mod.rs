@@ -13,9 +13,12 @@
 //! reaches the host only through [`Backend::read`], which synchronises.
 
 mod cpu;
+#[allow(unsafe_code)]
+mod gpu;
 mod views;
 
 pub use cpu::CpuBackend;
+pub use gpu::GpuBackend;
 pub use views::{Limbs, LimbsMut, contiguous};
 
 use std::fmt;
@@ -111,6 +114,15 @@ pub trait Backend: Send + Sync + fmt::Debug {
 
     /// The allocator buffers of this backend come from.
     fn allocator(&self) -> &Allocator;
+
+    /// Waits until every operation queued so far has completed (a no-op on
+    /// the CPU, whose operations complete before they return). For timing.
+    ///
+    /// # Errors
+    /// A failure reported by the device.
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
+    }
 
     /// Allocates room for `limbs` limbs of N words.
     ///
@@ -247,25 +259,10 @@ pub trait Backend: Send + Sync + fmt::Debug {
         digits: &[Limbs<'_>],
         b: &[Limbs<'_>],
         a: &[Limbs<'_>],
-        mut out0: LimbsMut<'_>,
-        mut out1: LimbsMut<'_>,
+        out0: LimbsMut<'_>,
+        out1: LimbsMut<'_>,
     ) -> Result<()> {
-        if digits.is_empty() || digits.len() != b.len() || digits.len() != a.len() {
-            return Err(crate::Error::LengthMismatch {
-                expected: digits.len(),
-                actual: b.len().min(a.len()),
-            });
-        }
-        for (j, ((d, bj), aj)) in digits.iter().zip(b).zip(a).enumerate() {
-            if j == 0 {
-                self.binary(BinaryOp::Mul, *d, *bj, out0.reborrow())?;
-                self.binary(BinaryOp::Mul, *d, *aj, out1.reborrow())?;
-            } else {
-                self.mul_add_assign(out0.reborrow(), *d, *bj)?;
-                self.mul_add_assign(out1.reborrow(), *d, *aj)?;
-            }
-        }
-        Ok(())
+        inner_product_by_parts(self, digits, b, a, out0, out1)
     }
 
     /// The tensor product of two ciphertexts `(a0, a1)·(b0, b1)`, NTT form:
@@ -284,12 +281,57 @@ pub trait Backend: Send + Sync + fmt::Debug {
         b0: Limbs<'_>,
         b1: Limbs<'_>,
         d0: LimbsMut<'_>,
-        mut d1: LimbsMut<'_>,
+        d1: LimbsMut<'_>,
         d2: LimbsMut<'_>,
     ) -> Result<()> {
-        self.binary(BinaryOp::Mul, a0, b0, d0)?;
-        self.binary(BinaryOp::Mul, a0, b1, d1.reborrow())?;
-        self.mul_add_assign(d1, a1, b0)?;
-        self.binary(BinaryOp::Mul, a1, b1, d2)
+        tensor_by_parts(self, [a0, a1, b0, b1], [d0, d1, d2])
     }
+}
+
+/// The key-switching inner product as one multiply(-accumulate) per digit:
+/// the default of [`Backend::key_switch_inner_product`], and a fallback for
+/// backends whose fused kernel does not fit the views.
+///
+/// # Errors
+/// Shape or placement errors; an empty or uneven digit list.
+pub fn inner_product_by_parts<B: Backend + ?Sized>(
+    backend: &B,
+    digits: &[Limbs<'_>],
+    b: &[Limbs<'_>],
+    a: &[Limbs<'_>],
+    mut out0: LimbsMut<'_>,
+    mut out1: LimbsMut<'_>,
+) -> Result<()> {
+    if digits.is_empty() || digits.len() != b.len() || digits.len() != a.len() {
+        return Err(crate::Error::LengthMismatch {
+            expected: digits.len(),
+            actual: b.len().min(a.len()),
+        });
+    }
+    for (j, ((d, bj), aj)) in digits.iter().zip(b).zip(a).enumerate() {
+        if j == 0 {
+            backend.binary(BinaryOp::Mul, *d, *bj, out0.reborrow())?;
+            backend.binary(BinaryOp::Mul, *d, *aj, out1.reborrow())?;
+        } else {
+            backend.mul_add_assign(out0.reborrow(), *d, *bj)?;
+            backend.mul_add_assign(out1.reborrow(), *d, *aj)?;
+        }
+    }
+    Ok(())
+}
+
+/// The tensor product by element-wise operations: the default of
+/// [`Backend::tensor`] and a fallback for fused kernels.
+///
+/// # Errors
+/// Shape or placement errors.
+pub fn tensor_by_parts<B: Backend + ?Sized>(
+    backend: &B,
+    [a0, a1, b0, b1]: [Limbs<'_>; 4],
+    [d0, mut d1, d2]: [LimbsMut<'_>; 3],
+) -> Result<()> {
+    backend.binary(BinaryOp::Mul, a0, b0, d0)?;
+    backend.binary(BinaryOp::Mul, a0, b1, d1.reborrow())?;
+    backend.mul_add_assign(d1, a1, b0)?;
+    backend.binary(BinaryOp::Mul, a1, b1, d2)
 }

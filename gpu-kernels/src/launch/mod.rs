@@ -8,6 +8,7 @@
 //! stream's order.
 
 pub mod bench;
+pub mod ckks;
 pub mod touch;
 
 use cudarc::driver::LaunchConfig;

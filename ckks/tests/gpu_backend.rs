@@ -1,0 +1,825 @@
+//! The GPU backend against the CPU backend: every primitive and every
+//! evaluator operation must give bit-identical RNS limbs for the same inputs
+//! and randomness. Outputs are poisoned before each operation so an
+//! unwritten element fails. Tests named `gpu_*` skip (saying so) without a
+//! GPU, and fail instead with `HEMEM_REQUIRE_GPU=1`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    missing_docs
+)]
+
+use std::sync::Arc;
+
+use hemem_ckks::backend::{Backend, BinaryOp, Limbs, LimbsMut};
+use hemem_ckks::ntt::GaloisElement;
+use hemem_ckks::prelude::*;
+use hemem_ckks::testing::{max_abs_error, seed32, seeded_rng, unit_disk};
+use hemem_memory::MemoryClass;
+use hemem_memory::testing::gpu_or_skip;
+use num_complex::Complex64;
+use rand_core::Rng;
+
+const POISON: u64 = 0xDEAD_BEEF_DEAD_BEEF;
+
+/// A CPU context and a GPU context for the same parameters, or `None`
+/// without a GPU.
+fn contexts(name: &str, preset: Preset) -> Option<(Context, Context)> {
+    let device = gpu_or_skip(name)?;
+    drop(device);
+    let params = Parameters::from_preset_with(preset, SecurityCheck::AllowInsecure).unwrap();
+    let cpu = Context::new(params.clone(), DeviceSelection::Cpu).unwrap();
+    let gpu = Context::new(params, DeviceSelection::Gpu(0)).unwrap();
+    assert_eq!(gpu.device(), Device::Gpu(0));
+    Some((cpu, gpu))
+}
+
+/// Random residues for `moduli` (global indices).
+fn random_words(context: &Context, moduli: &[usize], seed: u64) -> Vec<u64> {
+    let n = context.params().degree().get();
+    let table = context.params().all_moduli();
+    let mut rng = seeded_rng(seed);
+    moduli
+        .iter()
+        .flat_map(|&m| {
+            let q = table[m].value();
+            (0..n).map(|_| rng.next_u64() % q).collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The same words in a buffer of `limbs` limbs on each backend.
+struct Pair {
+    cpu: hemem_memory::Buffer,
+    gpu: hemem_memory::Buffer,
+}
+
+fn pair(cpu: &Arc<dyn Backend>, gpu: &Arc<dyn Backend>, limbs: usize, words: &[u64]) -> Pair {
+    let moduli: Vec<usize> = (0..limbs).collect();
+    let mut a = cpu.allocate(MemoryClass::Temporary, limbs, false).unwrap();
+    let mut b = gpu.allocate(MemoryClass::Temporary, limbs, false).unwrap();
+    cpu.write(LimbsMut::new(&mut a, &moduli).unwrap(), words)
+        .unwrap();
+    gpu.write(LimbsMut::new(&mut b, &moduli).unwrap(), words)
+        .unwrap();
+    Pair { cpu: a, gpu: b }
+}
+
+fn poisoned(cpu: &Arc<dyn Backend>, gpu: &Arc<dyn Backend>, limbs: usize) -> Pair {
+    let n = cpu.degree();
+    pair(cpu, gpu, limbs, &vec![POISON; limbs * n])
+}
+
+fn download(
+    backend: &Arc<dyn Backend>,
+    buffer: &hemem_memory::Buffer,
+    positions: &[usize],
+    moduli: &[usize],
+) -> Vec<u64> {
+    let mut out = vec![0u64; positions.len() * backend.degree()];
+    backend
+        .read(
+            Limbs {
+                buffer,
+                positions,
+                moduli,
+            },
+            &mut out,
+        )
+        .unwrap();
+    out
+}
+
+fn assert_same(what: &str, cpu: &[u64], gpu: &[u64], n: usize) {
+    assert_eq!(cpu.len(), gpu.len(), "{what}: lengths");
+    if let Some(i) = cpu.iter().zip(gpu).position(|(a, b)| a != b) {
+        panic!(
+            "{what}: first difference at limb {} coefficient {}: cpu {} gpu {}{}",
+            i / n,
+            i % n,
+            cpu[i],
+            gpu[i],
+            if gpu[i] == POISON { " (unwritten)" } else { "" }
+        );
+    }
+    assert!(!gpu.contains(&POISON), "{what}: poison left");
+}
+
+/// Every Backend primitive on random data, GPU against CPU, at one preset.
+fn primitives(name: &str, preset: Preset) {
+    let Some((cpu_ctx, gpu_ctx)) = contexts(name, preset) else {
+        return;
+    };
+    let cpu = Arc::clone(cpu_ctx.host_backend());
+    let gpu = Arc::clone(gpu_ctx.backend());
+    let params = cpu_ctx.params().clone();
+    let n = params.degree().get();
+    let level = params.max_level();
+    let qp = params.qp_indices(level);
+    let total = qp.len();
+    let p_count = params.p_moduli().len();
+    let q_count = level.primes();
+    let all: Vec<usize> = (0..total).collect();
+    let compare = |what: &str, out: &Pair, positions: &[usize], moduli: &[usize]| {
+        assert_same(
+            what,
+            &download(&cpu, &out.cpu, positions, moduli),
+            &download(&gpu, &out.gpu, positions, moduli),
+            n,
+        );
+        println!("{name}: {what} bit-identical");
+    };
+
+    let a = pair(&cpu, &gpu, total, &random_words(&cpu_ctx, &qp, 1));
+    let b = pair(&cpu, &gpu, total, &random_words(&cpu_ctx, &qp, 2));
+    fn view<'a>(buffer: &'a hemem_memory::Buffer, all: &'a [usize], qp: &'a [usize]) -> Limbs<'a> {
+        Limbs {
+            buffer,
+            positions: all,
+            moduli: qp,
+        }
+    }
+
+    // NTT both ways, all limbs (Q and P primes).
+    let mut x = pair(&cpu, &gpu, total, &random_words(&cpu_ctx, &qp, 3));
+    cpu.ntt_forward(LimbsMut {
+        buffer: &mut x.cpu,
+        positions: &all,
+        moduli: &qp,
+    })
+    .unwrap();
+    gpu.ntt_forward(LimbsMut {
+        buffer: &mut x.gpu,
+        positions: &all,
+        moduli: &qp,
+    })
+    .unwrap();
+    compare("ntt_forward", &x, &all, &qp);
+    cpu.ntt_inverse(LimbsMut {
+        buffer: &mut x.cpu,
+        positions: &all,
+        moduli: &qp,
+    })
+    .unwrap();
+    gpu.ntt_inverse(LimbsMut {
+        buffer: &mut x.gpu,
+        positions: &all,
+        moduli: &qp,
+    })
+    .unwrap();
+    compare("ntt_inverse", &x, &all, &qp);
+    // A scattered subset of limbs.
+    let some: Vec<usize> = vec![total - 1, 0, 2];
+    let some_moduli: Vec<usize> = some.iter().map(|&p| qp[p]).collect();
+    cpu.ntt_forward(LimbsMut {
+        buffer: &mut x.cpu,
+        positions: &some,
+        moduli: &some_moduli,
+    })
+    .unwrap();
+    gpu.ntt_forward(LimbsMut {
+        buffer: &mut x.gpu,
+        positions: &some,
+        moduli: &some_moduli,
+    })
+    .unwrap();
+    compare("ntt_forward (scattered limbs)", &x, &all, &qp);
+
+    for (op, label) in [
+        (BinaryOp::Add, "add"),
+        (BinaryOp::Sub, "sub"),
+        (BinaryOp::Mul, "mul"),
+    ] {
+        let mut out = poisoned(&cpu, &gpu, total);
+        cpu.binary(
+            op,
+            view(&a.cpu, &all, &qp),
+            view(&b.cpu, &all, &qp),
+            LimbsMut {
+                buffer: &mut out.cpu,
+                positions: &all,
+                moduli: &qp,
+            },
+        )
+        .unwrap();
+        gpu.binary(
+            op,
+            view(&a.gpu, &all, &qp),
+            view(&b.gpu, &all, &qp),
+            LimbsMut {
+                buffer: &mut out.gpu,
+                positions: &all,
+                moduli: &qp,
+            },
+        )
+        .unwrap();
+        compare(label, &out, &all, &qp);
+        let mut acc = pair(&cpu, &gpu, total, &random_words(&cpu_ctx, &qp, 4));
+        cpu.binary_assign(
+            op,
+            LimbsMut {
+                buffer: &mut acc.cpu,
+                positions: &all,
+                moduli: &qp,
+            },
+            view(&b.cpu, &all, &qp),
+        )
+        .unwrap();
+        gpu.binary_assign(
+            op,
+            LimbsMut {
+                buffer: &mut acc.gpu,
+                positions: &all,
+                moduli: &qp,
+            },
+            view(&b.gpu, &all, &qp),
+        )
+        .unwrap();
+        compare(&format!("{label}_assign"), &acc, &all, &qp);
+    }
+    let mut acc = pair(&cpu, &gpu, total, &random_words(&cpu_ctx, &qp, 5));
+    cpu.mul_add_assign(
+        LimbsMut {
+            buffer: &mut acc.cpu,
+            positions: &all,
+            moduli: &qp,
+        },
+        view(&a.cpu, &all, &qp),
+        view(&b.cpu, &all, &qp),
+    )
+    .unwrap();
+    gpu.mul_add_assign(
+        LimbsMut {
+            buffer: &mut acc.gpu,
+            positions: &all,
+            moduli: &qp,
+        },
+        view(&a.gpu, &all, &qp),
+        view(&b.gpu, &all, &qp),
+    )
+    .unwrap();
+    compare("mul_add_assign", &acc, &all, &qp);
+    cpu.negate(LimbsMut {
+        buffer: &mut acc.cpu,
+        positions: &all,
+        moduli: &qp,
+    })
+    .unwrap();
+    gpu.negate(LimbsMut {
+        buffer: &mut acc.gpu,
+        positions: &all,
+        moduli: &qp,
+    })
+    .unwrap();
+    compare("negate", &acc, &all, &qp);
+    let scalars: Vec<u64> = (0..total as u64)
+        .map(|i| 0x1234_5678_9abc_u64.wrapping_mul(i + 7))
+        .collect();
+    for (op, label) in [(BinaryOp::Add, "scalar add"), (BinaryOp::Mul, "scalar mul")] {
+        cpu.scalar_assign(
+            op,
+            LimbsMut {
+                buffer: &mut acc.cpu,
+                positions: &all,
+                moduli: &qp,
+            },
+            &scalars,
+        )
+        .unwrap();
+        gpu.scalar_assign(
+            op,
+            LimbsMut {
+                buffer: &mut acc.gpu,
+                positions: &all,
+                moduli: &qp,
+            },
+            &scalars,
+        )
+        .unwrap();
+        compare(label, &acc, &all, &qp);
+    }
+    // Copy into a permutation of limbs.
+    let mut out = poisoned(&cpu, &gpu, total);
+    let reversed: Vec<usize> = (0..total).rev().collect();
+    cpu.copy(
+        view(&a.cpu, &all, &qp),
+        LimbsMut {
+            buffer: &mut out.cpu,
+            positions: &reversed,
+            moduli: &qp,
+        },
+    )
+    .unwrap();
+    gpu.copy(
+        view(&a.gpu, &all, &qp),
+        LimbsMut {
+            buffer: &mut out.gpu,
+            positions: &reversed,
+            moduli: &qp,
+        },
+    )
+    .unwrap();
+    compare("copy (permuted limbs)", &out, &reversed, &qp);
+
+    // Rescale at several levels (NTT-form inputs).
+    for l in [q_count - 1, q_count / 2, 1] {
+        let moduli: Vec<usize> = (0..=l).collect();
+        let positions: Vec<usize> = (0..=l).collect();
+        let mut out = poisoned(&cpu, &gpu, l);
+        let kept: Vec<usize> = (0..l).collect();
+        cpu.rescale(
+            Limbs {
+                buffer: &a.cpu,
+                positions: &positions,
+                moduli: &moduli,
+            },
+            LimbsMut {
+                buffer: &mut out.cpu,
+                positions: &kept,
+                moduli: &kept,
+            },
+        )
+        .unwrap();
+        gpu.rescale(
+            Limbs {
+                buffer: &a.gpu,
+                positions: &positions,
+                moduli: &moduli,
+            },
+            LimbsMut {
+                buffer: &mut out.gpu,
+                positions: &kept,
+                moduli: &kept,
+            },
+        )
+        .unwrap();
+        compare(&format!("rescale at level {l}"), &out, &kept, &kept);
+    }
+    // ModDown from Q_l ∪ P at two levels.
+    for l in [q_count - 1, 3.min(q_count - 1)] {
+        let qp_l = params.qp_indices(Level(l));
+        let positions: Vec<usize> = (0..=l).chain(q_count..total).collect();
+        let q: Vec<usize> = (0..=l).collect();
+        let mut out = poisoned(&cpu, &gpu, l + 1);
+        cpu.mod_down(
+            Limbs {
+                buffer: &a.cpu,
+                positions: &positions,
+                moduli: &qp_l,
+            },
+            p_count,
+            LimbsMut {
+                buffer: &mut out.cpu,
+                positions: &q,
+                moduli: &q,
+            },
+        )
+        .unwrap();
+        gpu.mod_down(
+            Limbs {
+                buffer: &a.gpu,
+                positions: &positions,
+                moduli: &qp_l,
+            },
+            p_count,
+            LimbsMut {
+                buffer: &mut out.gpu,
+                positions: &q,
+                moduli: &q,
+            },
+        )
+        .unwrap();
+        compare(&format!("mod_down at level {l}"), &out, &q, &q);
+    }
+    // ModUp of the first and the last digit at the top level, with and
+    // without the digit's NTT form.
+    let alpha = params.alpha();
+    let digits = params.digits_at(level);
+    for (j, with_ntt) in [(0usize, true), (digits - 1, false)] {
+        let start = j * alpha;
+        let end = (start + alpha).min(q_count);
+        let d_pos: Vec<usize> = (start..end).collect();
+        let d_mod = d_pos.clone();
+        let mut out = poisoned(&cpu, &gpu, total);
+        let digit_ntt_cpu = Limbs {
+            buffer: &b.cpu,
+            positions: &d_pos,
+            moduli: &d_mod,
+        };
+        let digit_ntt_gpu = Limbs {
+            buffer: &b.gpu,
+            positions: &d_pos,
+            moduli: &d_mod,
+        };
+        cpu.mod_up(
+            Limbs {
+                buffer: &a.cpu,
+                positions: &d_pos,
+                moduli: &d_mod,
+            },
+            with_ntt.then_some(digit_ntt_cpu),
+            LimbsMut {
+                buffer: &mut out.cpu,
+                positions: &all,
+                moduli: &qp,
+            },
+        )
+        .unwrap();
+        gpu.mod_up(
+            Limbs {
+                buffer: &a.gpu,
+                positions: &d_pos,
+                moduli: &d_mod,
+            },
+            with_ntt.then_some(digit_ntt_gpu),
+            LimbsMut {
+                buffer: &mut out.gpu,
+                positions: &all,
+                moduli: &qp,
+            },
+        )
+        .unwrap();
+        compare(
+            &format!("mod_up digit {j} (ntt given: {with_ntt})"),
+            &out,
+            &all,
+            &qp,
+        );
+    }
+    // Automorphisms.
+    for (g, label) in [
+        (GaloisElement::rotation(1, n), "rotation 1"),
+        (GaloisElement::rotation(-37, n), "rotation -37"),
+        (GaloisElement::conjugation(n), "conjugation"),
+    ] {
+        let mut out = poisoned(&cpu, &gpu, total);
+        cpu.automorphism(
+            view(&a.cpu, &all, &qp),
+            g,
+            LimbsMut {
+                buffer: &mut out.cpu,
+                positions: &all,
+                moduli: &qp,
+            },
+        )
+        .unwrap();
+        gpu.automorphism(
+            view(&a.gpu, &all, &qp),
+            g,
+            LimbsMut {
+                buffer: &mut out.gpu,
+                positions: &all,
+                moduli: &qp,
+            },
+        )
+        .unwrap();
+        compare(label, &out, &all, &qp);
+    }
+    // Spread of one limb (ModRaise's core).
+    let mut out = poisoned(&cpu, &gpu, q_count);
+    let q: Vec<usize> = (0..q_count).collect();
+    cpu.spread_centered(
+        Limbs {
+            buffer: &a.cpu,
+            positions: &[0],
+            moduli: &[0],
+        },
+        LimbsMut {
+            buffer: &mut out.cpu,
+            positions: &q,
+            moduli: &q,
+        },
+    )
+    .unwrap();
+    gpu.spread_centered(
+        Limbs {
+            buffer: &a.gpu,
+            positions: &[0],
+            moduli: &[0],
+        },
+        LimbsMut {
+            buffer: &mut out.gpu,
+            positions: &q,
+            moduli: &q,
+        },
+    )
+    .unwrap();
+    compare("spread_centered", &out, &q, &q);
+    // The fused inner product over three digits, and the tensor.
+    let extra: Vec<Pair> = (0..4)
+        .map(|s| pair(&cpu, &gpu, total, &random_words(&cpu_ctx, &qp, 10 + s)))
+        .collect();
+    let mut o0 = poisoned(&cpu, &gpu, total);
+    let mut o1 = poisoned(&cpu, &gpu, total);
+    {
+        let d_cpu = [
+            view(&a.cpu, &all, &qp),
+            view(&b.cpu, &all, &qp),
+            view(&extra[0].cpu, &all, &qp),
+        ];
+        let k_cpu = [
+            view(&extra[1].cpu, &all, &qp),
+            view(&extra[2].cpu, &all, &qp),
+            view(&extra[3].cpu, &all, &qp),
+        ];
+        let d_gpu = [
+            view(&a.gpu, &all, &qp),
+            view(&b.gpu, &all, &qp),
+            view(&extra[0].gpu, &all, &qp),
+        ];
+        let k_gpu = [
+            view(&extra[1].gpu, &all, &qp),
+            view(&extra[2].gpu, &all, &qp),
+            view(&extra[3].gpu, &all, &qp),
+        ];
+        cpu.key_switch_inner_product(
+            &d_cpu,
+            &k_cpu,
+            &d_cpu,
+            LimbsMut {
+                buffer: &mut o0.cpu,
+                positions: &all,
+                moduli: &qp,
+            },
+            LimbsMut {
+                buffer: &mut o1.cpu,
+                positions: &all,
+                moduli: &qp,
+            },
+        )
+        .unwrap();
+        gpu.key_switch_inner_product(
+            &d_gpu,
+            &k_gpu,
+            &d_gpu,
+            LimbsMut {
+                buffer: &mut o0.gpu,
+                positions: &all,
+                moduli: &qp,
+            },
+            LimbsMut {
+                buffer: &mut o1.gpu,
+                positions: &all,
+                moduli: &qp,
+            },
+        )
+        .unwrap();
+    }
+    compare("key_switch_inner_product (first sum)", &o0, &all, &qp);
+    compare("key_switch_inner_product (second sum)", &o1, &all, &qp);
+    let mut d: Vec<Pair> = (0..3).map(|_| poisoned(&cpu, &gpu, total)).collect();
+    {
+        let [d0, d1, d2] = &mut d[..] else {
+            unreachable!()
+        };
+        cpu.tensor(
+            view(&a.cpu, &all, &qp),
+            view(&b.cpu, &all, &qp),
+            view(&extra[0].cpu, &all, &qp),
+            view(&extra[1].cpu, &all, &qp),
+            LimbsMut {
+                buffer: &mut d0.cpu,
+                positions: &all,
+                moduli: &qp,
+            },
+            LimbsMut {
+                buffer: &mut d1.cpu,
+                positions: &all,
+                moduli: &qp,
+            },
+            LimbsMut {
+                buffer: &mut d2.cpu,
+                positions: &all,
+                moduli: &qp,
+            },
+        )
+        .unwrap();
+        gpu.tensor(
+            view(&a.gpu, &all, &qp),
+            view(&b.gpu, &all, &qp),
+            view(&extra[0].gpu, &all, &qp),
+            view(&extra[1].gpu, &all, &qp),
+            LimbsMut {
+                buffer: &mut d0.gpu,
+                positions: &all,
+                moduli: &qp,
+            },
+            LimbsMut {
+                buffer: &mut d1.gpu,
+                positions: &all,
+                moduli: &qp,
+            },
+            LimbsMut {
+                buffer: &mut d2.gpu,
+                positions: &all,
+                moduli: &qp,
+            },
+        )
+        .unwrap();
+    }
+    for (i, p) in d.iter().enumerate() {
+        compare(&format!("tensor d{i}"), p, &all, &qp);
+    }
+}
+
+#[test]
+fn gpu_primitives_match_cpu_logn12() {
+    primitives("gpu_primitives_match_cpu_logn12", Preset::TestFGb);
+}
+
+#[test]
+fn gpu_primitives_match_cpu_logn16() {
+    primitives("gpu_primitives_match_cpu_logn16", Preset::FGb);
+}
+
+#[test]
+fn gpu_primitives_match_cpu_logn17() {
+    primitives("gpu_primitives_match_cpu_logn17", Preset::FVb);
+}
+
+fn parts(ct: &Ciphertext) -> (Vec<u64>, Vec<u64>) {
+    (
+        ct.parts().0.to_words().unwrap(),
+        ct.parts().1.to_words().unwrap(),
+    )
+}
+
+/// Every evaluator operation with the same seeds on both devices:
+/// bit-identical ciphertexts, and decryptions within the CPU's tolerance.
+fn evaluator(name: &str, preset: Preset, min_bits: f64) {
+    let Some((cpu_ctx, gpu_ctx)) = contexts(name, preset) else {
+        return;
+    };
+    let slots = cpu_ctx.params().slots();
+    let request = KeySetRequest {
+        relinearization: true,
+        conjugation: true,
+        rotations: vec![1, -3, 5, 16],
+    };
+    struct Side {
+        ctx: Context,
+        secret: SecretKey,
+        public: PublicKey,
+        eval: Evaluator,
+        encryptor: Encryptor,
+    }
+    let side = |ctx: &Context| {
+        let keygen = KeyGenerator::with_seed(ctx, seed32(77));
+        let secret = keygen.secret_key().unwrap();
+        let public = keygen.public_key(&secret).unwrap();
+        let keys = keygen.key_set(&secret, &request).unwrap();
+        Side {
+            eval: Evaluator::with_keys(ctx, Arc::new(keys)),
+            encryptor: Encryptor::with_seed(ctx, seed32(78)),
+            ctx: ctx.clone(),
+            secret,
+            public,
+        }
+    };
+    let (c, g) = (side(&cpu_ctx), side(&gpu_ctx));
+    assert_eq!(
+        c.secret.poly().to_words().unwrap(),
+        g.secret.poly().to_words().unwrap(),
+        "secret keys"
+    );
+    assert_eq!(
+        c.public.parts().0.to_words().unwrap(),
+        g.public.parts().0.to_words().unwrap(),
+        "public keys"
+    );
+    let mut rng = seeded_rng(79);
+    let (x, y) = (unit_disk(&mut rng, slots), unit_disk(&mut rng, slots));
+    let encrypt = |s: &Side, v: &[Complex64]| {
+        s.encryptor
+            .encrypt(&Encoder::new(&s.ctx).encode(v).unwrap(), &s.public)
+            .unwrap()
+    };
+    let (cx, gx) = (encrypt(&c, &x), encrypt(&g, &x));
+    let (cy, gy) = (encrypt(&c, &y), encrypt(&g, &y));
+    assert_eq!(gx.device(), Device::Gpu(0));
+    assert_eq!(parts(&cx), parts(&gx), "{name}: encryption");
+    let check = |label: &str, a: Ciphertext, b: Ciphertext, expected: &[Complex64]| {
+        assert_eq!(parts(&a), parts(&b), "{name}: {label} differs");
+        let out = Encoder::new(&gpu_ctx)
+            .decode(&Decryptor::new(&gpu_ctx).decrypt(&b, &g.secret).unwrap())
+            .unwrap();
+        let bits = -max_abs_error(&out, expected).log2();
+        println!(
+            "{name}: {label:<22} level {:>2} bit-identical, {bits:.2} bits",
+            b.level()
+        );
+        assert!(bits >= min_bits, "{name}: {label}: {bits:.2} bits");
+    };
+    let xy: Vec<Complex64> = x.iter().zip(&y).map(|(a, b)| a * b).collect();
+    check(
+        "mult",
+        c.eval.mult(&cx, &cy).unwrap(),
+        g.eval.mult(&gx, &gy).unwrap(),
+        &xy,
+    );
+    check(
+        "add",
+        c.eval.add(&cx, &cy).unwrap(),
+        g.eval.add(&gx, &gy).unwrap(),
+        &x.iter().zip(&y).map(|(a, b)| a + b).collect::<Vec<_>>(),
+    );
+    check(
+        "sub",
+        c.eval.sub(&cx, &cy).unwrap(),
+        g.eval.sub(&gx, &gy).unwrap(),
+        &x.iter().zip(&y).map(|(a, b)| a - b).collect::<Vec<_>>(),
+    );
+    let k = Complex64::new(0.25, -0.5);
+    check(
+        "mult_const",
+        c.eval.mult_const(&cx, k).unwrap(),
+        g.eval.mult_const(&gx, k).unwrap(),
+        &x.iter().map(|a| a * k).collect::<Vec<_>>(),
+    );
+    check(
+        "add_const",
+        c.eval.add_const(&cx, k).unwrap(),
+        g.eval.add_const(&gx, k).unwrap(),
+        &x.iter().map(|a| a + k).collect::<Vec<_>>(),
+    );
+    check(
+        "mult_by_i",
+        c.eval.mult_by_i(&cx).unwrap(),
+        g.eval.mult_by_i(&gx).unwrap(),
+        &x.iter().map(|a| a * Complex64::i()).collect::<Vec<_>>(),
+    );
+    check(
+        "mult_integer",
+        c.eval.mult_integer(&cx, 3).unwrap(),
+        g.eval.mult_integer(&gx, 3).unwrap(),
+        &x.iter().map(|a| a * 3.0).collect::<Vec<_>>(),
+    );
+    check(
+        "conjugate",
+        c.eval.conjugate(&cx).unwrap(),
+        g.eval.conjugate(&gx).unwrap(),
+        &x.iter().map(|a| a.conj()).collect::<Vec<_>>(),
+    );
+    let rot = |v: &[Complex64], k: i64| -> Vec<Complex64> {
+        let n = v.len() as i64;
+        (0..n)
+            .map(|j| v[((j + k).rem_euclid(n)) as usize])
+            .collect()
+    };
+    for steps in [1i64, -3, 21] {
+        check(
+            &format!("rotate {steps}"),
+            c.eval.rotate(&cx, steps).unwrap(),
+            g.eval.rotate(&gx, steps).unwrap(),
+            &rot(&x, steps),
+        );
+    }
+    let hc = c.eval.rotate_hoisted(&cx, &[1, 5, 16]).unwrap();
+    let hg = g.eval.rotate_hoisted(&gx, &[1, 5, 16]).unwrap();
+    for ((a, b), k) in hc.into_iter().zip(hg).zip([1i64, 5, 16]) {
+        check(&format!("hoisted rotate {k}"), a, b, &rot(&x, k));
+    }
+    let low_c = c.eval.level_down(&cx, Level(3)).unwrap();
+    let low_g = g.eval.level_down(&gx, Level(3)).unwrap();
+    check(
+        "level_down",
+        low_c.try_clone().unwrap(),
+        low_g.try_clone().unwrap(),
+        &x,
+    );
+    let zero_c = c.eval.level_down(&cx, Level(0)).unwrap();
+    let zero_g = g.eval.level_down(&gx, Level(0)).unwrap();
+    let top = cpu_ctx.params().max_level();
+    let (rc, rg) = (
+        c.eval.mod_raise(&zero_c, top).unwrap(),
+        g.eval.mod_raise(&zero_g, top).unwrap(),
+    );
+    assert_eq!(parts(&rc), parts(&rg), "{name}: mod_raise differs");
+    println!("{name}: mod_raise bit-identical");
+    // Transfers: to_host of the GPU result equals the CPU result, and back.
+    let host = gx.to_host().unwrap();
+    assert_eq!(host.device(), Device::Cpu);
+    assert_eq!(parts(&host), parts(&cx));
+    let back = host.to_device().unwrap();
+    assert_eq!(back.device(), Device::Gpu(0));
+    assert_eq!(parts(&back), parts(&gx));
+    // Operands on different devices are a typed error.
+    assert!(matches!(
+        g.eval.add(&gx, &host).map(|_| ()),
+        Err(hemem_ckks::Error::Operand(
+            hemem_ckks::OperandError::DeviceMismatch { .. }
+        ))
+    ));
+}
+
+#[test]
+fn gpu_evaluator_matches_cpu_logn12() {
+    evaluator("gpu_evaluator_matches_cpu_logn12", Preset::TestFGb, 20.0);
+}
+
+#[test]
+fn gpu_evaluator_matches_cpu_fgb() {
+    evaluator("gpu_evaluator_matches_cpu_fgb", Preset::FGb, 25.0);
+}

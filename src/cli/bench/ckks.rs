@@ -1,0 +1,289 @@
+//! `hemem bench ckks`: the NTT and evaluator operations at a preset's top
+//! level, on the CPU or the GPU, under one or several memory policies.
+//!
+//! GPU timing: each operation is queued `iterations` times back to back and
+//! the stream synchronised before the host clock is read (launch overhead
+//! included, as in a pipeline); warm-up runs come first. The NTT runs over
+//! more input buffers than the L2 cache holds, rotating among them, and its
+//! achieved bandwidth — `2 × limbs × N × 8` bytes over the time — is compared
+//! with a device-to-device copy measured in the same run.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context as _;
+use hemem_ckks::backend::{Backend, DeviceSelection, LimbsMut};
+use hemem_ckks::prelude::*;
+use hemem_ckks::sampling::Sampler;
+use hemem_memory::{MemoryClass, PolicyConfig, policy::PolicyKind};
+use num_complex::Complex64;
+use serde::Serialize;
+
+use crate::cli::memory::MemoryArgs;
+
+/// Arguments of `hemem bench ckks`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Parameter preset.
+    #[arg(long, default_value = "FGb")]
+    preset: String,
+    /// cpu, gpu, gpu:N or auto.
+    #[arg(long, default_value = "gpu")]
+    device: String,
+    /// Timed repetitions of each operation.
+    #[arg(long, default_value_t = 20)]
+    iterations: usize,
+    /// Policies to compare (comma-separated; GPU only). The first is the
+    /// baseline of the ratios.
+    #[arg(long, default_value = "device,static,managed,dynamic")]
+    policies: String,
+    /// Input buffers the NTT rotates over (more than the L2 cache holds).
+    #[arg(long, default_value_t = 8)]
+    ntt_buffers: usize,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    memory: MemoryArgs,
+}
+
+#[derive(Debug, Serialize)]
+struct Timing {
+    op: String,
+    ms: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct PolicyRun {
+    policy: String,
+    timings: Vec<Timing>,
+    ntt_gb_per_s: f64,
+    copy_gb_per_s: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    preset: String,
+    device: String,
+    iterations: usize,
+    runs: Vec<PolicyRun>,
+}
+
+fn time<T>(
+    backend: &Arc<dyn Backend>,
+    iterations: usize,
+    mut f: impl FnMut() -> hemem_ckks::Result<T>,
+) -> anyhow::Result<f64> {
+    for _ in 0..3 {
+        f()?;
+    }
+    backend.synchronize()?;
+    let start = Instant::now();
+    for _ in 0..iterations {
+        f()?;
+    }
+    backend.synchronize()?;
+    Ok(start.elapsed().as_secs_f64() * 1e3 / iterations as f64)
+}
+
+fn run_policy(
+    params: &Parameters,
+    selection: DeviceSelection,
+    args: &Args,
+    policy: Option<&str>,
+) -> anyhow::Result<PolicyRun> {
+    let mut config = args.memory.config()?;
+    if let Some(p) = policy {
+        let kind: PolicyKind = p.parse()?;
+        config.policy = PolicyConfig::from_kind(kind, None)?;
+    }
+    let context = Context::with_memory(params.clone(), selection, &config)?;
+    let backend = Arc::clone(context.backend());
+    let n = params.degree().get();
+    let level = params.max_level();
+    let limbs = level.primes();
+    let mut sampler = Sampler::from_os()?;
+    let mut timings = Vec::new();
+
+    // Device-to-device copy bandwidth (read + write), through the backend.
+    let copy_limbs = 256usize;
+    let moduli: Vec<usize> = vec![0; copy_limbs];
+    let positions: Vec<usize> = (0..copy_limbs).collect();
+    let src = backend.allocate(MemoryClass::Temporary, copy_limbs, false)?;
+    let mut dst = backend.allocate(MemoryClass::Temporary, copy_limbs, false)?;
+    let copy_ms = time(&backend, args.iterations, || {
+        backend.copy(
+            hemem_ckks::backend::Limbs {
+                buffer: &src,
+                positions: &positions,
+                moduli: &moduli,
+            },
+            LimbsMut {
+                buffer: &mut dst,
+                positions: &positions,
+                moduli: &moduli,
+            },
+        )
+    })?;
+    let copy_gb_per_s = 2.0 * (copy_limbs * n * 8) as f64 / (copy_ms * 1e-3) / 1e9;
+    drop((src, dst));
+
+    // NTT over every top-level limb, rotating over several buffers.
+    let q: Vec<usize> = (0..limbs).collect();
+    let mut polys = (0..args.ntt_buffers.max(1))
+        .map(|_| {
+            let words: Vec<u64> = q
+                .iter()
+                .flat_map(|&i| {
+                    let p = params.q_moduli().get(i).map_or(2, |m| m.value());
+                    (0..n).map(|_| sampler.uniform_mod(p)).collect::<Vec<_>>()
+                })
+                .collect();
+            hemem_ckks::poly::RnsPoly::<hemem_ckks::poly::Coeff>::from_words(
+                &backend,
+                &q,
+                MemoryClass::Temporary,
+                &words,
+            )
+        })
+        .collect::<hemem_ckks::Result<Vec<_>>>()?;
+    let mut next = 0usize;
+    let count = polys.len();
+    let ntt_ms = time(&backend, args.iterations * count, || {
+        next = (next + 1) % count;
+        match polys.get_mut(next) {
+            Some(p) => backend.ntt_forward(p.limbs_mut()?),
+            None => Ok(()),
+        }
+    })?;
+    let ntt_gb_per_s = 2.0 * (limbs * n * 8) as f64 / (ntt_ms * 1e-3) / 1e9;
+    timings.push(Timing {
+        op: format!("ntt_forward/{limbs}x2^{}", n.trailing_zeros()),
+        ms: ntt_ms,
+    });
+    drop(polys);
+
+    // Evaluator operations at the top level.
+    let keygen = KeyGenerator::new(&context)?;
+    let secret = keygen.secret_key()?;
+    let public = keygen.public_key(&secret)?;
+    let request = KeySetRequest {
+        relinearization: true,
+        conjugation: true,
+        rotations: (1..=16).collect(),
+    };
+    let keys = keygen
+        .key_set(&secret, &request)
+        .context("generating the key set")?;
+    let eval = Evaluator::with_keys(&context, Arc::new(keys));
+    let encoder = Encoder::new(&context);
+    let values: Vec<Complex64> = (0..params.slots())
+        .map(|_| Complex64::new(sampler.uniform_f64() - 0.5, sampler.uniform_f64() - 0.5))
+        .collect();
+    let scale = params.default_scale(level)?;
+    let pt = encoder.encode_at(&values, level, scale, params.slots())?;
+    let encryptor = Encryptor::new(&context)?;
+    let ct = encryptor.encrypt(&pt, &public)?;
+    let it = args.iterations;
+    timings.push(Timing {
+        op: "mult_relin".into(),
+        ms: time(&backend, it, || eval.mult_without_rescale(&ct, &ct))?,
+    });
+    timings.push(Timing {
+        op: "mult_relin_rescale".into(),
+        ms: time(&backend, it, || eval.mult(&ct, &ct))?,
+    });
+    let wide = eval.mult_without_rescale(&ct, &ct)?;
+    timings.push(Timing {
+        op: "rescale".into(),
+        ms: time(&backend, it, || eval.rescale_unchecked(&wide))?,
+    });
+    timings.push(Timing {
+        op: "rotate".into(),
+        ms: time(&backend, it, || eval.rotate(&ct, 1))?,
+    });
+    timings.push(Timing {
+        op: "conjugate".into(),
+        ms: time(&backend, it, || eval.conjugate(&ct))?,
+    });
+    let eight: Vec<i64> = (1..=8).collect();
+    let sixteen: Vec<i64> = (1..=16).collect();
+    timings.push(Timing {
+        op: "hoisted_rotate_8".into(),
+        ms: time(&backend, it, || eval.rotate_hoisted(&ct, &eight))?,
+    });
+    timings.push(Timing {
+        op: "hoisted_rotate_16".into(),
+        ms: time(&backend, it, || eval.rotate_hoisted(&ct, &sixteen))?,
+    });
+    timings.push(Timing {
+        op: "add".into(),
+        ms: time(&backend, it, || eval.add(&ct, &ct))?,
+    });
+    let policy = policy.map_or_else(|| config.policy.kind().to_string(), str::to_owned);
+    Ok(PolicyRun {
+        policy,
+        timings,
+        ntt_gb_per_s,
+        copy_gb_per_s,
+    })
+}
+
+/// Runs the benchmark.
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let preset: Preset = args.preset.parse()?;
+    let check = if preset.is_test() {
+        SecurityCheck::AllowInsecure
+    } else {
+        SecurityCheck::Enforce
+    };
+    let params = Parameters::from_preset_with(preset, check)?;
+    let selection: DeviceSelection = args.device.parse()?;
+    let policies: Vec<Option<&str>> = if matches!(selection, DeviceSelection::Cpu) {
+        vec![None]
+    } else {
+        args.policies.split(',').map(|p| Some(p.trim())).collect()
+    };
+    let mut runs = Vec::new();
+    let mut device = String::from("cpu");
+    for policy in policies {
+        if !args.json {
+            eprintln!(
+                "hemem bench ckks: {preset} on {}, policy {}",
+                args.device,
+                policy.unwrap_or("(configured)")
+            );
+        }
+        let run = run_policy(&params, selection, args, policy)?;
+        device = args.device.clone();
+        runs.push(run);
+    }
+    let report = Report {
+        preset: preset.name().into(),
+        device,
+        iterations: args.iterations,
+        runs,
+    };
+    if args.json {
+        out!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    let baseline: Vec<f64> = report
+        .runs
+        .first()
+        .map(|r| r.timings.iter().map(|t| t.ms).collect())
+        .unwrap_or_default();
+    for run in &report.runs {
+        out!(
+            "policy {:<8}  NTT {:.1} GB/s, copy {:.1} GB/s ({:.0} % of copy)",
+            run.policy,
+            run.ntt_gb_per_s,
+            run.copy_gb_per_s,
+            100.0 * run.ntt_gb_per_s / run.copy_gb_per_s
+        );
+        for (t, base) in run.timings.iter().zip(&baseline) {
+            out!("  {:<26} {:>10.4} ms   x{:.2}", t.op, t.ms, t.ms / base);
+        }
+    }
+    Ok(())
+}
