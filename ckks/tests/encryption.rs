@@ -274,19 +274,21 @@ fn secret_keys_have_exact_hamming_weight_and_hide_themselves() {
 }
 
 #[test]
-fn gpu_selection_without_a_gpu_backend_is_a_typed_error() {
+fn device_selection_falls_back_or_fails_cleanly() {
     let params =
         Parameters::from_preset_with(Preset::TestFTb, SecurityCheck::AllowInsecure).unwrap();
-    assert!(matches!(
-        Context::new(params.clone(), DeviceSelection::Gpu(0)).map(|_| ()),
-        Err(Error::NoGpu { .. })
-    ));
-    assert_eq!(
-        Context::new(params, DeviceSelection::Auto)
-            .unwrap()
-            .device(),
-        Device::Cpu
-    );
+    let auto = Context::new(params.clone(), DeviceSelection::Auto).unwrap();
+    match Context::new(params, DeviceSelection::Gpu(0)) {
+        // No GPU (CI): a typed error, and auto picks the CPU.
+        Err(e) => {
+            assert!(matches!(e, Error::NoGpu { .. }), "{e}");
+            assert_eq!(auto.device(), Device::Cpu);
+        }
+        Ok(gpu) => {
+            assert_eq!(gpu.device(), Device::Gpu(0));
+            assert_eq!(auto.device(), Device::Gpu(0));
+        }
+    }
 }
 
 #[test]

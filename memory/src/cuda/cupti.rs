@@ -242,14 +242,26 @@ impl UnifiedMemoryCounters {
                 enable: 1,
             })
             .collect();
-        // SAFETY: config points to `len` initialised configs that live for
-        // the call.
-        unsafe {
-            activity::configure_unified_memory_counter(config.as_mut_ptr(), config.len() as u32)
+        let configure_and_enable = |config: &mut Vec<CUpti_ActivityUnifiedMemoryCounterConfig>| {
+            // SAFETY: config points to `len` initialised configs that live for
+            // the call.
+            unsafe {
+                activity::configure_unified_memory_counter(config.as_mut_ptr(), config.len() as u32)
+            }
+            .map_err(cupti("cuptiActivityConfigureUnifiedMemoryCounter"))?;
+            activity::enable(CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER)
+                .map_err(cupti("cuptiActivityEnable"))
+        };
+        if configure_and_enable(&mut config).is_err() {
+            // CUPTI answers NOT_READY on some drivers until the driver API is
+            // initialised; cuInit creates no context, so the counters still
+            // see every context this process makes.
+            cudarc::driver::result::init().map_err(|source| DeviceError::Driver {
+                op: "cuInit",
+                source,
+            })?;
+            configure_and_enable(&mut config)?;
         }
-        .map_err(cupti("cuptiActivityConfigureUnifiedMemoryCounter"))?;
-        activity::enable(CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER)
-            .map_err(cupti("cuptiActivityEnable"))?;
         *SUMS.lock().unwrap_or_else(PoisonError::into_inner) = UnifiedMemoryTraffic::default();
         Ok(Self { _private: () })
     }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context as _;
-use hemem_ckks::backend::{Backend, DeviceSelection, LimbsMut};
+use hemem_ckks::backend::{Backend, DeviceSelection};
 use hemem_ckks::prelude::*;
 use hemem_ckks::sampling::Sampler;
 use hemem_memory::{MemoryClass, PolicyConfig, policy::PolicyKind};
@@ -105,27 +105,18 @@ fn run_policy(
     let mut sampler = Sampler::from_os()?;
     let mut timings = Vec::new();
 
-    // Device-to-device copy bandwidth (read + write), through the backend.
-    let copy_limbs = 256usize;
-    let moduli: Vec<usize> = vec![0; copy_limbs];
-    let positions: Vec<usize> = (0..copy_limbs).collect();
-    let src = backend.allocate(MemoryClass::Temporary, copy_limbs, false)?;
-    let mut dst = backend.allocate(MemoryClass::Temporary, copy_limbs, false)?;
+    // Device-to-device copy bandwidth (read + write) of 512 MiB, through the
+    // memory system's copy (the driver's memcpy on a GPU).
+    let allocator = backend.allocator();
+    let words = 64usize << 20;
+    let src = allocator.allocate(MemoryClass::Temporary, words * 8)?;
+    let mut dst = allocator.allocate(MemoryClass::Temporary, words * 8)?;
     let copy_ms = time(&backend, args.iterations, || {
-        backend.copy(
-            hemem_ckks::backend::Limbs {
-                buffer: &src,
-                positions: &positions,
-                moduli: &moduli,
-            },
-            LimbsMut {
-                buffer: &mut dst,
-                positions: &positions,
-                moduli: &moduli,
-            },
-        )
+        allocator
+            .copy(&src, 0, &mut dst, 0, words)
+            .map_err(hemem_ckks::Error::from)
     })?;
-    let copy_gb_per_s = 2.0 * (copy_limbs * n * 8) as f64 / (copy_ms * 1e-3) / 1e9;
+    let copy_gb_per_s = 2.0 * (words * 8) as f64 / (copy_ms * 1e-3) / 1e9;
     drop((src, dst));
 
     // NTT over every top-level limb, rotating over several buffers.
