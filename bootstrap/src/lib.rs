@@ -1,7 +1,27 @@
-//! CKKS bootstrapping for hemem (SlotToCoeff first, then ModRaise, CoeffToSlot
-//! and EvalMod), written once over the `Backend` trait of `hemem-ckks`.
+//! The plaintext mathematics of CKKS bootstrapping for hemem, written once
+//! against [`arith::SlotArithmetic`] and tested in f64 through
+//! [`arith::PlainSimulator`]:
 //!
-//! The bootstrapper arrives with its own issue; this crate fixes its place at
-//! the top of the dependency chain, below only the `hemem` facade.
+//! - [`dft`]: SlotToCoeff and CoeffToSlot as level-collapsed products of
+//!   sparse diagonal matrices, with their rotation-key sets;
+//! - [`linear_transform`]: baby-step giant-step evaluation of any
+//!   diagonal-sparse linear transform, with hoisted rotations;
+//! - [`approx`]: Chebyshev interpolation, the scaled cosine with double
+//!   angles, the arcsine correction and their error in x-units;
+//! - [`poly_eval`]: level-optimal, scale-aware polynomial evaluation in the
+//!   Chebyshev or monomial basis;
+//! - [`eval_mod`]: the approximate modular reduction composed from them.
+//!
+//! The homomorphic bootstrapper (ModRaise, key handling, memory classes)
+//! builds on these once hemem-ckks has key switching.
 
+pub mod approx;
+pub mod arith;
+pub mod dft;
+mod error;
+pub mod eval_mod;
+pub mod linear_transform;
+pub mod poly_eval;
+
+pub use error::{Error, Result};
 pub use hemem_ckks as ckks;
