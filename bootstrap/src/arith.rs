@@ -330,6 +330,7 @@ pub struct PlainSimulator {
     noise: NoiseModel,
     rule: RescaleRule,
     check_overflow: bool,
+    round_plaintexts: bool,
     rng: RefCell<ChaCha20Rng>,
     counts: RefCell<OpCounts>,
     ffts: RefCell<HashMap<usize, Rc<SpecialFft>>>,
@@ -354,6 +355,7 @@ impl PlainSimulator {
             noise: NoiseModel::none(),
             rule: RescaleRule::Hemem,
             check_overflow: true,
+            round_plaintexts: true,
             rng: RefCell::new(ChaCha20Rng::seed_from_u64(0)),
             counts: RefCell::new(OpCounts::default()),
             ffts: RefCell::new(HashMap::new()),
@@ -379,6 +381,14 @@ impl PlainSimulator {
     /// largest scaled coefficient reaches half the modulus.
     pub fn with_overflow_check(mut self, on: bool) -> Self {
         self.check_overflow = on;
+        self
+    }
+
+    /// Turns the rounding of encoded plaintexts off (on by default): a
+    /// diagnostic that isolates the error the quantisation of linear
+    /// transform diagonals causes.
+    pub fn with_plaintext_rounding(mut self, on: bool) -> Self {
+        self.round_plaintexts = on;
         self
     }
 
@@ -815,8 +825,15 @@ impl SlotArithmetic for PlainSimulator {
                 modulus_log2: log_q - 1.0,
             });
         }
-        let rounded: Vec<Complex64> = u.iter().map(|&c| rounded_constant(c, scale)).collect();
         self.counts.borrow_mut().encodings += 1;
+        if !self.round_plaintexts {
+            return Ok(SimPlain {
+                slots: values.to_vec(),
+                level,
+                scale,
+            });
+        }
+        let rounded: Vec<Complex64> = u.iter().map(|&c| rounded_constant(c, scale)).collect();
         Ok(SimPlain {
             slots: fft.forward(&rounded),
             level,

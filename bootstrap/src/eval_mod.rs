@@ -170,6 +170,21 @@ impl EvalMod {
         mod_reduction_error(|x| self.evaluate_f64(x / k), self.config.k, eps, samples)
     }
 
+    /// A bound on the approximation error in x-units without f64 rounding:
+    /// twice the exact Chebyshev tail of the cosine
+    /// ([`ScaledCosine::chebyshev_tail`]) times the double angles' gain,
+    /// divided by `2π` after an arcsine (whose slope at 0 is `1/(2π)`).
+    pub fn approximation_bound(&self) -> f64 {
+        let b = 2.0
+            * self.cosine.chebyshev_tail(self.config.cosine_degree)
+            * self.cosine.doubling_gain();
+        if self.arcsine_poly.is_some() {
+            b / (2.0 * PI)
+        } else {
+            b
+        }
+    }
+
     /// EvalMod on `y` (slots `x/K`), landing on `target_scale` exactly at
     /// level `level(y) − depth`.
     ///

@@ -10,7 +10,10 @@
 //!   angles, the arcsine correction and their error in x-units;
 //! - [`poly_eval`]: level-optimal, scale-aware polynomial evaluation in the
 //!   Chebyshev or monomial basis;
-//! - [`eval_mod`]: the approximate modular reduction composed from them.
+//! - [`eval_mod`]: the approximate modular reduction composed from them;
+//! - [`schedule`]: each preset's levels and scales through a bootstrap
+//!   (`docs/BOOTSTRAP-SCHEDULE.md`), and [`simulate`]: the whole pipeline
+//!   on the simulator, for precision estimates.
 //!
 //! The homomorphic bootstrapper (ModRaise, key handling, memory classes)
 //! builds on these once hemem-ckks has key switching.
@@ -22,6 +25,8 @@ mod error;
 pub mod eval_mod;
 pub mod linear_transform;
 pub mod poly_eval;
+pub mod schedule;
+pub mod simulate;
 
 pub use error::{Error, Result};
 pub use hemem_ckks as ckks;
