@@ -68,7 +68,7 @@ fn check_slots(n: usize) -> Result<()> {
     if n == 0 || !n.is_power_of_two() {
         return Err(Error::InvalidSlots {
             slots: n,
-            max: usize::MAX.next_power_of_two() >> 1,
+            max: 1 << (usize::BITS - 1),
         });
     }
     Ok(())

@@ -244,16 +244,23 @@ mod tests {
     use hemem_ckks::testing::{seeded_rng, unit_interval};
     use rand_core::Rng;
 
-    /// `count` integers from the Irwin–Hall law of `h + 1` terms, rounded.
-    fn irwin_hall(rng: &mut rand_chacha::ChaCha20Rng, h: usize, count: usize) -> Vec<i64> {
-        (0..count)
-            .map(|_| {
-                let s: f64 = (0..=h)
-                    .map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 - 0.5)
-                    .sum();
-                s.round() as i64
-            })
-            .collect()
+    /// One integer from the Irwin–Hall law of `h + 1` terms, rounded.
+    fn irwin_hall(rng: &mut rand_chacha::ChaCha20Rng, h: usize) -> i64 {
+        let s: f64 = (0..=h)
+            .map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 - 0.5)
+            .sum();
+        s.round() as i64
+    }
+
+    /// One integer from the Irwin–Hall tail `|I| ≥ 2σ` (rejection).
+    fn irwin_hall_tail(rng: &mut rand_chacha::ChaCha20Rng, h: usize) -> i64 {
+        let two_sigma = (2.0 * ((h + 1) as f64 / 12.0).sqrt()).ceil() as i64;
+        loop {
+            let i = irwin_hall(rng, h);
+            if i.abs() >= two_sigma {
+                return i;
+            }
+        }
     }
 
     fn run(
@@ -273,17 +280,23 @@ mod tests {
         let n = 1 << 12;
         let k = config.k as i64;
         let w = unit_interval(&mut rng, n);
-        // Half the slots at ±(K−1), half from the Irwin–Hall tail, clamped.
-        let tail = irwin_hall(&mut rng, params.hamming_weight(), n);
+        // A third of the slots at ±(K−1), a third from the Irwin–Hall tail
+        // (|I| ≥ 2σ), a third from its bulk (I near 0, where the power
+        // basis amplifies noise most); w uniform in [−1, 1], |w| = 1 too.
+        let h = params.hamming_weight();
         let eps = 2f64.powi(-rho);
+        let mut w = w;
+        w[0] = 1.0;
+        w[1] = -1.0;
         let y: Vec<Complex64> = w
             .iter()
             .enumerate()
             .map(|(j, &wj)| {
-                let i = if j % 2 == 0 {
-                    if j % 4 == 0 { k - 1 } else { 1 - k }
-                } else {
-                    tail[j].clamp(1 - k, k - 1)
+                let i = match j % 3 {
+                    0 if j % 2 == 0 => k - 1,
+                    0 => 1 - k,
+                    1 => irwin_hall_tail(&mut rng, h).clamp(1 - k, k - 1),
+                    _ => irwin_hall(&mut rng, h).clamp(1 - k, k - 1),
                 };
                 Complex64::new((i as f64 + wj * eps) / config.k as f64, 0.0)
             })
@@ -329,6 +342,8 @@ mod tests {
             "{}",
             err.log2()
         );
+        // EvalMod's own noise (its input is noiseless here) costs about a
+        // bit; CoeffToSlot's output noise costs more (see simulate).
         let (err, ..) = run(Preset::FGb, config, 14, true, 52);
         assert!(err < 2f64.powf(-24.0), "{}", err.log2());
     }
@@ -342,6 +357,25 @@ mod tests {
         assert!(rel.abs() < 2f64.powi(-40));
         // Remainder 117·w⁵·2^−4ρ = 2^−33.1.
         assert!(err < 2f64.powf(-32.5), "{}", err.log2());
+    }
+
+    #[test]
+    fn option_e_on_fvb_reaches_31_bits() {
+        // ρ = 6 with an interpolated degree-7 arcsine: the approximation is
+        // below 2^−43 in x-units, so noise sets the precision.
+        let config = EvalModConfig::cosine(33, 63, 3).with_arcsine(
+            7,
+            ArcsineFit::Interpolated {
+                s_max: (2.0 * PI * 1.0625 / 64.0).sin(),
+            },
+        );
+        assert_eq!(config.depth(), 12);
+        let (err, out_level, rel, _) = run(Preset::FVb, config, 6, false, 55);
+        assert_eq!(out_level, 14);
+        assert!(rel.abs() < 2f64.powi(-40));
+        assert!(err < 2f64.powf(-36.0), "{}", err.log2());
+        let (err, ..) = run(Preset::FVb, config, 6, true, 56);
+        assert!(err < 2f64.powf(-31.0), "{}", err.log2());
     }
 
     #[test]

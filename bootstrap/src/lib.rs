@@ -16,7 +16,49 @@
 //!   on the simulator, for precision estimates.
 //!
 //! The homomorphic bootstrapper (ModRaise, key handling, memory classes)
-//! builds on these once hemem-ckks has key switching.
+//! builds on these once hemem-ckks has key switching: it implements
+//! [`arith::SlotArithmetic`] for its ciphertexts and plaintexts, encodes the
+//! DFTs of a [`schedule::BootstrapSchedule`] once (the encoded diagonals are
+//! its `BootstrapConstant` memory), and runs the stage functions of
+//! [`simulate`] around its own ModRaise.
+//!
+//! ```
+//! use hemem_bootstrap::arith::{PlainSimulator, SlotArithmetic};
+//! use hemem_bootstrap::ckks::params::{Parameters, Preset, SecurityCheck};
+//! use hemem_bootstrap::dft::{DftKind, HomomorphicDft};
+//! use hemem_bootstrap::poly_eval::{Polynomial, evaluate};
+//! use num_complex::Complex64;
+//!
+//! # fn main() -> hemem_bootstrap::Result<()> {
+//! let params = Parameters::from_preset_with(Preset::TestFGb, SecurityCheck::AllowInsecure)?;
+//! let sim = PlainSimulator::new(&params);
+//! let n = 16;
+//! let z: Vec<Complex64> = (0..n).map(|j| Complex64::new(0.5 - j as f64 / 32.0, 0.25)).collect();
+//! let level = 20;
+//! let x = sim.value(&z, level, sim.prime(level)? as f64)?;
+//!
+//! // x³ − x/2, two levels down, at exactly the scale asked for.
+//! let p = Polynomial::monomial(vec![0.0, -0.5, 0.0, 1.0])?;
+//! let y = evaluate(&sim, &x, &p, 2f64.powi(50))?;
+//! assert_eq!((sim.level(&y), sim.scale(&y)), (level - 2, 2f64.powi(50)));
+//!
+//! // CoeffToSlot undoes SlotToCoeff: six levels, each factor's diagonals
+//! // encoded at the scale of the level's prime.
+//! let stc = HomomorphicDft::with_levels(DftKind::SlotToCoeff, n, 3)?;
+//! let cts = HomomorphicDft::with_levels(DftKind::CoeffToSlot, n, 3)?;
+//! let scales = |top: usize| -> hemem_bootstrap::Result<Vec<f64>> {
+//!     (0..3).map(|i| Ok(sim.prime(top - i)? as f64)).collect()
+//! };
+//! let stc = stc.encode(&sim, level, &scales(level)?, 0)?;
+//! let cts = cts.encode(&sim, level - 3, &scales(level - 3)?, 0)?;
+//! let back = cts.evaluate(&sim, &stc.evaluate(&sim, &x)?)?;
+//! assert_eq!(sim.level(&back), level - 6);
+//! for (a, b) in back.values().iter().zip(&z) {
+//!     assert!((a - b).norm() < 1e-9);
+//! }
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod approx;
 pub mod arith;

@@ -346,7 +346,7 @@ mod tests {
 
     #[test]
     fn test_presets_bootstrap_in_the_simulator() {
-        for preset in [Preset::TestFGb, Preset::TestFGa, Preset::TestFTb] {
+        for preset in Preset::TEST {
             let params =
                 Parameters::from_preset_with(preset, SecurityCheck::AllowInsecure).unwrap();
             let schedule =
@@ -369,7 +369,20 @@ mod tests {
                         .0,
                     "the output carries the default scale exactly"
                 );
-                assert!(report.precision_bits() > 15.0, "{preset}: {report:?}");
+                // Issue 6's targets for the real presets; the test presets'
+                // smaller rings carry less noise.
+                let target = match preset.shape_of() {
+                    Preset::FGb => 23.0,
+                    Preset::FGa => 28.0,
+                    Preset::FTa => 10.0,
+                    Preset::FTb => 17.0,
+                    _ => 20.0,
+                };
+                assert!(
+                    report.precision_bits() > target,
+                    "{preset}: {:.2} bits",
+                    report.precision_bits()
+                );
             }
         }
     }
