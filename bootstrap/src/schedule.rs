@@ -1,0 +1,567 @@
+//! The level and scale schedule of a SlotToCoeff-first bootstrap for each
+//! preset (BOOTSTRAP-NOTES §1, §4; written out in
+//! `docs/BOOTSTRAP-SCHEDULE.md`).
+//!
+//! ```text
+//! input (level ≥ 3, Δ_in) ─level_down→ 3 ─StC 3→0→ Δ0 = q0·2^−ρ
+//!   ─ModRaise→ level L, scale q0 (x = t/q0) ─CtS L→L−3→ S_em
+//!   ─conjugate, split→ Re, Im ─EvalMod→ PostBTS (+ spare), S_x = Δ_post·q0/Δ0
+//!   ─recombine, relabel→ PostBTS, Δ_post (the default scale, exactly)
+//! ```
+//!
+//! SlotToCoeff's diagonal scales `d_l = q_l·(Δ0/Δ_in)^{1/3}` (the last one
+//! computed exactly) make the level-0 scale `Δ0`; CoeffToSlot's
+//! `d_l = q_l·(S_em/q0)^{1/3}` make its output scale `S_em`, the prime of
+//! the first EvalMod level. CoeffToSlot also folds `1/(2K)` (and, for
+//! sparse slots, the subsum's `2n/N`).
+
+use std::collections::BTreeSet;
+use std::f64::consts::PI;
+
+use hemem_ckks::params::{Level, Parameters, Preset};
+use num_bigint::BigInt;
+use num_traits::{One, ToPrimitive, Zero};
+
+use crate::approx::arcsine::ArcsineFit;
+use crate::dft::{DftKind, HomomorphicDft, rotation_keys};
+use crate::eval_mod::EvalModConfig;
+use crate::{Error, Result};
+
+/// Levels of each homomorphic DFT (BOOTSTRAP-NOTES §2).
+pub const DFT_LEVELS: usize = 3;
+
+/// The lowest level a bootstrap input may have: SlotToCoeff uses 3 → 0.
+pub const INPUT_LEVEL: usize = 3;
+
+/// The choices that shape a bootstrap: `ρ`, EvalMod, sparse-secret
+/// encapsulation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ScheduleChoice {
+    /// `ρ = log2(q0/Δ0)`.
+    pub rho: u32,
+    /// The EvalMod circuit.
+    pub eval_mod: EvalModConfig,
+    /// Whether ModRaise runs under an ephemeral sparse secret (SSE,
+    /// Bossuat et al. ePrint 2022/024); then `K` is sized for `h = 32`.
+    pub sse: bool,
+}
+
+/// Hamming weight of the ephemeral secret under sparse-secret
+/// encapsulation (Lattigo's default, BOOTSTRAP-NOTES §3.1).
+pub const SSE_HAMMING_WEIGHT: usize = 32;
+
+/// The arcsine fit used by the schedules: interpolated on
+/// `[−sin(2π·1.0625·2^−ρ), +…]` (a 6 % margin for noise).
+pub fn arcsine_fit(rho: u32) -> ArcsineFit {
+    ArcsineFit::Interpolated {
+        s_max: (2.0 * PI * 1.0625 * 2f64.powi(-(rho as i32))).sin(),
+    }
+}
+
+/// BOOTSTRAP-NOTES §4's choice for a preset shape (with the arcsine fitted
+/// by interpolation rather than Taylor; option A, the Han–Ki multi-interval
+/// fit, is replaced by a continuous Chebyshev fit of the same depth).
+pub fn notes_choice(shape: Preset) -> ScheduleChoice {
+    let c = |k| EvalModConfig::cosine(k, 63, 3);
+    let a = EvalModConfig::cosine(16, 31, 3);
+    match shape.shape_of() {
+        Preset::FGb => ScheduleChoice {
+            rho: 14,
+            eval_mod: c(32),
+            sse: false,
+        },
+        Preset::FGa => ScheduleChoice {
+            rho: 10,
+            eval_mod: c(32).with_arcsine(3, arcsine_fit(10)),
+            sse: false,
+        },
+        Preset::FVa => ScheduleChoice {
+            rho: 9,
+            eval_mod: a.with_arcsine(3, arcsine_fit(9)),
+            sse: true,
+        },
+        Preset::FVb | Preset::FVc => ScheduleChoice {
+            rho: 7,
+            eval_mod: c(33).with_arcsine(7, arcsine_fit(7)),
+            sse: false,
+        },
+        Preset::FTa => ScheduleChoice {
+            rho: 8,
+            eval_mod: a,
+            sse: true,
+        },
+        _ => ScheduleChoice {
+            rho: 11,
+            eval_mod: a,
+            sse: true,
+        },
+    }
+}
+
+/// The choice this crate recommends after simulating the whole bootstrap
+/// (`docs/BOOTSTRAP-SCHEDULE.md`, "Simulated precision"):
+/// - the cosine is a continuous Chebyshev fit of the same depth as the
+///   notes' option (degree 63 with two double angles replaces option A's
+///   Han–Ki fit under SSE);
+/// - **FGb needs SSE** too: without it the simulation stays near 22.5 bits
+///   (target 23), with it 24 bits;
+/// - FGa: `K = 40`, degree 127, two double angles (failure `2^−63.5`
+///   instead of `2^−34.8`), `ρ = 9`;
+/// - FVa `ρ = 7`, FVb/FVc `ρ = 6`: the interpolated arcsine lets `ρ` drop
+///   until CoeffToSlot's quantisation and the noise balance.
+pub fn recommended_choice(shape: Preset) -> ScheduleChoice {
+    let sse_cosine = EvalModConfig::cosine(16, 63, 2);
+    let notes = notes_choice(shape);
+    match shape.shape_of() {
+        Preset::FGb => ScheduleChoice {
+            rho: 14,
+            eval_mod: sse_cosine,
+            sse: true,
+        },
+        Preset::FGa => ScheduleChoice {
+            rho: 9,
+            eval_mod: EvalModConfig::cosine(40, 127, 2).with_arcsine(3, arcsine_fit(9)),
+            sse: false,
+        },
+        Preset::FVa => ScheduleChoice {
+            rho: 7,
+            eval_mod: sse_cosine.with_arcsine(3, arcsine_fit(7)),
+            sse: true,
+        },
+        Preset::FVb | Preset::FVc => ScheduleChoice {
+            rho: 6,
+            eval_mod: EvalModConfig::cosine(33, 63, 3).with_arcsine(7, arcsine_fit(6)),
+            sse: false,
+        },
+        Preset::FTa | Preset::FTb => ScheduleChoice {
+            eval_mod: sse_cosine,
+            ..notes
+        },
+        _ => notes,
+    }
+}
+
+/// The best choice found without sparse-secret encapsulation for the
+/// presets whose recommendation uses it (FGb, FVa, FTa, FTb); `None` for
+/// the others.
+pub fn without_sse_choice(shape: Preset) -> Option<ScheduleChoice> {
+    match shape.shape_of() {
+        // h = 192 at N = 2^16: K = 40 for failure 2^−63.5.
+        Preset::FGb => Some(ScheduleChoice {
+            rho: 13,
+            eval_mod: EvalModConfig::cosine(40, 63, 3),
+            sse: false,
+        }),
+        // h = 64 at N = 2^17: K = 23 for failure 2^−64; one level spare.
+        Preset::FVa => Some(ScheduleChoice {
+            rho: 11,
+            eval_mod: EvalModConfig::cosine(23, 63, 3),
+            sse: false,
+        }),
+        // h = 192 at N = 2^15: 8 levels hold K = 25 at degree 127 with one
+        // double angle (failure 2^−16.6, as the notes' option B).
+        Preset::FTa => Some(ScheduleChoice {
+            rho: 7,
+            eval_mod: EvalModConfig::cosine(25, 127, 1),
+            sse: false,
+        }),
+        Preset::FTb => Some(ScheduleChoice {
+            rho: 11,
+            eval_mod: EvalModConfig::cosine(25, 127, 1),
+            sse: false,
+        }),
+        _ => None,
+    }
+}
+
+/// The levels and scales of one bootstrap.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BootstrapSchedule {
+    /// The parameters' name.
+    pub name: String,
+    /// `log2` of the slot count.
+    pub log_slots: u32,
+    /// The choice it implements.
+    pub choice: ScheduleChoice,
+    /// The Hamming weight ModRaise sees (the key's, or 32 under SSE).
+    pub mod_raise_hamming_weight: usize,
+    /// SlotToCoeff radices (`log2`, application order).
+    pub stc_log_radices: Vec<u32>,
+    /// CoeffToSlot radices (`log2`, application order).
+    pub cts_log_radices: Vec<u32>,
+    /// The target level-0 scale `Δ0 = q0·2^−ρ`.
+    pub delta0: f64,
+    /// The top level `L` (ModRaise's target).
+    pub top_level: usize,
+    /// CoeffToSlot's diagonal scales (levels `L, L−1, L−2`).
+    pub cts_diagonal_scales: Vec<f64>,
+    /// The CoeffToSlot output scale `S_em` (the prime of level `L − 3`).
+    pub s_em: f64,
+    /// The level EvalMod starts at, `L − 3`.
+    pub eval_mod_level: usize,
+    /// Levels left between EvalMod's end and PostBTS (dropped).
+    pub spare_levels: usize,
+    /// The post-bootstrap level.
+    pub post_level: usize,
+    /// Its default scale `Δ_post`: the output's scale, exactly.
+    pub output_scale: f64,
+    /// `S_x = Δ_post·2^ρ`, the scale EvalMod lands on.
+    pub s_x: f64,
+    /// The BSGS ratio (`log2`) of the DFTs.
+    pub log_bsgs_ratio: i32,
+}
+
+impl BootstrapSchedule {
+    /// The schedule of `params` (a HEaaN preset or its test variant, named
+    /// as such) with `choice`, at `slots` slots (`None`: the parameters'
+    /// slot count).
+    ///
+    /// # Errors
+    /// [`Error::NotBootstrappable`] for parameters without a post-bootstrap
+    /// level; [`Error::InvalidParameter`] when EvalMod does not fit between
+    /// `L − 3` and PostBTS; [`Error::InvalidSlots`].
+    pub fn new(params: &Parameters, choice: ScheduleChoice, slots: Option<usize>) -> Result<Self> {
+        let not = || Error::NotBootstrappable {
+            name: params.name().to_owned(),
+        };
+        let post_level = params.post_bootstrap_level().ok_or_else(not)?.0;
+        let top_level = params.max_level().0;
+        let max_slots = params.slots();
+        let n = slots.unwrap_or(max_slots);
+        if n == 0 || !n.is_power_of_two() || n > max_slots {
+            return Err(Error::InvalidSlots {
+                slots: n,
+                max: max_slots,
+            });
+        }
+        let log_slots = n.trailing_zeros();
+        let eval_mod_level = top_level.checked_sub(DFT_LEVELS).ok_or_else(not)?;
+        let end =
+            eval_mod_level
+                .checked_sub(choice.eval_mod.depth())
+                .ok_or(Error::InvalidParameter {
+                    name: "eval_mod",
+                    reason: "deeper than the levels above PostBTS",
+                })?;
+        let spare_levels = end.checked_sub(post_level).ok_or(Error::InvalidParameter {
+            name: "eval_mod",
+            reason: "deeper than the levels above PostBTS",
+        })?;
+        if post_level < INPUT_LEVEL {
+            return Err(not());
+        }
+        let prime = |l: usize| -> Result<f64> { Ok(params.q_modulus(Level(l))?.value() as f64) };
+        let q0 = prime(0)?;
+        let delta0 = q0 * 2f64.powi(-(choice.rho as i32));
+        let s_em = prime(eval_mod_level)?;
+        let ratio = (s_em / q0).powf(1.0 / DFT_LEVELS as f64);
+        let mut cts_diagonal_scales = Vec::with_capacity(DFT_LEVELS);
+        let mut scale = q0;
+        for i in 0..DFT_LEVELS {
+            let level = top_level - i;
+            let q = prime(level)?;
+            let d = if i + 1 == DFT_LEVELS {
+                s_em * q / scale
+            } else {
+                q * ratio
+            };
+            scale = scale * d / q;
+            cts_diagonal_scales.push(d);
+        }
+        let output_scale = params.default_scale(Level(post_level))?.0;
+        let mod_raise_hamming_weight = if choice.sse {
+            SSE_HAMMING_WEIGHT
+        } else {
+            params.hamming_weight()
+        };
+        Ok(Self {
+            name: params.name().to_owned(),
+            log_slots,
+            choice,
+            mod_raise_hamming_weight,
+            stc_log_radices: HomomorphicDft::default_log_radices(
+                DftKind::SlotToCoeff,
+                log_slots,
+                DFT_LEVELS,
+            ),
+            cts_log_radices: HomomorphicDft::default_log_radices(
+                DftKind::CoeffToSlot,
+                log_slots,
+                DFT_LEVELS,
+            ),
+            delta0,
+            top_level,
+            cts_diagonal_scales,
+            s_em,
+            eval_mod_level,
+            spare_levels,
+            post_level,
+            output_scale,
+            s_x: output_scale * 2f64.powi(choice.rho as i32),
+            log_bsgs_ratio: 0,
+        })
+    }
+
+    /// The schedule of a HEaaN preset (or test variant) with
+    /// [`recommended_choice`] at full slots.
+    ///
+    /// # Errors
+    /// As [`BootstrapSchedule::new`]; [`Error::NotBootstrappable`] for
+    /// parameters that are not named after a preset.
+    pub fn recommended(params: &Parameters) -> Result<Self> {
+        let shape = preset_of(params)?;
+        Self::new(params, recommended_choice(shape), None)
+    }
+
+    /// `ρ` as an f64.
+    pub fn rho(&self) -> f64 {
+        f64::from(self.choice.rho)
+    }
+
+    /// The slot count.
+    pub fn slots(&self) -> usize {
+        1 << self.log_slots
+    }
+
+    /// SlotToCoeff's diagonal scales for an input at `input_scale`
+    /// (levels 3, 2, 1): `q_l·(Δ0/Δ_in)^{1/3}`, the last one exact so that
+    /// the f64 scale after the third rescale is `Δ0`.
+    ///
+    /// # Errors
+    /// Level errors of `params`; [`Error::NonFinite`] for a bad scale.
+    pub fn stc_diagonal_scales(&self, params: &Parameters, input_scale: f64) -> Result<Vec<f64>> {
+        if !(input_scale.is_finite() && input_scale > 0.0) {
+            return Err(Error::NonFinite);
+        }
+        let ratio = (self.delta0 / input_scale).powf(1.0 / DFT_LEVELS as f64);
+        let mut scale = input_scale;
+        let mut out = Vec::with_capacity(DFT_LEVELS);
+        for i in 0..DFT_LEVELS {
+            let level = INPUT_LEVEL - i;
+            let q = params.q_modulus(Level(level))?.value() as f64;
+            let d = if i + 1 == DFT_LEVELS {
+                self.delta0 * q / scale
+            } else {
+                q * ratio
+            };
+            scale = scale * d / q;
+            out.push(d);
+        }
+        Ok(out)
+    }
+
+    /// The scales after each SlotToCoeff rescale (levels 2, 1, 0) for an
+    /// input at `input_scale`.
+    ///
+    /// # Errors
+    /// As [`BootstrapSchedule::stc_diagonal_scales`].
+    pub fn stc_scales(&self, params: &Parameters, input_scale: f64) -> Result<Vec<f64>> {
+        let d = self.stc_diagonal_scales(params, input_scale)?;
+        let mut scale = input_scale;
+        d.iter()
+            .enumerate()
+            .map(|(i, &di)| {
+                let q = params.q_modulus(Level(INPUT_LEVEL - i))?.value() as f64;
+                scale = scale * di / q;
+                Ok(scale)
+            })
+            .collect()
+    }
+
+    /// Whether hemem-ckks's rescale rule ([`Parameters::check_rescale`]:
+    /// result ≤ 2·q) accepts every SlotToCoeff rescale for an input at
+    /// `input_scale`. It does on FVc only: elsewhere Δ grows towards
+    /// `q0·2^−ρ` above the bottom primes, so the bootstrapper needs a
+    /// rescale without that rule at levels 3 → 0.
+    ///
+    /// # Errors
+    /// As [`BootstrapSchedule::stc_diagonal_scales`].
+    pub fn stc_passes_hemem_rescale_rule(
+        &self,
+        params: &Parameters,
+        input_scale: f64,
+    ) -> Result<bool> {
+        let d = self.stc_diagonal_scales(params, input_scale)?;
+        let mut scale = input_scale;
+        for (i, &di) in d.iter().enumerate() {
+            let level = Level(INPUT_LEVEL - i);
+            if params
+                .check_rescale(level, hemem_ckks::params::Scale(scale * di))
+                .is_err()
+            {
+                return Ok(false);
+            }
+            let q = params.q_modulus(level)?.value() as f64;
+            scale = scale * di / q;
+        }
+        Ok(true)
+    }
+
+    /// The SlotToCoeff DFT.
+    ///
+    /// # Errors
+    /// [`Error::InvalidSlots`].
+    pub fn stc_dft(&self) -> Result<HomomorphicDft> {
+        HomomorphicDft::new(DftKind::SlotToCoeff, self.slots(), &self.stc_log_radices)
+    }
+
+    /// The CoeffToSlot DFT with `1/(2K)` folded in (spread evenly). The
+    /// homomorphic bootstrapper also folds the subsum's `2n/N` for sparse
+    /// slots.
+    ///
+    /// # Errors
+    /// [`Error::InvalidSlots`].
+    pub fn cts_dft(&self) -> Result<HomomorphicDft> {
+        let mut dft =
+            HomomorphicDft::new(DftKind::CoeffToSlot, self.slots(), &self.cts_log_radices)?;
+        dft.scale_evenly(1.0 / (2.0 * f64::from(self.choice.eval_mod.k)))?;
+        Ok(dft)
+    }
+
+    /// The rotation steps both DFTs need (subsum steps for sparse slots
+    /// not included).
+    ///
+    /// # Errors
+    /// [`Error::InvalidSlots`].
+    pub fn rotation_keys(&self) -> Result<BTreeSet<usize>> {
+        let stc = self.stc_dft()?;
+        let cts = self.cts_dft()?;
+        Ok(rotation_keys(&[&cts, &stc], self.log_bsgs_ratio))
+    }
+
+    /// `log2` of the failure probability `N·Pr[|S| > K]` for `S` the sum of
+    /// `h+1` uniforms (exact Irwin–Hall, BOOTSTRAP-NOTES §3.1), for the ring
+    /// degree of `params`.
+    pub fn failure_probability_log2(&self, params: &Parameters) -> f64 {
+        let n = params.degree().get() as f64;
+        let k = f64::from(self.choice.eval_mod.k);
+        n.log2() + irwin_hall_tail_log2(self.mod_raise_hamming_weight + 1, k)
+    }
+}
+
+/// The preset (shape) a parameter set is named after.
+///
+/// # Errors
+/// [`Error::NotBootstrappable`] for other names.
+pub fn preset_of(params: &Parameters) -> Result<Preset> {
+    params
+        .name()
+        .parse::<Preset>()
+        .map_err(|_| Error::NotBootstrappable {
+            name: params.name().to_owned(),
+        })
+}
+
+/// `log2 Pr[|S| > t]` for `S` the sum of `m` independent `U(−½, ½)` and
+/// `t` an integer or half-integer: the exact Irwin–Hall CDF
+/// `F(u) = Σ_{k<u} (−1)^k C(m,k) (u−k)^m / m!` in big integers (the
+/// alternating sum cancels far too much for f64).
+pub fn irwin_hall_tail_log2(m: usize, t: f64) -> f64 {
+    // Pr[S > t] = F(m/2 − t) by symmetry; with p = m − 2t (an integer),
+    // F = Σ_{k < p/2} (−1)^k C(m,k) (p − 2k)^m / (2^m · m!).
+    let p2 = m as f64 - 2.0 * t;
+    if p2 <= 0.0 || p2.fract() != 0.0 {
+        return f64::NEG_INFINITY;
+    }
+    let p = p2 as u64;
+    let mut sum = BigInt::zero();
+    let mut binom = BigInt::one();
+    let mut k = 0u64;
+    while 2 * k < p {
+        let term = &binom * BigInt::from(p - 2 * k).pow(m as u32);
+        if k.is_multiple_of(2) {
+            sum += term;
+        } else {
+            sum -= term;
+        }
+        binom = binom * BigInt::from(m as u64 - k) / BigInt::from(k + 1);
+        k += 1;
+    }
+    let factorial: BigInt = (1..=m as u64).map(BigInt::from).product();
+    // Two tails: log2(2·sum / (2^m · m!)).
+    log2_big(&sum) - m as f64 - log2_big(&factorial) + 1.0
+}
+
+fn log2_big(x: &BigInt) -> f64 {
+    let bits = x.bits();
+    if bits == 0 {
+        return f64::NEG_INFINITY;
+    }
+    let shift = bits.saturating_sub(60);
+    let top = (x >> shift).to_f64().unwrap_or(f64::NAN);
+    top.log2() + shift as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hemem_ckks::params::SecurityCheck;
+
+    #[test]
+    fn every_preset_lands_on_post_bts() {
+        for preset in Preset::HEAAN {
+            let params = Parameters::from_preset(preset).unwrap();
+            for choice in [notes_choice(preset), recommended_choice(preset)]
+                .into_iter()
+                .chain(without_sse_choice(preset))
+            {
+                let s = BootstrapSchedule::new(&params, choice, None).unwrap();
+                assert_eq!(
+                    s.eval_mod_level - choice.eval_mod.depth() - s.spare_levels,
+                    params.post_bootstrap_level().unwrap().0,
+                    "{preset}"
+                );
+                let keys = s.rotation_keys().unwrap().len();
+                assert_eq!(Some(keys), params.bootstrap_rotation_keys(), "{preset}");
+                let stc = s.stc_scales(&params, 2f64.powi(40)).unwrap();
+                assert!((stc[2] / s.delta0 - 1.0).abs() < 1e-15);
+            }
+        }
+        // Spares: FVc keeps one level (E needs 12 of 13).
+        let fvc = Parameters::from_preset(Preset::FVc).unwrap();
+        let s = BootstrapSchedule::recommended(&fvc).unwrap();
+        assert_eq!(s.spare_levels, 1);
+        let test =
+            Parameters::from_preset_with(Preset::TestFGb, SecurityCheck::AllowInsecure).unwrap();
+        let s = BootstrapSchedule::recommended(&test).unwrap();
+        assert_eq!(s.post_level, 12);
+        assert_eq!(s.log_slots, 11);
+    }
+
+    #[test]
+    fn hemem_rescale_rule_refuses_slot_to_coeff() {
+        for preset in Preset::HEAAN {
+            let params = Parameters::from_preset(preset).unwrap();
+            let s = BootstrapSchedule::recommended(&params).unwrap();
+            let enc = params.default_scale(params.enc_level()).unwrap().0;
+            let passes = s.stc_passes_hemem_rescale_rule(&params, enc).unwrap();
+            // Only FVc keeps Δ at its 54-bit primes all the way down.
+            assert_eq!(passes, preset == Preset::FVc, "{preset}");
+        }
+    }
+
+    #[test]
+    fn irwin_hall_tails_match_the_notes() {
+        // BOOTSTRAP-NOTES §3.1: log2(N·Pr[|S| > K]), and Lattigo's 2^−138.7.
+        let cases = [
+            (192usize, 16u32, 20.0, -4.9),
+            (192, 16, 25.0, -15.6),
+            (192, 16, 32.0, -34.8),
+            (192, 16, 40.0, -63.5),
+            (192, 15, 25.0, -16.6),
+            (192, 15, 40.0, -64.5),
+            (128, 17, 16.0, -3.1),
+            (128, 17, 32.0, -61.3),
+            (64, 17, 20.0, -47.6),
+            (32, 16, 16.0, -138.7),
+        ];
+        for (h, log_n, k, expected) in cases {
+            let got = f64::from(log_n) + irwin_hall_tail_log2(h + 1, k);
+            assert!(
+                (got - expected).abs() < 0.06,
+                "h {h} N 2^{log_n} K {k}: {got}"
+            );
+        }
+        assert_eq!(irwin_hall_tail_log2(33, 17.0), f64::NEG_INFINITY);
+    }
+}
