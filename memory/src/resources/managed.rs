@@ -7,21 +7,34 @@ use crate::cuda::{Event, GpuDevice};
 use crate::policy::PlacementPolicy;
 use crate::residency::Residency;
 use crate::{
-    AllocRequest, Allocation, DeviceError, DeviceMemory, DevicePtr, Error, Memory, MemoryResource,
-    Placement, Result, StreamId,
+    AllocRequest, Allocation, DeviceError, DeviceMemory, DevicePtr, Error, Memory, MemoryClass,
+    MemoryResource, Placement, Result, StreamId,
 };
 
 /// A freed block waiting for the work queued before its free.
 struct PendingFree {
     ptr: DevicePtr,
     bytes: u64,
+    /// The class it held, when it may be reused (no read-mostly advice, not
+    /// sensitive); `None` frees it once its events complete.
+    reusable: Option<MemoryClass>,
     events: [Event; 2],
+}
+
+/// A freed block whose work completed, kept for reuse by a request of the
+/// same size and class.
+struct Cached {
+    ptr: DevicePtr,
+    bytes: u64,
+    class: MemoryClass,
 }
 
 #[derive(Default)]
 struct State {
     allocated: u64,
     pending: Vec<PendingFree>,
+    cached: Vec<Cached>,
+    cached_bytes: u64,
 }
 
 /// Managed memory (`cuMemAllocManaged`), advised by class as the policy says
@@ -39,6 +52,13 @@ struct State {
 /// is kept until events recorded on both streams behind its last uses
 /// complete, and freed by a later call (or when the resource drops). Sensitive
 /// memory is zeroed on the compute stream first.
+///
+/// Blocks without read-mostly advice (ciphertexts, plaintexts: what churns)
+/// are not freed but cached, up to a sixteenth of the device budget, and
+/// handed to the next request of the same size and class: a fresh
+/// `cuMemAllocManaged` costs about 12 µs plus page population, and its
+/// `cuMemFree` may synchronise the device. A cached block is not counted as
+/// resident by the residency manager until it is reused and prefetched.
 pub struct ManagedResource {
     gpu: GpuDevice,
     residency: Arc<Residency>,
@@ -82,8 +102,13 @@ impl ManagedResource {
         })
     }
 
-    /// Frees the pending blocks whose events completed; with `wait`, waits
-    /// for all of them.
+    /// Bytes of completed blocks kept for reuse at most.
+    fn cache_limit(&self) -> u64 {
+        self.residency.budget() / 16
+    }
+
+    /// Moves the pending blocks whose events completed to the cache (or
+    /// frees them); with `wait`, waits for all of them and frees everything.
     fn reap(&self, state: &mut State, wait: bool) {
         let mut kept = Vec::with_capacity(state.pending.len());
         for p in std::mem::take(&mut state.pending) {
@@ -92,14 +117,37 @@ impl ManagedResource {
             } else {
                 p.events.iter().all(|e| e.is_complete().unwrap_or(false))
             };
-            if done {
-                self.gpu.defer(self.gpu.free_managed(p.ptr));
-                state.allocated = state.allocated.saturating_sub(p.bytes);
-            } else {
-                kept.push(p);
+            match (done, p.reusable) {
+                (true, Some(class))
+                    if !wait && state.cached_bytes + p.bytes <= self.cache_limit() =>
+                {
+                    state.cached_bytes += p.bytes;
+                    state.cached.push(Cached {
+                        ptr: p.ptr,
+                        bytes: p.bytes,
+                        class,
+                    });
+                }
+                (true, _) => {
+                    self.gpu.defer(self.gpu.free_managed(p.ptr));
+                    state.allocated = state.allocated.saturating_sub(p.bytes);
+                }
+                (false, _) => kept.push(p),
             }
         }
         state.pending = kept;
+        if wait {
+            self.free_cached(state);
+        }
+    }
+
+    /// Frees every cached block.
+    fn free_cached(&self, state: &mut State) {
+        for c in std::mem::take(&mut state.cached) {
+            self.gpu.defer(self.gpu.free_managed(c.ptr));
+            state.allocated = state.allocated.saturating_sub(c.bytes);
+        }
+        state.cached_bytes = 0;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -117,6 +165,32 @@ impl MemoryResource for ManagedResource {
         let bytes = request.bytes as u64;
         let mut state = self.lock();
         self.reap(&mut state, false);
+        if !request.sensitive
+            && let Some(i) = state
+                .cached
+                .iter()
+                .position(|c| c.bytes == bytes && c.class == request.class)
+        {
+            let block = state.cached.swap_remove(i);
+            state.cached_bytes -= block.bytes;
+            drop(state);
+            let advice = self.policy.advice(request.class);
+            self.residency
+                .register_managed(request.id, request.class, block.ptr, bytes, advice);
+            return Ok(Allocation::new(
+                request,
+                Placement::Managed,
+                Memory::Managed(DeviceMemory {
+                    ptr: block.ptr,
+                    stream: request.stream,
+                }),
+            ));
+        }
+        if let Some(cap) = self.cap
+            && state.allocated.saturating_add(bytes) > cap
+        {
+            self.free_cached(&mut state);
+        }
         if let Some(cap) = self.cap
             && state.allocated.saturating_add(bytes) > cap
         {
@@ -167,6 +241,8 @@ impl MemoryResource for ManagedResource {
             return;
         };
         self.residency.unregister_managed(allocation.id);
+        let reusable = (!allocation.sensitive && !self.policy.advice(allocation.class).read_mostly)
+            .then_some(allocation.class);
         if allocation.sensitive {
             // Behind any eviction still queued on the copy stream.
             self.gpu
@@ -188,6 +264,7 @@ impl MemoryResource for ManagedResource {
             (Ok(a), Ok(b)) => state.pending.push(PendingFree {
                 ptr: memory.ptr,
                 bytes: allocation.bytes as u64,
+                reusable,
                 events: [a, b],
             }),
             (a, b) => {
