@@ -62,6 +62,8 @@
 
 pub mod approx;
 pub mod arith;
+pub mod bootstrapper;
+pub mod ckks_ops;
 pub mod dft;
 mod error;
 pub mod eval_mod;
@@ -70,5 +72,7 @@ pub mod poly_eval;
 pub mod schedule;
 pub mod simulate;
 
+pub use bootstrapper::{BootstrapKeys, Bootstrapper};
+pub use ckks_ops::CkksOps;
 pub use error::{Error, Result};
 pub use hemem_ckks as ckks;

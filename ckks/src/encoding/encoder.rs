@@ -63,6 +63,23 @@ impl Encoder {
         scale: Scale,
         slots: usize,
     ) -> Result<Plaintext> {
+        self.encode_at_class(values, level, scale, slots, MemoryClass::Plaintext)
+    }
+
+    /// As [`Encoder::encode_at`], into a buffer of `class` — for the
+    /// encoded diagonals of linear transforms, which bootstrapping keeps as
+    /// `BootstrapConstant` memory.
+    ///
+    /// # Errors
+    /// As [`Encoder::encode_at`].
+    pub fn encode_at_class(
+        &self,
+        values: &[Complex64],
+        level: Level,
+        scale: Scale,
+        slots: usize,
+        class: MemoryClass,
+    ) -> Result<Plaintext> {
         let params = self.context.params();
         let fft = self.context.fft(slots)?;
         if values.len() > slots {
@@ -96,7 +113,7 @@ impl Encoder {
                 ]
             })
             .collect();
-        self.encode_integer_coefficients(&coefficients, level, scale, slots)
+        self.encode_coefficients_with(&coefficients, level, scale, slots, class)
     }
 
     /// Builds a plaintext whose coefficient `i` is the integer `value` for each
@@ -111,6 +128,17 @@ impl Encoder {
         level: Level,
         scale: Scale,
         slots: usize,
+    ) -> Result<Plaintext> {
+        self.encode_coefficients_with(coefficients, level, scale, slots, MemoryClass::Plaintext)
+    }
+
+    fn encode_coefficients_with(
+        &self,
+        coefficients: &[(usize, f64)],
+        level: Level,
+        scale: Scale,
+        slots: usize,
+        class: MemoryClass,
     ) -> Result<Plaintext> {
         let params = self.context.params();
         let n = params.degree().get();
@@ -144,12 +172,7 @@ impl Encoder {
                 Ok::<(), crate::Error>(())
             })?;
         let indices = params.q_indices(level);
-        let poly = RnsPoly::<Coeff>::from_words(
-            self.context.backend(),
-            &indices,
-            MemoryClass::Plaintext,
-            &words,
-        )?;
+        let poly = RnsPoly::<Coeff>::from_words(self.context.backend(), &indices, class, &words)?;
         Ok(Plaintext {
             context: self.context.clone(),
             poly: poly.into_ntt()?,

@@ -17,7 +17,7 @@ impl Evaluator {
     /// # Errors
     /// Mismatched context, device, level, scale or slots.
     pub fn add(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
-        let mut out = a.try_clone()?;
+        let mut out = self.copy_of(a)?;
         self.add_assign(&mut out, b)?;
         Ok(out)
     }
@@ -37,7 +37,7 @@ impl Evaluator {
     /// # Errors
     /// As [`Evaluator::add`].
     pub fn sub(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
-        let mut out = a.try_clone()?;
+        let mut out = self.copy_of(a)?;
         self.sub_assign(&mut out, b)?;
         Ok(out)
     }
@@ -58,7 +58,7 @@ impl Evaluator {
     /// A ciphertext of another context; allocation errors.
     pub fn negate(&self, a: &Ciphertext) -> Result<Ciphertext> {
         self.context.check_same(&a.context)?;
-        let mut out = a.try_clone()?;
+        let mut out = self.copy_of(a)?;
         out.c0.negate()?;
         out.c1.negate()?;
         Ok(out)
@@ -70,7 +70,7 @@ impl Evaluator {
     /// Mismatched context, device, level, scale or slots.
     pub fn add_plain(&self, a: &Ciphertext, p: &Plaintext) -> Result<Ciphertext> {
         self.check_plain(a, p)?;
-        let mut out = a.try_clone()?;
+        let mut out = self.copy_of(a)?;
         out.c0.add_assign(&p.poly)?;
         Ok(out)
     }
@@ -81,7 +81,7 @@ impl Evaluator {
     /// As [`Evaluator::add_plain`].
     pub fn sub_plain(&self, a: &Ciphertext, p: &Plaintext) -> Result<Ciphertext> {
         self.check_plain(a, p)?;
-        let mut out = a.try_clone()?;
+        let mut out = self.copy_of(a)?;
         out.c0.sub_assign(&p.poly)?;
         Ok(out)
     }
@@ -97,7 +97,7 @@ impl Evaluator {
             return Err(OperandError::NonFiniteValue.into());
         }
         let params = self.context.params();
-        let mut out = a.try_clone()?;
+        let mut out = self.copy_of(a)?;
         let re = (c.re * a.scale.0).round();
         let moduli =
             params
@@ -158,8 +158,8 @@ impl Evaluator {
         let count = level.primes();
         Ciphertext::from_parts(
             &self.context,
-            a.c0.truncated(count, MemoryClass::Ciphertext)?,
-            a.c1.truncated(count, MemoryClass::Ciphertext)?,
+            a.c0.truncated(count, self.output_class)?,
+            a.c1.truncated(count, self.output_class)?,
             level,
             a.scale,
             a.slots,
@@ -177,7 +177,7 @@ impl Evaluator {
         if !(scale.0.is_finite() && scale.0 > 0.0) {
             return Err(OperandError::InvalidScale.into());
         }
-        let mut out = a.try_clone()?;
+        let mut out = self.copy_of(a)?;
         out.scale = scale;
         Ok(out)
     }
@@ -195,7 +195,7 @@ impl Evaluator {
         if slots == 0 || !slots.is_power_of_two() || slots > max {
             return Err(OperandError::InvalidSlots { slots, max }.into());
         }
-        let mut out = a.try_clone()?;
+        let mut out = self.copy_of(a)?;
         out.slots = slots;
         Ok(out)
     }
@@ -223,7 +223,7 @@ impl Evaluator {
         let raise = |p: &RnsPoly<crate::poly::Ntt>| -> Result<RnsPoly<crate::poly::Ntt>> {
             let coeff = p.clone_as(MemoryClass::Temporary)?.into_coeff()?;
             let mut out =
-                RnsPoly::<Coeff>::allocate(p.backend(), &moduli, MemoryClass::Ciphertext, false)?;
+                RnsPoly::<Coeff>::allocate(p.backend(), &moduli, self.output_class, false)?;
             p.backend()
                 .spread_centered(coeff.limbs()?, out.limbs_mut()?)?;
             out.into_ntt()

@@ -83,10 +83,18 @@ impl Ciphertext {
     /// # Errors
     /// Allocation errors.
     pub fn try_clone(&self) -> Result<Self> {
+        self.clone_as(MemoryClass::Ciphertext)
+    }
+
+    /// A copy in `class` memory.
+    ///
+    /// # Errors
+    /// Allocation errors.
+    pub fn clone_as(&self, class: MemoryClass) -> Result<Self> {
         Ok(Self {
             context: self.context.clone(),
-            c0: self.c0.clone_as(MemoryClass::Ciphertext)?,
-            c1: self.c1.clone_as(MemoryClass::Ciphertext)?,
+            c0: self.c0.clone_as(class)?,
+            c1: self.c1.clone_as(class)?,
             level: self.level,
             scale: self.scale,
             slots: self.slots,

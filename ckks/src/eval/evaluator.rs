@@ -5,6 +5,8 @@ use std::sync::Arc;
 use super::Ciphertext;
 use crate::context::Context;
 use crate::encoding::Plaintext;
+use hemem_memory::MemoryClass;
+
 use crate::keys::KeySet;
 use crate::{KeyError, Result};
 
@@ -19,6 +21,7 @@ use crate::{KeyError, Result};
 pub struct Evaluator {
     pub(crate) context: Context,
     pub(crate) keys: Option<Arc<KeySet>>,
+    pub(crate) output_class: MemoryClass,
 }
 
 impl Evaluator {
@@ -28,6 +31,7 @@ impl Evaluator {
         Self {
             context: context.clone(),
             keys: None,
+            output_class: MemoryClass::Ciphertext,
         }
     }
 
@@ -36,7 +40,26 @@ impl Evaluator {
         Self {
             context: context.clone(),
             keys: Some(keys),
+            output_class: MemoryClass::Ciphertext,
         }
+    }
+
+    /// The same evaluator, allocating its results in `class` memory
+    /// (`Ciphertext` by default). Bootstrapping uses `Temporary` for the
+    /// intermediates that live only inside one bootstrap.
+    pub fn with_output_class(mut self, class: MemoryClass) -> Self {
+        self.output_class = class;
+        self
+    }
+
+    /// The memory class of the ciphertexts this evaluator returns.
+    pub fn output_class(&self) -> MemoryClass {
+        self.output_class
+    }
+
+    /// A copy of `a` in this evaluator's output class.
+    pub(crate) fn copy_of(&self, a: &Ciphertext) -> Result<Ciphertext> {
+        a.clone_as(self.output_class)
     }
 
     /// The context.

@@ -55,8 +55,7 @@ impl Evaluator {
         let key = self.keys()?.relinearization_key()?;
         let params = self.context.params();
         let decomposition = decompose(params, &t.d2, t.level)?;
-        let (mut k0, mut k1) =
-            apply_key(params, &decomposition, key, None, MemoryClass::Ciphertext)?;
+        let (mut k0, mut k1) = apply_key(params, &decomposition, key, None, self.output_class)?;
         k0.add_assign(&t.d0)?;
         k1.add_assign(&t.d1)?;
         Ciphertext::from_parts(&self.context, k0, k1, t.level, t.scale, t.slots)
@@ -113,8 +112,8 @@ impl Evaluator {
         let scale = self.context.params().check_rescale(a.level, a.scale)?;
         Ciphertext::from_parts(
             &self.context,
-            a.c0.rescale(MemoryClass::Ciphertext)?,
-            a.c1.rescale(MemoryClass::Ciphertext)?,
+            a.c0.rescale(self.output_class)?,
+            a.c1.rescale(self.output_class)?,
             Level(a.level.0 - 1),
             scale,
             a.slots,
@@ -140,8 +139,8 @@ impl Evaluator {
         let q = self.context.params().q_modulus(a.level)?.value() as f64;
         Ciphertext::from_parts(
             &self.context,
-            a.c0.rescale(MemoryClass::Ciphertext)?,
-            a.c1.rescale(MemoryClass::Ciphertext)?,
+            a.c0.rescale(self.output_class)?,
+            a.c1.rescale(self.output_class)?,
             Level(a.level.0 - 1),
             Scale(a.scale.0 / q),
             a.slots,
@@ -154,7 +153,7 @@ impl Evaluator {
     /// Mismatched context, device, level or slots.
     pub fn mult_plain_without_rescale(&self, a: &Ciphertext, p: &Plaintext) -> Result<Ciphertext> {
         self.check_plain_any_scale(a, p)?;
-        let mut out = a.try_clone()?;
+        let mut out = self.copy_of(a)?;
         out.c0.mul_assign(&p.poly)?;
         out.c1.mul_assign(&p.poly)?;
         out.scale = Scale(a.scale.0 * p.scale.0);
@@ -194,7 +193,7 @@ impl Evaluator {
         }
         let re = (c.re * const_scale.0).round();
         let im = (c.im * const_scale.0).round();
-        let mut out = a.try_clone()?;
+        let mut out = self.copy_of(a)?;
         if im == 0.0 {
             let scalars = self.residues_of(a, re)?;
             out.c0.scalar_assign(BinaryOp::Mul, &scalars)?;
@@ -244,7 +243,7 @@ impl Evaluator {
             .take(a.level.primes())
             .map(|m| m.reduce_i64(k))
             .collect();
-        let mut out = a.try_clone()?;
+        let mut out = self.copy_of(a)?;
         out.c0.scalar_assign(BinaryOp::Mul, &scalars)?;
         out.c1.scalar_assign(BinaryOp::Mul, &scalars)?;
         Ok(out)
@@ -258,7 +257,7 @@ impl Evaluator {
     pub fn mult_by_i(&self, a: &Ciphertext) -> Result<Ciphertext> {
         self.context.check_same(&a.context)?;
         let poly = self.monomial_pair(a, 0.0, 1.0)?;
-        let mut out = a.try_clone()?;
+        let mut out = self.copy_of(a)?;
         out.c0.mul_assign(&poly)?;
         out.c1.mul_assign(&poly)?;
         Ok(out)

@@ -36,10 +36,10 @@ impl Evaluator {
         key: &SwitchingKey,
     ) -> Result<Ciphertext> {
         let params = self.context.params();
-        let mut c0 = a.c0.automorphism(g, MemoryClass::Ciphertext)?;
+        let mut c0 = a.c0.automorphism(g, self.output_class)?;
         let c1 = a.c1.automorphism(g, MemoryClass::Temporary)?;
         let decomposition = decompose(params, &c1, a.level)?;
-        let (k0, k1) = apply_key(params, &decomposition, key, None, MemoryClass::Ciphertext)?;
+        let (k0, k1) = apply_key(params, &decomposition, key, None, self.output_class)?;
         c0.add_assign(&k0)?;
         Ciphertext::from_parts(&self.context, c0, k1, a.level, a.scale, a.slots)
     }
@@ -56,7 +56,7 @@ impl Evaluator {
         let slots = a.slots;
         let k = steps.rem_euclid(slots as i64) as usize;
         if k == 0 {
-            return a.try_clone();
+            return self.copy_of(a);
         }
         if let Some((g, key)) = self.direct_rotation_key(k, slots)? {
             return self.apply_galois(a, g, key);
@@ -91,7 +91,7 @@ impl Evaluator {
         self.context.check_same(&key.context)?;
         let params = self.context.params();
         let decomposition = decompose(params, &a.c1, a.level)?;
-        let (mut k0, k1) = apply_key(params, &decomposition, key, None, MemoryClass::Ciphertext)?;
+        let (mut k0, k1) = apply_key(params, &decomposition, key, None, self.output_class)?;
         k0.add_assign(&a.c0)?;
         Ciphertext::from_parts(&self.context, k0, k1, a.level, a.scale, a.slots)
     }
@@ -138,14 +138,14 @@ impl Evaluator {
         }
         let k = steps.rem_euclid(a.slots as i64) as usize;
         if k == 0 {
-            return a.try_clone();
+            return self.copy_of(a);
         }
         let (g, key) = self
             .direct_rotation_key(k, a.slots)?
             .ok_or(KeyError::MissingRotationKey { step: steps })?;
         let params = self.context.params();
-        let (k0, k1) = apply_key(params, decomposition, key, Some(g), MemoryClass::Ciphertext)?;
-        let mut c0 = a.c0.automorphism(g, MemoryClass::Ciphertext)?;
+        let (k0, k1) = apply_key(params, decomposition, key, Some(g), self.output_class)?;
+        let mut c0 = a.c0.automorphism(g, self.output_class)?;
         c0.add_assign(&k0)?;
         Ciphertext::from_parts(&self.context, c0, k1, a.level, a.scale, a.slots)
     }
@@ -170,7 +170,7 @@ impl Evaluator {
     /// # Errors
     /// Missing power-of-two rotation keys.
     pub fn rotate_sum(&self, a: &Ciphertext) -> Result<Ciphertext> {
-        let mut acc = a.try_clone()?;
+        let mut acc = self.copy_of(a)?;
         let mut k = 1usize;
         while k < a.slots {
             let rotated = self.rotate(&acc, k as i64)?;

@@ -56,10 +56,22 @@ impl KeyGenerator {
     /// # Errors
     /// Allocation errors.
     pub fn secret_key(&self) -> Result<SecretKey> {
-        let params = self.context.params();
-        let coefficients = self
-            .sampler()
-            .ternary_with_weight(params.degree().get(), params.hamming_weight());
+        self.secret_key_with_weight(self.context.params().hamming_weight())
+    }
+
+    /// A fresh secret key with exactly `weight` nonzero coefficients (for
+    /// bootstrapping's sparse-secret encapsulation, whose ephemeral key has
+    /// weight 32; ordinary use wants [`KeyGenerator::secret_key`]).
+    ///
+    /// # Errors
+    /// [`crate::ParametersError::InvalidHammingWeight`] outside `1..=N`;
+    /// allocation errors.
+    pub fn secret_key_with_weight(&self, weight: usize) -> Result<SecretKey> {
+        let degree = self.context.params().degree().get();
+        if weight == 0 || weight > degree {
+            return Err(crate::ParametersError::InvalidHammingWeight { weight, degree }.into());
+        }
+        let coefficients = self.sampler().ternary_with_weight(degree, weight);
         SecretKey::from_coefficients(&self.context, coefficients)
     }
 

@@ -1,0 +1,384 @@
+//! [`Bootstrapper`]: SlotToCoeff-first CKKS bootstrapping on real
+//! ciphertexts, for the HEaaN presets' structure (BOOTSTRAP-NOTES §1,
+//! `docs/BOOTSTRAP-SCHEDULE.md`):
+//!
+//! 1. drop the input to level 3, keeping its scale;
+//! 2. **SlotToCoeff** (levels 3 → 0), whose diagonal scales absorb the
+//!    input scale and land on `Δ0 = q0·2^−ρ`;
+//! 3. *(sparse-secret encapsulation)* switch to an ephemeral secret of
+//!    Hamming weight 32 at level 0 (Bossuat et al., ePrint 2022/024);
+//! 4. **ModRaise** to the top level, read at scale `q0`; *(SSE)* switch back
+//!    to the dense secret;
+//! 5. *(sparse slots)* SubSum: the trace onto the slots' subring;
+//! 6. **CoeffToSlot** (levels `L → L−3`), one conjugation to split real and
+//!    imaginary parts;
+//! 7. **EvalMod** (scaled cosine, double angles, arcsine) on each part,
+//!    recombined and relabelled to the post-bootstrap level's default scale.
+//!
+//! Written once over [`SlotArithmetic`] (through [`CkksOps`]), so it runs
+//! wherever its ciphertexts live. Intermediates are `Temporary` memory, the
+//! encoded DFT diagonals `BootstrapConstant`, the keys `EvaluationKey`.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use hemem_ckks::Context;
+use hemem_ckks::encoding::Plaintext;
+use hemem_ckks::eval::{Ciphertext, Evaluator};
+use hemem_ckks::keys::{KeyGenerator, KeySet, KeySetRequest, SecretKey, SwitchingKey};
+use hemem_ckks::ntt::GaloisElement;
+use hemem_ckks::params::Level;
+use hemem_memory::MemoryClass;
+
+use crate::arith::SlotArithmetic;
+use crate::ckks_ops::CkksOps;
+use crate::dft::EncodedDft;
+use crate::eval_mod::EvalMod;
+use crate::schedule::{BootstrapSchedule, INPUT_LEVEL, SSE_HAMMING_WEIGHT};
+use crate::simulate::{coeff_to_slot, eval_mod_and_recombine, slot_to_coeff, split};
+use crate::{Error, Result};
+
+/// The switching keys of sparse-secret encapsulation: dense → sparse (used
+/// at level 0, before ModRaise) and sparse → dense (at the top level, after).
+#[derive(Debug)]
+pub struct SseKeys {
+    to_sparse: SwitchingKey,
+    to_dense: SwitchingKey,
+}
+
+/// Every key a bootstrap needs: relinearisation, conjugation and the DFTs'
+/// (and SubSum's) rotations, plus the SSE keys when the schedule uses it.
+#[derive(Debug)]
+pub struct BootstrapKeys {
+    keys: Arc<KeySet>,
+    sse: Option<SseKeys>,
+}
+
+impl BootstrapKeys {
+    /// Generates the keys `schedule` needs for `secret`.
+    ///
+    /// # Errors
+    /// Key-generation errors.
+    pub fn generate(
+        keygen: &KeyGenerator,
+        secret: &SecretKey,
+        schedule: &BootstrapSchedule,
+    ) -> Result<Self> {
+        let params = keygen.context().params();
+        let keys = keygen.key_set(secret, &key_request(schedule, params.slots())?)?;
+        let sse = if schedule.choice.sse {
+            let sparse = keygen.secret_key_with_weight(SSE_HAMMING_WEIGHT)?;
+            Some(SseKeys {
+                to_sparse: keygen.switching_key(secret, &sparse)?,
+                to_dense: keygen.switching_key(&sparse, secret)?,
+            })
+        } else {
+            None
+        };
+        Ok(Self {
+            keys: Arc::new(keys),
+            sse,
+        })
+    }
+
+    /// The key set (relinearisation, conjugation, rotations).
+    pub fn key_set(&self) -> &Arc<KeySet> {
+        &self.keys
+    }
+
+    /// Number of switching keys, SSE keys included.
+    pub fn len(&self) -> usize {
+        self.keys.len() + if self.sse.is_some() { 2 } else { 0 }
+    }
+
+    /// Whether there are no keys.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes of every key as held.
+    pub fn size_bytes(&self) -> usize {
+        self.keys.size_bytes()
+            + self
+                .sse
+                .as_ref()
+                .map_or(0, |s| s.to_sparse.size_bytes() + s.to_dense.size_bytes())
+    }
+}
+
+/// The rotation steps of SubSum for `slots` of `max_slots`: `slots·2^i`
+/// (full-slot rotations) while below `max_slots`.
+fn subsum_steps(slots: usize, max_slots: usize) -> Vec<i64> {
+    let mut steps = Vec::new();
+    let mut k = slots;
+    while k < max_slots {
+        steps.push(k as i64);
+        k *= 2;
+    }
+    steps
+}
+
+/// The evaluation keys `schedule` needs, as a request: relinearisation,
+/// conjugation, the DFTs' rotations and, for sparse slots, SubSum's.
+///
+/// # Errors
+/// [`Error::InvalidSlots`] for a schedule of more slots than `max_slots`.
+pub fn key_request(schedule: &BootstrapSchedule, max_slots: usize) -> Result<KeySetRequest> {
+    let mut rotations: BTreeSet<i64> = schedule
+        .rotation_keys()?
+        .into_iter()
+        .map(|k| k as i64)
+        .collect();
+    rotations.extend(subsum_steps(schedule.slots(), max_slots));
+    Ok(KeySetRequest {
+        relinearization: true,
+        conjugation: true,
+        rotations: rotations.into_iter().collect(),
+    })
+}
+
+/// Refreshes ciphertexts: see the [module documentation](self).
+///
+/// Inputs must be at level 3 or above, with the schedule's slot count, and
+/// their slot values within the unit disk (|Re|, |Im| ≤ 1): values beyond
+/// it are reduced modulo 1 by EvalMod and come out wrong — this cannot be
+/// detected without the secret key. The output is at the preset's
+/// post-bootstrap level with exactly that level's default scale.
+pub struct Bootstrapper {
+    context: Context,
+    schedule: BootstrapSchedule,
+    evaluator: Evaluator,
+    sse: Option<SseKeys>,
+    cts: EncodedDft<Plaintext>,
+    stc: Mutex<HashMap<u64, Arc<EncodedDft<Plaintext>>>>,
+    eval_mod: EvalMod,
+    subsum: Vec<i64>,
+}
+
+impl std::fmt::Debug for Bootstrapper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bootstrapper")
+            .field("parameters", &self.context.params().name())
+            .field("slots", &self.schedule.slots())
+            .field("sse", &self.sse.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Bootstrapper {
+    /// A bootstrapper for `context` with `schedule` and its keys: checks
+    /// that every needed key exists and encodes CoeffToSlot's diagonals
+    /// (`BootstrapConstant` memory, on the context's device).
+    ///
+    /// # Errors
+    /// [`Error::NotBootstrappable`]; a missing key
+    /// ([`hemem_ckks::KeyError`]); encoding errors.
+    pub fn new(
+        context: &Context,
+        schedule: BootstrapSchedule,
+        keys: BootstrapKeys,
+    ) -> Result<Self> {
+        let params = context.params();
+        if params.post_bootstrap_level().is_none() {
+            return Err(Error::NotBootstrappable {
+                name: params.name().to_owned(),
+            });
+        }
+        if schedule.choice.sse && keys.sse.is_none() {
+            return Err(Error::InvalidParameter {
+                name: "keys",
+                reason: "the schedule needs sparse-secret encapsulation keys",
+            });
+        }
+        let n = params.degree().get();
+        let request = key_request(&schedule, params.slots())?;
+        let key_set = &keys.keys;
+        key_set.relinearization_key()?;
+        key_set.conjugation_key()?;
+        for &step in &request.rotations {
+            if key_set
+                .rotation_key(GaloisElement::rotation(step, n))
+                .is_none()
+            {
+                return Err(
+                    hemem_ckks::Error::from(hemem_ckks::KeyError::MissingRotationKey { step })
+                        .into(),
+                );
+            }
+        }
+        let evaluator = Evaluator::with_keys(context, Arc::clone(&keys.keys))
+            .with_output_class(MemoryClass::Temporary);
+        let slots = schedule.slots();
+        let mut cts_dft = schedule.cts_dft()?;
+        if slots < params.slots() {
+            // SubSum multiplies by N/(2n); fold its inverse in.
+            cts_dft.scale_evenly(slots as f64 / params.slots() as f64)?;
+        }
+        let cts = {
+            let ops = CkksOps::new(&evaluator);
+            cts_dft.encode(
+                &ops,
+                schedule.top_level,
+                &schedule.cts_diagonal_scales,
+                schedule.log_bsgs_ratio,
+            )?
+        };
+        let eval_mod = EvalMod::new(schedule.choice.eval_mod)?;
+        Ok(Self {
+            context: context.clone(),
+            subsum: subsum_steps(slots, params.slots()),
+            schedule,
+            evaluator,
+            sse: keys.sse,
+            cts,
+            stc: Mutex::new(HashMap::new()),
+            eval_mod,
+        })
+    }
+
+    /// The schedule.
+    pub fn schedule(&self) -> &BootstrapSchedule {
+        &self.schedule
+    }
+
+    /// Bytes of the encoded diagonals held now (CoeffToSlot, and SlotToCoeff
+    /// for each input scale seen).
+    pub fn constant_bytes(&self) -> usize {
+        let dft_bytes = |d: &EncodedDft<Plaintext>| -> usize {
+            d.transforms()
+                .iter()
+                .flat_map(|t| {
+                    t.groups()
+                        .iter()
+                        .flat_map(|(_, g)| g.iter().map(|(_, p)| p))
+                })
+                .map(|p| p.poly().buffer().bytes())
+                .sum()
+        };
+        dft_bytes(&self.cts)
+            + self
+                .stc
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .values()
+                .map(|d| dft_bytes(d))
+                .sum::<usize>()
+    }
+
+    /// SlotToCoeff's diagonals for inputs at `scale` (encoded on first use:
+    /// the first factor absorbs the input scale exactly).
+    fn stc_for(&self, scale: f64) -> Result<Arc<EncodedDft<Plaintext>>> {
+        let key = scale.to_bits();
+        if let Some(d) = self
+            .stc
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+        {
+            return Ok(Arc::clone(d));
+        }
+        let params = self.context.params();
+        let scales = self.schedule.stc_diagonal_scales(params, scale)?;
+        let ops = CkksOps::new(&self.evaluator);
+        let encoded = Arc::new(self.schedule.stc_dft()?.encode(
+            &ops,
+            INPUT_LEVEL,
+            &scales,
+            self.schedule.log_bsgs_ratio,
+        )?);
+        self.stc
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, Arc::clone(&encoded));
+        Ok(encoded)
+    }
+
+    fn check_input(&self, input: &Ciphertext) -> Result<()> {
+        self.context
+            .check_same(input.context())
+            .map_err(Error::from)?;
+        if input.slots() != self.schedule.slots() {
+            return Err(Error::SlotMismatch {
+                left: input.slots(),
+                right: self.schedule.slots(),
+            });
+        }
+        if input.level().get() < INPUT_LEVEL {
+            return Err(Error::LevelTooLow {
+                operation: "bootstrap",
+                needed: INPUT_LEVEL,
+                level: input.level().get(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Bootstraps a ciphertext of complex slot values.
+    ///
+    /// # Errors
+    /// [`Error::LevelTooLow`] below level 3; [`Error::SlotMismatch`];
+    /// context, device and key errors.
+    pub fn bootstrap(&self, input: &Ciphertext) -> Result<Ciphertext> {
+        self.run(input, false)
+    }
+
+    /// Bootstraps a ciphertext whose slot values are real: one EvalMod
+    /// instead of two (the imaginary parts come out as noise and are dropped).
+    ///
+    /// # Errors
+    /// As [`Bootstrapper::bootstrap`].
+    pub fn bootstrap_real(&self, input: &Ciphertext) -> Result<Ciphertext> {
+        self.run(input, true)
+    }
+
+    fn run(&self, input: &Ciphertext, real_only: bool) -> Result<Ciphertext> {
+        self.check_input(input)?;
+        let ops = CkksOps::new(&self.evaluator);
+        let eval = &self.evaluator;
+        let params = self.context.params();
+
+        // SlotToCoeff, levels 3 → 0.
+        let stc = self.stc_for(input.scale().get())?;
+        let coeffs = slot_to_coeff(&ops, input, &stc)?;
+        let delta0 = coeffs.scale().get();
+
+        // ModRaise (under the ephemeral sparse secret with SSE), read at q0.
+        let low = match &self.sse {
+            Some(k) => eval.switch_key(&coeffs, &k.to_sparse)?,
+            None => coeffs,
+        };
+        let raised = eval.mod_raise(&low, Level(self.schedule.top_level))?;
+        let raised = match &self.sse {
+            Some(k) => eval.switch_key(&raised, &k.to_dense)?,
+            None => raised,
+        };
+        let q0 = ops.prime(0)? as f64;
+        let mut raised = ops.set_scale(&raised, q0)?;
+
+        // SubSum: project onto the subring of the slot count.
+        if !self.subsum.is_empty() {
+            let slots = raised.slots();
+            raised = eval.set_slots(&raised, params.slots())?;
+            for &step in &self.subsum {
+                let rotated = eval.rotate(&raised, step)?;
+                raised = eval.add(&raised, &rotated)?;
+            }
+            raised = eval.set_slots(&raised, slots)?;
+        }
+
+        // CoeffToSlot, the split, EvalMod, recombination.
+        let v = coeff_to_slot(&ops, &raised, &self.cts)?;
+        let (re, im) = split(&ops, &v, real_only)?;
+        let s_x = self.schedule.output_scale * q0 / delta0;
+        let out = eval_mod_and_recombine(
+            &ops,
+            &self.eval_mod,
+            &re,
+            im.as_ref(),
+            s_x,
+            self.schedule.post_level,
+            self.schedule.output_scale,
+        )?;
+        Ok(out.clone_as(MemoryClass::Ciphertext)?)
+    }
+}

@@ -1,0 +1,139 @@
+//! [`CkksOps`]: [`SlotArithmetic`] on real ciphertexts — the bridge that lets
+//! the slot-level algorithms of this crate (DFTs, polynomial evaluation,
+//! EvalMod) run homomorphically, on whichever backend the ciphertexts live.
+
+use hemem_ckks::encoding::{Encoder, Plaintext};
+use hemem_ckks::eval::{Ciphertext, Evaluator};
+use hemem_ckks::params::{Level, Scale};
+use hemem_memory::MemoryClass;
+use num_complex::Complex64;
+
+use crate::Result;
+use crate::arith::SlotArithmetic;
+
+/// Slot arithmetic with an [`Evaluator`] (which must hold the relinearisation,
+/// conjugation and rotation keys the algorithm uses).
+///
+/// Rescaling does not apply the user-level scale rule
+/// ([`hemem_ckks::params::Parameters::check_rescale`]): bootstrapping's
+/// schedules let the scale exceed the bottom primes on purpose. Encoded
+/// plaintexts (linear-transform diagonals) go to `constant_class` memory.
+#[derive(Debug, Clone)]
+pub struct CkksOps<'a> {
+    evaluator: &'a Evaluator,
+    encoder: Encoder,
+    constant_class: MemoryClass,
+}
+
+impl<'a> CkksOps<'a> {
+    /// Slot arithmetic through `evaluator`, encoding plaintexts as
+    /// `BootstrapConstant` memory.
+    pub fn new(evaluator: &'a Evaluator) -> Self {
+        Self {
+            evaluator,
+            encoder: Encoder::new(evaluator.context()),
+            constant_class: MemoryClass::BootstrapConstant,
+        }
+    }
+
+    /// The same, encoding plaintexts in `class` memory.
+    pub fn with_constant_class(mut self, class: MemoryClass) -> Self {
+        self.constant_class = class;
+        self
+    }
+
+    /// The evaluator.
+    pub fn evaluator(&self) -> &Evaluator {
+        self.evaluator
+    }
+}
+
+impl SlotArithmetic for CkksOps<'_> {
+    type Value = Ciphertext;
+    type Plain = Plaintext;
+
+    fn slots(&self, x: &Ciphertext) -> usize {
+        x.slots()
+    }
+
+    fn level(&self, x: &Ciphertext) -> usize {
+        x.level().get()
+    }
+
+    fn scale(&self, x: &Ciphertext) -> f64 {
+        x.scale().get()
+    }
+
+    fn prime(&self, level: usize) -> Result<u64> {
+        Ok(self
+            .evaluator
+            .context()
+            .params()
+            .q_modulus(Level(level))?
+            .value())
+    }
+
+    fn add(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
+        Ok(self.evaluator.add(a, b)?)
+    }
+
+    fn sub(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
+        Ok(self.evaluator.sub(a, b)?)
+    }
+
+    fn mul_relin(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
+        Ok(self.evaluator.mult_without_rescale(a, b)?)
+    }
+
+    fn rescale(&self, a: &Ciphertext) -> Result<Ciphertext> {
+        Ok(self.evaluator.rescale_unchecked(a)?)
+    }
+
+    fn mul_const(&self, a: &Ciphertext, c: Complex64, const_scale: f64) -> Result<Ciphertext> {
+        Ok(self
+            .evaluator
+            .mult_const_without_rescale(a, c, Scale(const_scale))?)
+    }
+
+    fn add_const(&self, a: &Ciphertext, c: Complex64) -> Result<Ciphertext> {
+        Ok(self.evaluator.add_const(a, c)?)
+    }
+
+    fn mul_integer(&self, a: &Ciphertext, k: i64) -> Result<Ciphertext> {
+        Ok(self.evaluator.mult_integer(a, k)?)
+    }
+
+    fn level_down(&self, a: &Ciphertext, level: usize) -> Result<Ciphertext> {
+        Ok(self.evaluator.level_down(a, Level(level))?)
+    }
+
+    fn encode(&self, values: &[Complex64], level: usize, scale: f64) -> Result<Plaintext> {
+        Ok(self.encoder.encode_at_class(
+            values,
+            Level(level),
+            Scale(scale),
+            values.len(),
+            self.constant_class,
+        )?)
+    }
+
+    fn mul_plain(&self, a: &Ciphertext, p: &Plaintext) -> Result<Ciphertext> {
+        Ok(self.evaluator.mult_plain_without_rescale(a, p)?)
+    }
+
+    fn rotate(&self, a: &Ciphertext, steps: i64) -> Result<Ciphertext> {
+        Ok(self.evaluator.rotate(a, steps)?)
+    }
+
+    fn rotate_hoisted(&self, a: &Ciphertext, steps: &[i64]) -> Result<Vec<Ciphertext>> {
+        Ok(self.evaluator.rotate_hoisted(a, steps)?)
+    }
+
+    fn conjugate(&self, a: &Ciphertext) -> Result<Ciphertext> {
+        Ok(self.evaluator.conjugate(a)?)
+    }
+
+    fn set_scale(&self, a: &Ciphertext, scale: f64) -> Result<Ciphertext> {
+        Ok(self.evaluator.set_scale(a, Scale(scale))?)
+    }
+}
