@@ -116,3 +116,11 @@ fn test_fgb_bootstraps() {
     assert!(run(&s, true, 1) > 18.0);
     assert!(run(&s, false, 2) > 18.0);
 }
+
+#[test]
+#[ignore = "real preset: gigabytes of keys; run with --ignored --test-threads=1"]
+fn real_fgb_bootstraps() {
+    let s = setup(Preset::FGb, None);
+    assert!(run(&s, true, 11) > 23.0);
+    run(&s, false, 12);
+}

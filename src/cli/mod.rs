@@ -10,6 +10,7 @@ macro_rules! out {
 }
 
 mod bench;
+mod bootstrap;
 mod demo;
 mod memory;
 mod params;
@@ -34,6 +35,9 @@ enum Command {
     /// Encrypt random values, multiply, rotate, conjugate, add, square down to
     /// level 3, and report every step's precision and time.
     Demo(demo::Args),
+    /// Run K bootstraps on a preset: time per bootstrap, precision, key-set
+    /// and constant sizes, peak memory per class.
+    Bootstrap(bootstrap::Args),
     /// Benchmarks (`hemem bench alloc`: the GPU allocation micro-benchmark).
     Bench(bench::Args),
     /// Allocation traces (`hemem trace analyze FILE`).
@@ -46,6 +50,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Params(args) => params::run(&args),
         Command::Demo(args) => demo::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::Bootstrap(args) => bootstrap::run(&args),
         Command::Trace(args) => trace::run(&args),
     }
 }
