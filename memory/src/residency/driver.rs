@@ -130,6 +130,7 @@ impl ResidencyDriver for NullDriver {
 pub(crate) mod mock {
     //! A driver that records what it is asked, for exact expectations.
 
+    use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::{Arc, Mutex};
 
     use super::*;
@@ -149,6 +150,9 @@ pub(crate) mod mock {
     #[derive(Debug, Clone, Default)]
     pub(crate) struct RecordingDriver {
         pub(crate) calls: Arc<Mutex<Vec<Call>>>,
+        /// Bytes a trim leaves the pool holding beyond what it was asked to
+        /// keep (chunks shared with live allocations, frees not reached yet).
+        pub(crate) trim_slack: Arc<AtomicU64>,
     }
 
     impl RecordingDriver {
@@ -187,7 +191,7 @@ pub(crate) mod mock {
 
         fn trim_pool(&self, keep: u64) -> Result<u64> {
             self.push(Call::Trim(keep));
-            Ok(keep)
+            Ok(keep + self.trim_slack.load(Ordering::Relaxed))
         }
 
         fn end(&self) -> Result<()> {

@@ -60,11 +60,19 @@ impl MemoryResource for DevicePoolResource {
         let bytes = request.bytes as u64;
         self.residency.reserve_pool(request.class, bytes)?;
         match self.pool.allocate(request.bytes, request.stream) {
-            Ok(memory) => Ok(Allocation::new(
-                request,
-                Placement::DevicePool,
-                Memory::DevicePool(memory),
-            )),
+            Ok(memory) => {
+                // The pool reserves from the device in chunks, so what it
+                // holds can exceed the bytes handed out: the budget counts
+                // what it really holds.
+                if let Ok(held) = self.pool.reserved() {
+                    self.residency.observe_pool(held);
+                }
+                Ok(Allocation::new(
+                    request,
+                    Placement::DevicePool,
+                    Memory::DevicePool(memory),
+                ))
+            }
             Err(e) => {
                 self.residency.release_pool(request.class, bytes);
                 Err(match e {
