@@ -137,6 +137,27 @@ pub fn key_request(schedule: &BootstrapSchedule, max_slots: usize) -> Result<Key
     })
 }
 
+/// The intermediate ciphertexts of one bootstrap, in order, as
+/// [`Bootstrapper::bootstrap_observed`] hands them out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Stage {
+    /// After SlotToCoeff: level 0, scale `Δ0`, slots holding what is now
+    /// the coefficient encoding.
+    SlotToCoeff,
+    /// After ModRaise (and SSE's switch back): the top level, read at scale
+    /// `q0`; slots hold the coefficients plus `q0·I` multiples.
+    ModRaise,
+    /// After SubSum (sparse slots only).
+    SubSum,
+    /// After CoeffToSlot: level `L − 3`, scale `S_em`.
+    CoeffToSlot,
+    /// The real part `(a/K)` split off for EvalMod.
+    RealPart,
+    /// The imaginary part `(b/K)` (complex bootstraps only).
+    ImaginaryPart,
+}
+
 /// Refreshes ciphertexts: see the [module documentation](self).
 ///
 /// Inputs must be at level 3 or above, with the schedule's slot count, and
@@ -331,7 +352,33 @@ impl Bootstrapper {
         self.run(input, true)
     }
 
+    /// Bootstraps as [`Bootstrapper::bootstrap`] (or, with `real_only`,
+    /// [`Bootstrapper::bootstrap_real`]) and hands every intermediate
+    /// ciphertext to `observe` as it is made: for error breakdowns (decrypt
+    /// each stage and compare it with its plaintext counterpart, as the
+    /// `error_breakdown` example does) and for tracing.
+    ///
+    /// # Errors
+    /// As [`Bootstrapper::bootstrap`].
+    pub fn bootstrap_observed(
+        &self,
+        input: &Ciphertext,
+        real_only: bool,
+        observe: &mut dyn FnMut(Stage, &Ciphertext),
+    ) -> Result<Ciphertext> {
+        self.run_observed(input, real_only, observe)
+    }
+
     fn run(&self, input: &Ciphertext, real_only: bool) -> Result<Ciphertext> {
+        self.run_observed(input, real_only, &mut |_, _| {})
+    }
+
+    fn run_observed(
+        &self,
+        input: &Ciphertext,
+        real_only: bool,
+        observe: &mut dyn FnMut(Stage, &Ciphertext),
+    ) -> Result<Ciphertext> {
         self.check_input(input)?;
         let ops = CkksOps::new(&self.evaluator);
         let eval = &self.evaluator;
@@ -340,6 +387,7 @@ impl Bootstrapper {
         // SlotToCoeff, levels 3 → 0.
         let stc = self.stc_for(input.scale().get())?;
         let coeffs = slot_to_coeff(&ops, input, &stc)?;
+        observe(Stage::SlotToCoeff, &coeffs);
         let delta0 = coeffs.scale().get();
 
         // ModRaise (under the ephemeral sparse secret with SSE), read at q0.
@@ -354,6 +402,7 @@ impl Bootstrapper {
         };
         let q0 = ops.prime(0)? as f64;
         let mut raised = ops.set_scale(&raised, q0)?;
+        observe(Stage::ModRaise, &raised);
 
         // SubSum: project onto the subring of the slot count.
         if !self.subsum.is_empty() {
@@ -364,11 +413,17 @@ impl Bootstrapper {
                 raised = eval.add(&raised, &rotated)?;
             }
             raised = eval.set_slots(&raised, slots)?;
+            observe(Stage::SubSum, &raised);
         }
 
         // CoeffToSlot, the split, EvalMod, recombination.
         let v = coeff_to_slot(&ops, &raised, &self.cts)?;
+        observe(Stage::CoeffToSlot, &v);
         let (re, im) = split(&ops, &v, real_only)?;
+        observe(Stage::RealPart, &re);
+        if let Some(im) = &im {
+            observe(Stage::ImaginaryPart, im);
+        }
         let s_x = self.schedule.output_scale * q0 / delta0;
         let out = eval_mod_and_recombine(
             &ops,

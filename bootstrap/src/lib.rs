@@ -72,7 +72,7 @@ pub mod poly_eval;
 pub mod schedule;
 pub mod simulate;
 
-pub use bootstrapper::{BootstrapKeys, Bootstrapper};
+pub use bootstrapper::{BootstrapKeys, Bootstrapper, Stage};
 pub use ckks_ops::CkksOps;
 pub use error::{Error, Result};
 pub use hemem_ckks as ckks;

@@ -8,6 +8,7 @@
     missing_docs
 )]
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice};
@@ -20,6 +21,7 @@ struct Setup {
     context: Context,
     secret: SecretKey,
     public: PublicKey,
+    keys: Arc<KeySet>,
     bootstrapper: Bootstrapper,
 }
 
@@ -34,6 +36,7 @@ fn setup(preset: Preset, slots: Option<usize>) -> Setup {
     let t = Instant::now();
     let keys = BootstrapKeys::generate(&keygen, &secret, &schedule).unwrap();
     let count = keys.len();
+    let key_set = Arc::clone(keys.key_set());
     let bootstrapper = Bootstrapper::new(&context, schedule, keys).unwrap();
     println!(
         "{preset}: {count} keys, set up in {:.2} s",
@@ -43,6 +46,7 @@ fn setup(preset: Preset, slots: Option<usize>) -> Setup {
         context,
         secret,
         public,
+        keys: key_set,
         bootstrapper,
     }
 }
@@ -60,37 +64,50 @@ fn max_error(a: &[Complex64], b: &[Complex64], real: bool) -> f64 {
         .fold(0.0, f64::max)
 }
 
-fn run(s: &Setup, real: bool, seed: u64) -> f64 {
-    let params = s.context.params();
-    let slots = s.bootstrapper.schedule().slots();
+/// Random inputs: uniform in [−1, 1] (real) or in the unit disk.
+fn inputs(slots: usize, real: bool, seed: u64) -> Vec<Complex64> {
     let mut rng = seeded_rng(seed);
-    let values: Vec<Complex64> = if real {
+    if real {
         unit_interval(&mut rng, slots)
             .into_iter()
             .map(|x| Complex64::new(x, 0.0))
             .collect()
     } else {
         unit_disk(&mut rng, slots)
-    };
-    let encoder = Encoder::new(&s.context);
-    let enc = params.enc_level();
-    let pt = encoder
-        .encode_at(&values, enc, params.default_scale(enc).unwrap(), slots)
+    }
+}
+
+/// `values` public-key encrypted at `level` with its default scale.
+fn encrypt_at(s: &Setup, values: &[Complex64], level: Level, seed: u64) -> Ciphertext {
+    let params = s.context.params();
+    let pt = Encoder::new(&s.context)
+        .encode_at(
+            values,
+            level,
+            params.default_scale(level).unwrap(),
+            values.len(),
+        )
         .unwrap();
-    let ct = Encryptor::with_seed(&s.context, seed32(seed))
+    Encryptor::with_seed(&s.context, seed32(seed))
         .encrypt(&pt, &s.public)
-        .unwrap();
-    let ct = Evaluator::new(&s.context)
-        .level_down(&ct, Level(3))
-        .unwrap();
-    let t = Instant::now();
+        .unwrap()
+}
+
+fn decrypt(s: &Setup, ct: &Ciphertext) -> Vec<Complex64> {
+    Encoder::new(&s.context)
+        .decode(&Decryptor::new(&s.context).decrypt(ct, &s.secret).unwrap())
+        .unwrap()
+}
+
+/// Bootstraps `ct` and checks the output's level and scale.
+fn bootstrap_checked(s: &Setup, ct: &Ciphertext, real: bool) -> Ciphertext {
     let out = if real {
-        s.bootstrapper.bootstrap_real(&ct)
+        s.bootstrapper.bootstrap_real(ct)
     } else {
-        s.bootstrapper.bootstrap(&ct)
+        s.bootstrapper.bootstrap(ct)
     }
     .unwrap();
-    let ms = t.elapsed().as_secs_f64() * 1e3;
+    let params = s.context.params();
     let post = params.post_bootstrap_level().unwrap();
     assert_eq!(out.level(), post);
     assert_eq!(
@@ -98,10 +115,24 @@ fn run(s: &Setup, real: bool, seed: u64) -> f64 {
         params.default_scale(post).unwrap(),
         "the output scale is the default, bit for bit"
     );
-    let got = encoder
-        .decode(&Decryptor::new(&s.context).decrypt(&out, &s.secret).unwrap())
+    out
+}
+
+/// One bootstrap end to end: inputs encrypted at the encryption level,
+/// levelled down to 3, bootstrapped; the precision in bits of the max
+/// absolute error over all slots against the inputs.
+fn run(s: &Setup, real: bool, seed: u64) -> f64 {
+    let params = s.context.params();
+    let slots = s.bootstrapper.schedule().slots();
+    let values = inputs(slots, real, seed);
+    let ct = encrypt_at(s, &values, params.enc_level(), seed);
+    let ct = Evaluator::new(&s.context)
+        .level_down(&ct, Level(3))
         .unwrap();
-    let bits = -max_error(&got, &values, real).log2();
+    let t = Instant::now();
+    let out = bootstrap_checked(s, &ct, real);
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    let bits = -max_error(&decrypt(s, &out), &values, real).log2();
     println!(
         "{}: {} bootstrap, {slots} slots: {bits:.2} bits in {ms:.0} ms",
         params.name(),
@@ -110,11 +141,109 @@ fn run(s: &Setup, real: bool, seed: u64) -> f64 {
     bits
 }
 
+/// A test preset bootstraps real and complex inputs to at least `bits`.
+fn bootstraps(preset: Preset, slots: Option<usize>, bits: f64) {
+    let s = setup(preset, slots);
+    let seed = preset as u64 * 100 + slots.map_or(0, |n| n.trailing_zeros() as u64);
+    let real = run(&s, true, seed);
+    let complex = run(&s, false, seed + 1);
+    assert!(real > bits, "{preset}: real {real:.2} bits ≤ {bits}");
+    assert!(
+        complex > bits,
+        "{preset}: complex {complex:.2} bits ≤ {bits}"
+    );
+}
+
 #[test]
 fn test_fgb_bootstraps() {
+    bootstraps(Preset::TestFGb, None, 22.0);
+}
+
+#[test]
+fn test_fga_bootstraps() {
+    bootstraps(Preset::TestFGa, None, 27.0);
+}
+
+#[test]
+fn test_fva_bootstraps() {
+    bootstraps(Preset::TestFVa, None, 21.0);
+}
+
+#[test]
+fn test_fvb_bootstraps() {
+    bootstraps(Preset::TestFVb, None, 31.0);
+}
+
+#[test]
+fn test_fvc_bootstraps() {
+    bootstraps(Preset::TestFVc, None, 31.0);
+}
+
+#[test]
+fn test_fta_bootstraps() {
+    bootstraps(Preset::TestFTa, None, 10.0);
+}
+
+#[test]
+fn test_ftb_bootstraps() {
+    bootstraps(Preset::TestFTb, None, 17.0);
+}
+
+#[test]
+fn sparse_slots_bootstrap() {
+    for slots in [1 << 4, 1 << 9] {
+        bootstraps(Preset::TestFGb, Some(slots), 22.0);
+    }
+}
+
+/// The output is an ordinary ciphertext at the post-bootstrap level: it
+/// adds to and multiplies with fresh ones, and bootstraps again. Ten
+/// successive bootstraps with a multiplication between each: every
+/// bootstrap's own error (against its decrypted input) stays within 2 bits
+/// of the first's.
+#[test]
+fn successive_bootstraps_keep_their_precision() {
     let s = setup(Preset::TestFGb, None);
-    assert!(run(&s, true, 1) > 18.0);
-    assert!(run(&s, false, 2) > 18.0);
+    let params = s.context.params();
+    let post = params.post_bootstrap_level().unwrap();
+    let slots = s.bootstrapper.schedule().slots();
+    let eval = Evaluator::with_keys(&s.context, Arc::clone(&s.keys));
+    let mut expected = inputs(slots, true, 7);
+    let ct = encrypt_at(&s, &expected, params.enc_level(), 7);
+    let mut ct = eval.level_down(&ct, Level(3)).unwrap();
+    let mut first = None;
+    for round in 0..10u64 {
+        let before = decrypt(&s, &ct);
+        let out = bootstrap_checked(&s, &ct, true);
+        let after = decrypt(&s, &out);
+        let own = -max_error(&after, &before, true).log2();
+        let end_to_end = -max_error(&after, &expected, true).log2();
+        println!("bootstrap {round}: {own:.2} bits (end to end {end_to_end:.2})");
+        let first = *first.get_or_insert(own);
+        assert!(
+            own > first - 2.0,
+            "bootstrap {round}: {own:.2} bits, the first had {first:.2}"
+        );
+        // Multiply by fresh ±1 values: the magnitudes stay in [−1, 1].
+        let signs: Vec<Complex64> = inputs(slots, true, 1000 + round)
+            .into_iter()
+            .map(|v| Complex64::new(v.re.signum(), 0.0))
+            .collect();
+        let factor = encrypt_at(&s, &signs, post, 2000 + round);
+        let product = eval.mult(&out, &factor).unwrap();
+        for (e, f) in expected.iter_mut().zip(&signs) {
+            *e *= f;
+        }
+        ct = eval.level_down(&product, Level(3)).unwrap();
+    }
+    // Adding a fresh ciphertext at the post-bootstrap level.
+    let out = bootstrap_checked(&s, &ct, true);
+    let other = inputs(slots, true, 99);
+    let fresh = encrypt_at(&s, &other, post, 99);
+    let sum = eval.add(&out, &fresh).unwrap();
+    let want: Vec<Complex64> = expected.iter().zip(&other).map(|(a, b)| a + b).collect();
+    let bits = -max_error(&decrypt(&s, &sum), &want, true).log2();
+    assert!(bits > 16.0, "sum after eleven bootstraps: {bits:.2} bits");
 }
 
 #[test]
@@ -123,4 +252,87 @@ fn real_fgb_bootstraps() {
     let s = setup(Preset::FGb, None);
     assert!(run(&s, true, 11) > 23.0);
     run(&s, false, 12);
+}
+
+/// Bad input is a typed error: below level 3, the wrong slot count, keys
+/// without the schedule's rotations, parameters without a post-bootstrap
+/// level, another context's ciphertext.
+#[test]
+fn bad_input_is_a_typed_error() {
+    use hemem_bootstrap::Error;
+    let s = setup(Preset::TestFGb, Some(1 << 4));
+    let params = s.context.params();
+    let values = inputs(1 << 4, true, 5);
+    let ct = encrypt_at(&s, &values, params.enc_level(), 5);
+    let eval = Evaluator::new(&s.context);
+
+    let low = eval.level_down(&ct, Level(2)).unwrap();
+    assert!(matches!(
+        s.bootstrapper.bootstrap_real(&low),
+        Err(Error::LevelTooLow {
+            needed: 3,
+            level: 2,
+            ..
+        })
+    ));
+
+    let wide = encrypt_at(&s, &inputs(1 << 5, true, 6), Level(3), 6);
+    assert!(matches!(
+        s.bootstrapper.bootstrap(&wide),
+        Err(Error::SlotMismatch {
+            left: 32,
+            right: 16
+        })
+    ));
+
+    // Keys made for 16 slots lack the full-slot schedule's rotations.
+    let keygen = KeyGenerator::with_seed(&s.context, seed32(8));
+    let sparse = BootstrapSchedule::new(
+        params,
+        recommended_choice(Preset::TestFGb.shape_of()),
+        Some(1 << 4),
+    )
+    .unwrap();
+    let keys = BootstrapKeys::generate(&keygen, &s.secret, &sparse).unwrap();
+    let full = BootstrapSchedule::recommended(params).unwrap();
+    assert!(matches!(
+        Bootstrapper::new(&s.context, full, keys),
+        Err(Error::Ckks(hemem_ckks::Error::Key(
+            hemem_ckks::KeyError::MissingRotationKey { .. }
+        )))
+    ));
+
+    let mut spec = params.spec().clone();
+    spec.name = "no-bootstrap".into();
+    spec.post_bootstrap_level = None;
+    let plain = Parameters::new(spec, SecurityCheck::AllowInsecure).unwrap();
+    assert!(matches!(
+        BootstrapSchedule::recommended(&plain),
+        Err(Error::NotBootstrappable { .. })
+    ));
+
+    let other = Context::new(params.clone(), DeviceSelection::Cpu).unwrap();
+    let foreign = Encryptor::with_seed(&other, seed32(9))
+        .encrypt(
+            &Encoder::new(&other)
+                .encode_at(
+                    &values,
+                    Level(3),
+                    params.default_scale(Level(3)).unwrap(),
+                    1 << 4,
+                )
+                .unwrap(),
+            &KeyGenerator::with_seed(&other, seed32(10))
+                .public_key(
+                    &KeyGenerator::with_seed(&other, seed32(10))
+                        .secret_key()
+                        .unwrap(),
+                )
+                .unwrap(),
+        )
+        .unwrap();
+    assert!(matches!(
+        s.bootstrapper.bootstrap(&foreign),
+        Err(Error::Ckks(_))
+    ));
 }
