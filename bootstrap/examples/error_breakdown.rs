@@ -83,6 +83,8 @@ fn main() {
     let input = decode(&ct);
 
     let mut stages: BTreeMap<&'static str, Vec<Complex64>> = BTreeMap::new();
+    let mut stc_coefficients: Vec<i64> = Vec::new();
+    let mut raised_coefficients: Vec<i64> = Vec::new();
     let out = bootstrapper
         .bootstrap_observed(&ct, !complex, &mut |stage, ct| {
             let name = match stage {
@@ -94,6 +96,18 @@ fn main() {
                 Stage::ImaginaryPart => "im",
                 _ => "other",
             };
+            if stage == Stage::ModRaise {
+                raised_coefficients = level0_coefficients(
+                    decryptor.decrypt(ct, &secret).unwrap().poly(),
+                    params.q_moduli()[0].value(),
+                );
+            }
+            if stage == Stage::SlotToCoeff {
+                stc_coefficients = level0_coefficients(
+                    decryptor.decrypt(ct, &secret).unwrap().poly(),
+                    params.q_moduli()[0].value(),
+                );
+            }
             stages.insert(name, decode(ct));
         })
         .unwrap();
@@ -163,6 +177,82 @@ fn main() {
         "  output vs values (end to end)    {}",
         bits(max_error(&project(&output), &values))
     );
+    // SlotToCoeff's output as coefficients against the ideal ones (its f64
+    // DFT encoded at Δ0): the error each coefficient carries into ModRaise.
+    let ideal = encoder
+        .encode_at(&stc, Level(0), Scale(schedule.delta0), slots)
+        .unwrap();
+    let ideal = level0_coefficients(ideal.poly(), params.q_moduli()[0].value());
+    let diffs: Vec<f64> = stc_coefficients
+        .iter()
+        .zip(&ideal)
+        .map(|(a, b)| (a - b) as f64 / schedule.delta0)
+        .collect();
+    let (worst_c, worst_d) = diffs
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()))
+        .map(|(i, d)| (i, *d))
+        .unwrap_or((0, 0.0));
+    let rms = (diffs.iter().map(|d| d * d).sum::<f64>() / diffs.len() as f64).sqrt();
+    println!(
+        "  SlotToCoeff coefficients vs ideal: rms {}, max {} at coefficient {worst_c}, coefficient 0: {}",
+        bits(rms),
+        bits(worst_d.abs()),
+        bits(diffs.first().copied().unwrap_or(0.0).abs())
+    );
+    // ModRaise (with SSE's two key switches) must keep every coefficient
+    // modulo q0.
+    let diffs: Vec<f64> = raised_coefficients
+        .iter()
+        .zip(&stc_coefficients)
+        .map(|(a, b)| (a - b) as f64 / schedule.delta0)
+        .collect();
+    let (worst_c, worst_d) = diffs
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()))
+        .map(|(i, d)| (i, *d))
+        .unwrap_or((0, 0.0));
+    let rms = (diffs.iter().map(|d| d * d).sum::<f64>() / diffs.len() as f64).sqrt();
+    println!(
+        "  ModRaise coefficients mod q0 vs SlotToCoeff's: rms {}, max {} at coefficient {worst_c}, coefficient 0: {}",
+        bits(rms),
+        bits(worst_d.abs()),
+        bits(diffs.first().copied().unwrap_or(0.0).abs())
+    );
+    // EvalMod's input read in value units: (K·re − I)·2^ρ should be the
+    // value (the coefficient over Δ0), before any approximation.
+    let two_rho = 2f64.powf(schedule.rho());
+    let residue = |y: f64| (k * y - (k * y).round()) * two_rho;
+    let input_err: Vec<f64> = (0..slots)
+        .map(|j| (residue(re[j].re) - values[j].re).abs())
+        .collect();
+    let worst = (0..slots)
+        .max_by(|&a, &b| input_err[a].total_cmp(&input_err[b]))
+        .unwrap_or(0);
+    println!(
+        "  EvalMod input (K·re − I)·2^ρ vs values {}",
+        bits(input_err[worst])
+    );
+    let worst_end = (0..slots)
+        .max_by(|&a, &b| {
+            (output[a].re - values[a].re)
+                .abs()
+                .total_cmp(&(output[b].re - values[b].re).abs())
+        })
+        .unwrap_or(0);
+    for (what, j) in [("input error", worst), ("end-to-end error", worst_end)] {
+        println!(
+            "  slot {j} (worst {what}): value {:.9}, K·re {:.9}, residue·2^ρ {:.9}, \
+             f64 circuit {:.9}, output {:.9}",
+            values[j].re,
+            k * re[j].re,
+            residue(re[j].re),
+            circuit[j].re,
+            output[j].re
+        );
+    }
     // The end-to-end error by the integer EvalMod reduced.
     let mut by_integer: BTreeMap<i64, (usize, f64, f64)> = BTreeMap::new();
     for j in 0..slots {
@@ -178,4 +268,29 @@ fn main() {
     for (i, (n, e, ec)) in by_integer {
         println!("    I = {i:>3}: {n:>6}  {}  {}", bits(e), bits(ec));
     }
+}
+
+/// The centred coefficients of a level-0 polynomial (one limb, `q0`).
+fn level0_coefficients(
+    poly: &hemem_ckks::poly::RnsPoly<hemem_ckks::poly::Ntt>,
+    q0: u64,
+) -> Vec<i64> {
+    let words = poly
+        .try_clone()
+        .unwrap()
+        .into_coeff()
+        .unwrap()
+        .to_words()
+        .unwrap();
+    let n = words.len() / poly.limb_count();
+    words[..n]
+        .iter()
+        .map(|&w| {
+            if w > q0 / 2 {
+                w as i64 - q0 as i64
+            } else {
+                w as i64
+            }
+        })
+        .collect()
 }

@@ -219,7 +219,8 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// ModUp of one gadget digit: `digit` holds the digit's limbs in
     /// **coefficient** form; `out` receives every modulus of its view in NTT
     /// form — the digit's own limbs copied (and transformed), the others by
-    /// approximate fast base conversion. Limbs of `out` whose modulus is in
+    /// exact conversion of the digit's centred representative (a lift with
+    /// no DC offset, so key-switching noise stays white). Limbs of `out` whose modulus is in
     /// `digit` are taken from `digit_ntt` when given (already transformed).
     ///
     /// # Errors

@@ -781,7 +781,8 @@ mod tests {
         // Key 3 fits once the pool is trimmed to its live 1 MiB, so the plan
         // is a trim alone. But the trim gives nothing back (the pool's chunk
         // is shared with the live allocation): key 1 must leave.
-        d.trim_slack.store(3 * half, std::sync::atomic::Ordering::Relaxed);
+        d.trim_slack
+            .store(3 * half, std::sync::atomic::Ordering::Relaxed);
         drop(r.prepare(&[id(3)]).expect("fits after a further eviction"));
         assert_eq!(
             d.take(),

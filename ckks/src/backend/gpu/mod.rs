@@ -646,7 +646,8 @@ impl Backend for GpuBackend {
                     address(&t.table)?,
                     self.consts()?,
                     self.n(),
-                    false,
+                    // Centred and exact, as on the CPU (see its `mod_up`).
+                    true,
                 )
             }?;
             self.ntt(xo, &target_map, true)?;

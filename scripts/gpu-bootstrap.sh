@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# GPU bootstrap runs (issue 6): FGb with the device policy and no budget, then
+# under a 4 GiB budget with the static policy; JSON to $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
+export RUST_BACKTRACE=1
+run() { # name timeout args...
+  local name=$1 t=$2; shift 2
+  echo "== $name: hemem $*"
+  timeout "$t" .gpu/bin/hemem "$@" --json >"$OUT/$name.json" 2>"$OUT/$name.err"
+  echo "rc=$?"; tail -4 "$OUT/$name.err"
+  python3 -c "import json;r=json.load(open('$OUT/$name.json'));print({k:r[k] for k in ['device','memory_policy','median_ms','bootstrap_ms','precision_bits','key_setup_ms','keys','key_set_bytes','constant_bytes']});print('peak', r['peak_bytes_by_class']);print('device peak', r.get('peak_device_bytes_by_class'))" 2>&1 | tail -3
+}
+for step in ${*:-fgb-device}; do
+  case $step in
+    fgb-device) run fgb-device 240 bootstrap --preset FGb --device gpu --policy device --iterations 5 ;;
+    fgb-complex) run fgb-complex 200 bootstrap --preset FGb --device gpu --policy device --iterations 3 --complex ;;
+    fgb-budget) run fgb-budget 240 bootstrap --preset FGb --device gpu --policy static --budget 4GiB --iterations 2 ;;
+    ftb-device) run ftb-device 150 bootstrap --preset FTb --device gpu --policy device --iterations 3 ;;
+    cupti) timeout 120 .gpu/tests/gpu_residency_cupti.test --nocapture 2>&1 | tail -12 ;;
+    bench-static) timeout 150 .gpu/bin/hemem bench ckks --preset FGb --device gpu --iterations 20 --policies device,static 2>&1 | tail -22 ;;
+  esac
+done
