@@ -286,6 +286,18 @@ impl Bootstrapper {
                 .sum::<usize>()
     }
 
+    /// Encodes SlotToCoeff's diagonals for inputs at `scale` ahead of the
+    /// first bootstrap of such an input (which otherwise does it, once per
+    /// input scale: the diagonals absorb the input scale exactly). On FGb
+    /// this takes seconds on the CPU and about 1 GiB of `BootstrapConstant`
+    /// memory.
+    ///
+    /// # Errors
+    /// A scale the schedule cannot absorb; encoding errors.
+    pub fn prepare_for_scale(&self, scale: hemem_ckks::params::Scale) -> Result<()> {
+        self.stc_for(scale.get()).map(|_| ())
+    }
+
     /// SlotToCoeff's diagonals for inputs at `scale` (encoded on first use:
     /// the first factor absorbs the input scale exactly).
     fn stc_for(&self, scale: f64) -> Result<Arc<EncodedDft<Plaintext>>> {

@@ -132,9 +132,16 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         human_bytes(key_bytes as u64)
     ));
     let bootstrapper = Bootstrapper::new(&context, schedule, keys)?;
+    // The input is encrypted at the encryption level and levelled down, so
+    // it keeps that level's default scale: SlotToCoeff is encoded for it now.
+    let enc = params.enc_level();
+    bootstrapper.prepare_for_scale(params.default_scale(enc)?)?;
     context.backend().synchronize()?;
     let key_setup_ms = started.elapsed().as_secs_f64() * 1e3;
-    progress(&format!("  key setup {:.1} s", key_setup_ms / 1e3));
+    progress(&format!(
+        "  key setup {:.1} s (keys and encoded DFT diagonals)",
+        key_setup_ms / 1e3
+    ));
 
     let slots = bootstrapper.schedule().slots();
     let mut sampler = Sampler::from_os()?;
@@ -149,7 +156,6 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         })
         .collect();
     let encoder = Encoder::new(&context);
-    let enc = params.enc_level();
     let pt = encoder.encode_at(&values, enc, params.default_scale(enc)?, slots)?;
     let ct = Encryptor::new(&context)?.encrypt(&pt, &public)?;
     let ct = Evaluator::new(&context).level_down(&ct, Level(3))?;
