@@ -1,11 +1,14 @@
 //! `hemem demo`: encrypt random values, multiply, rotate, conjugate, add,
-//! square down to the lowest user level, and report every step's precision
-//! and time, plus peak memory per class.
+//! square down to the lowest user level, bootstrap (when the preset allows
+//! it) and square again, and report every step's precision and time, plus
+//! peak memory per class.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context as _;
+use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice};
+use hemem_bootstrap::{BootstrapKeys, Bootstrapper};
 use hemem_ckks::prelude::*;
 use hemem_ckks::sampling::Sampler;
 use hemem_memory::{MemoryClass, Placement};
@@ -34,6 +37,10 @@ pub struct Args {
     /// The GPU to use with --device gpu.
     #[arg(long, value_name = "N")]
     gpu: Option<usize>,
+    /// Skip the bootstrap step (its keys take seconds to minutes and, on the
+    /// real presets, gigabytes).
+    #[arg(long)]
+    no_bootstrap: bool,
     #[command(flatten)]
     memory: MemoryArgs,
 }
@@ -179,7 +186,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let expected: Vec<Complex64> = x.iter().zip(&y).map(|(a, b)| a + b).collect();
     measure("add", &sum, &expected, ms)?;
 
-    // A chain of squarings down to the lowest user level.
+    // A chain of squarings down to the lowest user level (the values stay
+    // in the unit disk, as bootstrapping needs).
     let floor = context.params().min_user_level();
     let mut ct = cx;
     let mut expected = x.clone();
@@ -188,6 +196,32 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         expected = expected.iter().map(|v| v * v).collect();
         measure("square", &next, &expected, ms)?;
         ct = next;
+    }
+
+    // Bootstrap, then compute again.
+    if context.params().post_bootstrap_level().is_some() && !args.no_bootstrap {
+        let t = Instant::now();
+        let schedule = BootstrapSchedule::new(
+            context.params(),
+            recommended_choice(preset.shape_of()),
+            None,
+        )?;
+        let keys = BootstrapKeys::generate(&keygen, &secret, &schedule)?;
+        let count = keys.len();
+        let bootstrapper = Bootstrapper::new(&context, schedule, keys)?;
+        bootstrapper.prepare_for_scale(ct.scale())?;
+        progress(&format!(
+            "  {count} bootstrapping keys and DFT diagonals in {:.1} s",
+            t.elapsed().as_secs_f64()
+        ));
+        let t = Instant::now();
+        let refreshed = bootstrapper.bootstrap(&ct)?;
+        context.backend().synchronize()?;
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        measure("bootstrap", &refreshed, &expected, ms)?;
+        let (next, ms) = timed(&|| evaluator.square(&refreshed))?;
+        expected = expected.iter().map(|v| v * v).collect();
+        measure("square", &next, &expected, ms)?;
     }
 
     let peaks = context
