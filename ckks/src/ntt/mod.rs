@@ -3,9 +3,17 @@
 //! One convention serves both backends (DESIGN.md, "The seam"): the forward
 //! transform maps coefficients in natural order to evaluations in
 //! **bit-reversed** order, `out[j] = a(ψ^(2·bitrev(j)+1))`, with ψ the
-//! primitive 2N-th root that concrete-ntt picks for the prime. The inverse is
-//! normalised (it divides by N). [`NttPlan::psi`] exposes ψ so the GPU's
-//! twiddle tables are built from the very same root.
+//! primitive 2N-th root that the transform library picks for the prime. The
+//! inverse is normalised (it divides by N). [`NttPlan::psi`] exposes ψ so the
+//! GPU's twiddle tables are built from the very same root.
+//!
+//! The transforms come from tfhe-ntt (AVX-512 and IFMA paths on stable Rust,
+//! about twice as fast as concrete-ntt's AVX2 path here). tfhe-ntt 0.7.1's
+//! 52-bit IFMA path is wrong for some primes just below 2^51 (four of FVb's
+//! 51-bit primes at N = 2^17: neither the forward transform nor the round
+//! trip is right), so every plan for a prime below 2^52 is checked against
+//! direct evaluation when it is made, and concrete-ntt serves the primes
+//! that fail.
 
 mod automorphism;
 mod tables;
@@ -15,15 +23,43 @@ pub use automorphism::{
 };
 pub use tables::{TwiddleTables, forward_staged, inverse_staged};
 
-use concrete_ntt::prime64::Plan;
-
 use crate::zq::{Modulus, ShoupConstant};
 use crate::{Error, Result};
 
-/// A negacyclic NTT for one prime and one ring degree, built on
-/// `concrete_ntt::prime64::Plan`.
+/// The library transform behind a plan.
+enum Engine {
+    Tfhe(tfhe_ntt::prime64::Plan),
+    Concrete(concrete_ntt::prime64::Plan),
+}
+
+impl Engine {
+    fn fwd(&self, a: &mut [u64]) {
+        match self {
+            Self::Tfhe(p) => p.fwd(a),
+            Self::Concrete(p) => p.fwd(a),
+        }
+    }
+
+    fn inv(&self, a: &mut [u64]) {
+        match self {
+            Self::Tfhe(p) => p.inv(a),
+            Self::Concrete(p) => p.inv(a),
+        }
+    }
+
+    fn ntt_size(&self) -> usize {
+        match self {
+            Self::Tfhe(p) => p.ntt_size(),
+            Self::Concrete(p) => p.ntt_size(),
+        }
+    }
+}
+
+/// A negacyclic NTT for one prime and one ring degree (tfhe-ntt, or
+/// concrete-ntt where tfhe-ntt fails its check: see the module
+/// documentation).
 pub struct NttPlan {
-    plan: Plan,
+    plan: Engine,
     modulus: Modulus,
     psi: u64,
     n_inv: ShoupConstant,
@@ -50,14 +86,21 @@ impl NttPlan {
             degree: n,
             modulus: q,
         };
-        let plan = Plan::try_new(n, q).ok_or(unsupported.clone())?;
-        // Transforming the monomial X reveals the root: out[0] = ψ.
-        let mut x = vec![0u64; n];
-        if let Some(c) = x.get_mut(1) {
-            *c = 1;
-        }
-        plan.fwd(&mut x);
-        let psi = x.first().copied().ok_or(unsupported.clone())?;
+        let (plan, psi) = match tfhe_ntt::prime64::Plan::try_new(n, q).map(Engine::Tfhe) {
+            Some(plan) => {
+                let psi = root_of(&plan, n).ok_or(unsupported.clone())?;
+                if q >= 1 << 52 || agrees_with_evaluation(&plan, &modulus, psi) {
+                    (plan, psi)
+                } else {
+                    let plan = concrete_ntt::prime64::Plan::try_new(n, q)
+                        .map(Engine::Concrete)
+                        .ok_or(unsupported.clone())?;
+                    let psi = root_of(&plan, n).ok_or(unsupported.clone())?;
+                    (plan, psi)
+                }
+            }
+            None => return Err(unsupported),
+        };
         let n_inv = modulus.inv(n as u64).ok_or(unsupported)?;
         Ok(Self {
             plan,
@@ -80,6 +123,11 @@ impl NttPlan {
     /// The primitive 2N-th root ψ of this transform.
     pub fn psi(&self) -> u64 {
         self.psi
+    }
+
+    /// Whether the transform is served by the fallback library.
+    pub fn is_fallback(&self) -> bool {
+        matches!(self.plan, Engine::Concrete(_))
     }
 
     fn check(&self, len: usize) -> Result<()> {
@@ -116,6 +164,47 @@ impl NttPlan {
         }
         Ok(())
     }
+}
+
+/// ψ, read off the transform of the monomial X: `out[0] = ψ`.
+fn root_of(plan: &Engine, n: usize) -> Option<u64> {
+    let mut x = vec![0u64; n];
+    *x.get_mut(1)? = 1;
+    plan.fwd(&mut x);
+    x.first().copied()
+}
+
+/// Checks `plan` on a pseudo-random polynomial: its forward transform at a
+/// few outputs against direct evaluation at `ψ^(2·bitrev(j)+1)`, and the
+/// round trip.
+fn agrees_with_evaluation(plan: &Engine, m: &Modulus, psi: u64) -> bool {
+    let n = plan.ntt_size();
+    let log_n = n.trailing_zeros();
+    let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ m.value();
+    let a: Vec<u64> = (0..n)
+        .map(|_| {
+            // splitmix64
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            m.reduce(z ^ (z >> 31))
+        })
+        .collect();
+    let mut f = a.clone();
+    plan.fwd(&mut f);
+    let step = (n / 16).max(1);
+    let evaluations_agree = (0..n).step_by(step).chain([1, n - 1]).all(|j| {
+        let x = m.pow(psi, 2 * bit_reverse(j, log_n) as u64 + 1);
+        let value = a.iter().rev().fold(0u64, |v, &c| m.add(m.mul(v, x), c));
+        f.get(j) == Some(&value)
+    });
+    if !evaluations_agree || f.iter().any(|&v| v >= m.value()) {
+        return false;
+    }
+    plan.inv(&mut f);
+    let n_inv = m.inv(n as u64).map(|v| m.shoup(v));
+    n_inv.is_some_and(|w| f.iter().zip(&a).all(|(&x, &y)| m.mul_shoup(x, &w) == y))
 }
 
 #[cfg(test)]

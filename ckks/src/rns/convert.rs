@@ -30,7 +30,16 @@ pub struct BaseConverter {
     q_mod: Vec<u64>,
     /// `1 / q_i` as `f64`.
     inv_q: Vec<f64>,
+    /// `Q mod p_j` for Shoup multiplication (the `v·Q` correction).
+    q_mod_shoup: Vec<ShoupConstant>,
+    /// Whether `Σ_i q_i < 2^64`: then a sum of `k` products `y_i·(Q/q_i mod
+    /// p_j)` is below `p_j·2^64` and one Barrett reduction finishes it.
+    narrow_sum: bool,
 }
+
+/// Coefficients converted together: the `k` scaled inputs and one target's
+/// 128-bit sums of a block stay in L1.
+const BLOCK: usize = 256;
 
 impl BaseConverter {
     /// Tables for converting from `from` to `to`.
@@ -80,6 +89,11 @@ impl BaseConverter {
             })
             .collect();
         let inv_q = from.iter().map(|m| 1.0 / m.value() as f64).collect();
+        let q_mod_shoup = to.iter().zip(&q_mod).map(|(pj, &q)| pj.shoup(q)).collect();
+        let narrow_sum = from
+            .iter()
+            .try_fold(0u64, |acc, m| acc.checked_add(m.value()))
+            .is_some();
         Ok(Self {
             from: from.to_vec(),
             to: to.to_vec(),
@@ -87,6 +101,8 @@ impl BaseConverter {
             q_hat,
             q_mod,
             inv_q,
+            q_mod_shoup,
+            narrow_sum,
         })
     }
 
@@ -148,45 +164,81 @@ impl BaseConverter {
         Ok(n)
     }
 
-    /// `y_i = [x_i · (Q/q_i)^{-1}]_{q_i}`, limb by limb.
-    fn scaled_inputs(&self, input: &[&[u64]]) -> Vec<Vec<u64>> {
-        input
-            .par_iter()
-            .zip(&self.from)
-            .zip(&self.q_hat_inv)
-            .map(|((limb, m), w)| limb.iter().map(|&x| m.mul_shoup(x, w)).collect())
-            .collect()
+    /// Converts block by block (in parallel over blocks): for each block of
+    /// coefficients, `y_i = [x_i · (Q/q_i)^{-1}]_{q_i}`, with `exact` the
+    /// `f64` estimate `v = round(Σ_i y_i / q_i)` summed in limb order, then
+    /// for every target `Σ_i y_i · (Q/q_i) (− v·Q) mod p_j` in 128 bits.
+    fn convert(&self, input: &[&[u64]], output: &mut [&mut [u64]], n: usize, exact: bool) {
+        // blocks[b][j]: block b of target limb j.
+        let mut blocks: Vec<Vec<&mut [u64]>> = (0..n.div_ceil(BLOCK))
+            .map(|_| Vec::with_capacity(output.len()))
+            .collect();
+        for limb in output.iter_mut() {
+            for (block, chunk) in blocks.iter_mut().zip(limb.chunks_mut(BLOCK)) {
+                block.push(chunk);
+            }
+        }
+        blocks
+            .into_par_iter()
+            .enumerate()
+            .for_each(|(b, mut outs)| self.convert_block(input, &mut outs, b * BLOCK, exact));
     }
 
-    /// `Σ_i y_i · (Q/q_i) mod p_j` for every target limb, minus `v[c]·Q` when
-    /// `v` is given.
-    fn accumulate(&self, y: &[Vec<u64>], v: Option<&[u64]>, output: &mut [&mut [u64]], n: usize) {
-        output
-            .par_iter_mut()
+    fn convert_block(&self, input: &[&[u64]], outs: &mut [&mut [u64]], start: usize, exact: bool) {
+        let len = outs.first().map_or(0, |o| o.len());
+        let k = self.from.len();
+        let mut y = vec![0u64; k * len];
+        for (((yi, x), m), w) in y
+            .chunks_exact_mut(len)
+            .zip(input)
+            .zip(&self.from)
+            .zip(&self.q_hat_inv)
+        {
+            let x = x.get(start..start + len).unwrap_or_default();
+            for (o, &xv) in yi.iter_mut().zip(x) {
+                *o = m.mul_shoup(xv, w);
+            }
+        }
+        let v: Option<Vec<u64>> = exact.then(|| {
+            // Σ_i y_i · (1/q_i), summed in limb order: the same sequence of
+            // roundings for every coefficient, on every backend.
+            let mut sum = vec![0f64; len];
+            for (yi, &inv) in y.chunks_exact(len).zip(&self.inv_q) {
+                for (s, &yv) in sum.iter_mut().zip(yi) {
+                    *s += yv as f64 * inv;
+                }
+            }
+            sum.iter().map(|&s| (s + 0.5) as u64).collect()
+        });
+        let mut acc = vec![0u128; len];
+        for (((out, pj), q_hat_row), q_mod) in outs
+            .iter_mut()
             .zip(&self.to)
             .zip(&self.q_hat)
-            .zip(&self.q_mod)
-            .for_each(|(((out, pj), q_hat_row), &q_mod)| {
-                let mut acc = vec![0u128; n];
-                for (y_limb, &factor) in y.iter().zip(q_hat_row) {
-                    let factor = u128::from(factor);
-                    for (a, &yi) in acc.iter_mut().zip(y_limb) {
-                        *a += u128::from(yi) * factor;
-                    }
+            .zip(&self.q_mod_shoup)
+        {
+            acc.iter_mut().for_each(|a| *a = 0);
+            for (yi, &factor) in y.chunks_exact(len).zip(q_hat_row) {
+                let factor = u128::from(factor);
+                for (a, &yv) in acc.iter_mut().zip(yi) {
+                    *a += u128::from(yv) * factor;
                 }
-                match v {
-                    None => {
-                        for (o, &a) in out.iter_mut().zip(&acc) {
-                            *o = pj.reduce_wide(a);
-                        }
-                    }
-                    Some(v) => {
-                        for ((o, &a), &vc) in out.iter_mut().zip(&acc).zip(v) {
-                            *o = pj.sub(pj.reduce_wide(a), pj.mul(pj.reduce(vc), q_mod));
-                        }
-                    }
+            }
+            if self.narrow_sum {
+                for (o, &a) in out.iter_mut().zip(&acc) {
+                    *o = pj.reduce_u128(a);
                 }
-            });
+            } else {
+                for (o, &a) in out.iter_mut().zip(&acc) {
+                    *o = pj.reduce_wide(a);
+                }
+            }
+            if let Some(v) = &v {
+                for (o, &vc) in out.iter_mut().zip(v) {
+                    *o = pj.sub(*o, pj.mul_shoup(vc, q_mod));
+                }
+            }
+        }
     }
 
     /// Approximate conversion: `out ≡ x + u·Q (mod p_j)` with `0 ≤ u < k`.
@@ -197,8 +249,7 @@ impl BaseConverter {
     /// [`Error::LengthMismatch`] on wrong counts or lengths.
     pub fn convert_approx(&self, input: &[&[u64]], output: &mut [&mut [u64]]) -> Result<()> {
         let n = self.check(input, output)?;
-        let y = self.scaled_inputs(input);
-        self.accumulate(&y, None, output, n);
+        self.convert(input, output, n, false);
         Ok(())
     }
 
@@ -210,17 +261,7 @@ impl BaseConverter {
     /// [`Error::LengthMismatch`] on wrong counts or lengths.
     pub fn convert_centered(&self, input: &[&[u64]], output: &mut [&mut [u64]]) -> Result<()> {
         let n = self.check(input, output)?;
-        let y = self.scaled_inputs(input);
-        // Σ_i y_i · (1/q_i), summed in limb order: the same sequence of
-        // roundings for every coefficient, on every backend.
-        let mut sum = vec![0f64; n];
-        for (y_limb, &inv) in y.iter().zip(&self.inv_q) {
-            for (s, &yi) in sum.iter_mut().zip(y_limb) {
-                *s += yi as f64 * inv;
-            }
-        }
-        let v: Vec<u64> = sum.iter().map(|&s| (s + 0.5) as u64).collect();
-        self.accumulate(&y, Some(&v), output, n);
+        self.convert(input, output, n, true);
         Ok(())
     }
 }
@@ -246,12 +287,20 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(32))]
         #[test]
-        fn conversions_match_bigint(k in 1usize..6, m in 1usize..6, seed in any::<u64>()) {
-            let from = moduli(55, k, 0);
+        fn conversions_match_bigint(
+            k in 1usize..12,
+            m in 1usize..6,
+            wide in any::<bool>(),
+            seed in any::<u64>(),
+        ) {
+            // 61-bit sources past four limbs sum beyond 2^64: the wide
+            // reduction path.
+            let from = moduli(if wide { 61 } else { 55 }, k, 0);
             let to = moduli(60, m, 0);
             let (bf, bt) = (RnsBasis::new(from.clone()).unwrap(), RnsBasis::new(to.clone()).unwrap());
             let conv = BaseConverter::new(&from, &to).unwrap();
-            let n = 16;
+            // More than one block, the last one partial.
+            let n = BLOCK + 40;
             let mut rng = seeded_rng(seed);
             let input: Vec<u64> = from.iter().flat_map(|q| {
                 let q = q.value();

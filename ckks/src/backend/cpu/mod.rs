@@ -383,4 +383,96 @@ impl Backend for CpuBackend {
         });
         Ok(())
     }
+
+    /// Fused over the digits: the products of a block of coefficients are
+    /// summed in 128 bits and reduced once (one Barrett reduction when
+    /// `dnum · q < 2^64`, as for every preset).
+    fn key_switch_inner_product(
+        &self,
+        digits: &[Limbs<'_>],
+        b: &[Limbs<'_>],
+        a: &[Limbs<'_>],
+        out0: LimbsMut<'_>,
+        out1: LimbsMut<'_>,
+    ) -> Result<()> {
+        let n = self.degree;
+        if digits.is_empty() || digits.len() != b.len() || digits.len() != a.len() {
+            return Err(Error::LengthMismatch {
+                expected: digits.len(),
+                actual: b.len().min(a.len()),
+            });
+        }
+        for view in digits.iter().chain(b).chain(a) {
+            if view.moduli != out0.moduli {
+                return Err(Error::LengthMismatch {
+                    expected: out0.len(),
+                    actual: view.len(),
+                });
+            }
+        }
+        Self::same_length(out0.len(), out1.len())?;
+        let moduli = self.moduli_of(out0.moduli)?;
+        fn read<'a>(views: &[Limbs<'a>], n: usize) -> Result<Vec<Vec<&'a [u64]>>> {
+            views.iter().map(|v| read_limbs(v, n)).collect()
+        }
+        let (d, kb, ka) = (read(digits, n)?, read(b, n)?, read(a, n)?);
+        let out0 = write_limbs(out0, n)?;
+        let out1 = write_limbs(out1, n)?;
+        let dnum = digits.len() as u128;
+        out0.into_par_iter()
+            .zip(out1)
+            .zip(moduli)
+            .enumerate()
+            .for_each(|(limb, ((o0, o1), m))| {
+                let lazy = dnum * u128::from(m.value()) <= u128::from(u64::MAX);
+                fn pick<'a>(v: &[Vec<&'a [u64]>], limb: usize) -> Vec<&'a [u64]> {
+                    v.iter()
+                        .map(|limbs| limbs.get(limb).copied().unwrap_or_default())
+                        .collect()
+                }
+                let (dl, bl, al) = (pick(&d, limb), pick(&kb, limb), pick(&ka, limb));
+                const BLOCK: usize = 512;
+                let mut acc0 = [0u128; BLOCK];
+                let mut acc1 = [0u128; BLOCK];
+                for (start, (o0, o1)) in o0
+                    .chunks_mut(BLOCK)
+                    .zip(o1.chunks_mut(BLOCK))
+                    .enumerate()
+                    .map(|(i, c)| (i * BLOCK, c))
+                {
+                    let len = o0.len();
+                    let (s0, s1) = (
+                        acc0.get_mut(..len).unwrap_or_default(),
+                        acc1.get_mut(..len).unwrap_or_default(),
+                    );
+                    s0.fill(0);
+                    s1.fill(0);
+                    for ((x, y0), y1) in dl.iter().zip(&bl).zip(&al) {
+                        let range = start..start + len;
+                        let (x, y0, y1) = (
+                            x.get(range.clone()).unwrap_or_default(),
+                            y0.get(range.clone()).unwrap_or_default(),
+                            y1.get(range).unwrap_or_default(),
+                        );
+                        for ((((s0, s1), &x), &y0), &y1) in
+                            s0.iter_mut().zip(s1.iter_mut()).zip(x).zip(y0).zip(y1)
+                        {
+                            let x = u128::from(x);
+                            *s0 += x * u128::from(y0);
+                            *s1 += x * u128::from(y1);
+                        }
+                    }
+                    for ((o, &s), (p, &t)) in o0.iter_mut().zip(&*s0).zip(o1.iter_mut().zip(&*s1)) {
+                        if lazy {
+                            *o = m.reduce_u128(s);
+                            *p = m.reduce_u128(t);
+                        } else {
+                            *o = m.reduce_wide(s);
+                            *p = m.reduce_wide(t);
+                        }
+                    }
+                }
+            });
+        Ok(())
+    }
 }

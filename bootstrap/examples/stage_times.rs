@@ -1,0 +1,80 @@
+//! Time per bootstrapping stage (CPU), from the stage hook:
+//!
+//! ```text
+//! cargo run --release -p hemem-bootstrap --example stage_times -- FGb [iterations]
+//! ```
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Instant;
+
+use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice};
+use hemem_bootstrap::{BootstrapKeys, Bootstrapper};
+use hemem_ckks::prelude::*;
+use hemem_ckks::testing::{seed32, seeded_rng, unit_interval};
+use num_complex::Complex64;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let preset: Preset = args
+        .first()
+        .map_or("test-FGb", String::as_str)
+        .parse()
+        .expect("a preset name");
+    let iterations: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(2);
+    let params = Parameters::from_preset_with(preset, SecurityCheck::AllowInsecure).unwrap();
+    let context = Context::new(params.clone(), DeviceSelection::Cpu).unwrap();
+    let keygen = KeyGenerator::with_seed(&context, seed32(1));
+    let secret = keygen.secret_key().unwrap();
+    let public = keygen.public_key(&secret).unwrap();
+    let t = Instant::now();
+    let schedule =
+        BootstrapSchedule::new(&params, recommended_choice(preset.shape_of()), None).unwrap();
+    let keys = BootstrapKeys::generate(&keygen, &secret, &schedule).unwrap();
+    let keys_s = t.elapsed().as_secs_f64();
+    let bootstrapper = Bootstrapper::new(&context, schedule.clone(), keys).unwrap();
+    let enc = params.enc_level();
+    bootstrapper
+        .prepare_for_scale(params.default_scale(enc).unwrap())
+        .unwrap();
+    println!(
+        "{preset}: keys {keys_s:.1} s, keys and diagonals {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    let values: Vec<Complex64> = unit_interval(&mut seeded_rng(2), schedule.slots())
+        .into_iter()
+        .map(|x| Complex64::new(x, 0.0))
+        .collect();
+    let pt = Encoder::new(&context)
+        .encode_at(
+            &values,
+            enc,
+            params.default_scale(enc).unwrap(),
+            values.len(),
+        )
+        .unwrap();
+    let ct = Encryptor::with_seed(&context, seed32(3))
+        .encrypt(&pt, &public)
+        .unwrap();
+    let ct = Evaluator::new(&context).level_down(&ct, Level(3)).unwrap();
+    for _ in 0..iterations {
+        let start = Instant::now();
+        let mut last = start;
+        let mut line = String::new();
+        bootstrapper
+            .bootstrap_observed(&ct, true, &mut |stage, _| {
+                let now = Instant::now();
+                line.push_str(&format!(
+                    " {stage:?} {:.0} ms,",
+                    (now - last).as_secs_f64() * 1e3
+                ));
+                last = now;
+            })
+            .unwrap();
+        let now = Instant::now();
+        println!(
+            "total {:.0} ms:{line} EvalMod and the rest {:.0} ms",
+            (now - start).as_secs_f64() * 1e3,
+            (now - last).as_secs_f64() * 1e3
+        );
+    }
+}
