@@ -103,6 +103,30 @@ pub trait SlotArithmetic {
     /// # Errors
     /// Mismatched level or slots.
     fn mul_plain(&self, a: &Self::Value, p: &Self::Plain) -> Result<Self::Value>;
+
+    /// `acc += b` in place (by default through [`SlotArithmetic::add`]).
+    ///
+    /// # Errors
+    /// As [`SlotArithmetic::add`].
+    fn add_assign(&self, acc: &mut Self::Value, b: &Self::Value) -> Result<()> {
+        *acc = self.add(acc, b)?;
+        Ok(())
+    }
+
+    /// `acc += a·p` in place, `acc` at `a`'s scale times `p`'s (by default
+    /// through [`SlotArithmetic::mul_plain`] and [`SlotArithmetic::add`]).
+    ///
+    /// # Errors
+    /// As [`SlotArithmetic::mul_plain`] and [`SlotArithmetic::add`].
+    fn mul_plain_add_assign(
+        &self,
+        acc: &mut Self::Value,
+        a: &Self::Value,
+        p: &Self::Plain,
+    ) -> Result<()> {
+        let term = self.mul_plain(a, p)?;
+        self.add_assign(acc, &term)
+    }
     /// Rotates the slots left by `steps` (negative: right); Galois element
     /// `5^steps mod 2N`.
     ///

@@ -121,6 +121,19 @@ impl SlotArithmetic for CkksOps<'_> {
         Ok(self.evaluator.mult_plain_without_rescale(a, p)?)
     }
 
+    fn add_assign(&self, acc: &mut Ciphertext, b: &Ciphertext) -> Result<()> {
+        Ok(self.evaluator.add_assign(acc, b)?)
+    }
+
+    fn mul_plain_add_assign(
+        &self,
+        acc: &mut Ciphertext,
+        a: &Ciphertext,
+        p: &Plaintext,
+    ) -> Result<()> {
+        Ok(self.evaluator.mult_plain_add_assign(acc, a, p)?)
+    }
+
     fn rotate(&self, a: &Ciphertext, steps: i64) -> Result<Ciphertext> {
         Ok(self.evaluator.rotate(a, steps)?)
     }

@@ -300,13 +300,14 @@ impl<P> EncodedLinearTransform<P> {
         };
         let mut acc: Option<A::Value> = None;
         for (giant, plains) in &self.groups {
+            // Σ_baby rot_baby(x)·diag, accumulated in place.
             let mut inner: Option<A::Value> = None;
             for (baby, plain) in plains {
-                let term = ops.mul_plain(baby_value(*baby)?, plain)?;
-                inner = Some(match inner {
-                    None => term,
-                    Some(sum) => ops.add(&sum, &term)?,
-                });
+                let x = baby_value(*baby)?;
+                match inner.as_mut() {
+                    None => inner = Some(ops.mul_plain(x, plain)?),
+                    Some(sum) => ops.mul_plain_add_assign(sum, x, plain)?,
+                }
             }
             let Some(inner) = inner else { continue };
             let inner = if *giant == 0 {
@@ -314,10 +315,10 @@ impl<P> EncodedLinearTransform<P> {
             } else {
                 ops.rotate(&inner, *giant as i64)?
             };
-            acc = Some(match acc {
-                None => inner,
-                Some(sum) => ops.add(&sum, &inner)?,
-            });
+            match acc.as_mut() {
+                None => acc = Some(inner),
+                Some(sum) => ops.add_assign(sum, &inner)?,
+            }
         }
         acc.ok_or(Error::InvalidParameter {
             name: "linear transform",

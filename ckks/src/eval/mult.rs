@@ -160,6 +160,30 @@ impl Evaluator {
         Ok(out)
     }
 
+    /// `acc += a·p` without a new ciphertext (the accumulation of a linear
+    /// transform's terms): `acc`'s scale must be `a`'s times `p`'s.
+    ///
+    /// # Errors
+    /// Mismatched contexts, devices, levels or slots; a scale of `acc` other
+    /// than `a`'s times `p`'s.
+    pub fn mult_plain_add_assign(
+        &self,
+        acc: &mut Ciphertext,
+        a: &Ciphertext,
+        p: &Plaintext,
+    ) -> Result<()> {
+        self.check_plain_any_scale(a, p)?;
+        acc.check_matches(
+            &a.context,
+            a.level,
+            Scale(a.scale.0 * p.scale.0),
+            a.slots,
+            a.device(),
+        )?;
+        acc.c0.mul_add_assign(&a.c0, &p.poly)?;
+        acc.c1.mul_add_assign(&a.c1, &p.poly)
+    }
+
     /// `a·p`, rescaled.
     ///
     /// # Errors

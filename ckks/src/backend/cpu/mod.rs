@@ -293,8 +293,9 @@ impl Backend for CpuBackend {
             .zip(b)
             .zip(moduli)
             .for_each(|(((o, a), b), m)| {
+                // One reduction of x·y + acc (below q·2^64).
                 for ((o, &x), &y) in o.iter_mut().zip(a).zip(b) {
-                    *o = m.add(*o, m.mul(x, y));
+                    *o = m.reduce_u128(u128::from(x) * u128::from(y) + u128::from(*o));
                 }
             });
         Ok(())
