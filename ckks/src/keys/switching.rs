@@ -84,17 +84,11 @@ pub(crate) fn regenerate_uniform(
     moduli: &[usize],
     class: MemoryClass,
 ) -> Result<RnsPoly<Ntt>> {
-    let n = backend.degree();
-    let table = backend.moduli();
-    let mut words = vec![0u64; moduli.len() * n];
-    for (limb, &index) in words.chunks_exact_mut(n).zip(moduli) {
-        let m = table.get(index).ok_or(crate::Error::LengthMismatch {
-            expected: table.len(),
-            actual: index + 1,
-        })?;
-        Sampler::from_seed_stream(seed, uniform_stream(digit, index)).fill_uniform(m.value(), limb);
-    }
-    RnsPoly::from_words(backend, moduli, class, &words)
+    // One ChaCha stream per (digit, modulus): the limbs fill in parallel.
+    RnsPoly::from_limbs_with(backend, moduli, class, false, |limb, m, words| {
+        let index = moduli.get(limb).copied().unwrap_or_default();
+        Sampler::from_seed_stream(seed, uniform_stream(digit, index)).fill_uniform(m.value(), words);
+    })
 }
 
 impl SwitchingKey {

@@ -24,6 +24,7 @@ use hemem_memory::{Buffer, MemoryClass};
 use rayon::prelude::*;
 
 use crate::backend::{Backend, BinaryOp, Device, Limbs, LimbsMut};
+use crate::zq::Modulus;
 use crate::{OperandError, Result};
 
 mod private {
@@ -127,6 +128,52 @@ impl<R: Representation> RnsPoly<R> {
         words: &[u64],
     ) -> Result<Self> {
         Self::from_words_with(backend, moduli, class, words, true)
+    }
+
+    /// A polynomial whose limbs `fill(limb, modulus, words)` writes (every
+    /// word): in place when the polynomial lives on the host, through one
+    /// host staging copy and an upload otherwise. `fill` runs in parallel
+    /// over limbs.
+    ///
+    /// # Errors
+    /// Allocation errors; an unknown modulus index.
+    pub fn from_limbs_with<F>(
+        backend: &Arc<dyn Backend>,
+        moduli: &[usize],
+        class: MemoryClass,
+        sensitive: bool,
+        fill: F,
+    ) -> Result<Self>
+    where
+        F: Fn(usize, &Modulus, &mut [u64]) + Sync,
+    {
+        let n = backend.degree();
+        let table = backend.moduli();
+        let limb_moduli = moduli
+            .iter()
+            .map(|&i| {
+                table.get(i).copied().ok_or(crate::Error::LengthMismatch {
+                    expected: table.len(),
+                    actual: i + 1,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut p = Self::allocate(backend, moduli, class, sensitive)?;
+        let run = |words: &mut [u64]| {
+            words
+                .par_chunks_exact_mut(n)
+                .zip(&limb_moduli)
+                .enumerate()
+                .for_each(|(i, (limb, m))| fill(i, m, limb));
+        };
+        if let Ok(words) = p.buffer.host_words_mut() {
+            run(words);
+        } else {
+            let mut words = zeroize::Zeroizing::new(vec![0u64; moduli.len() * n]);
+            run(&mut words);
+            backend.write(p.limbs_mut()?, &words)?;
+        }
+        Ok(p)
     }
 
     fn from_words_with(
@@ -388,34 +435,19 @@ impl RnsPoly<Coeff> {
                 actual: coefficients.len(),
             });
         }
-        let table = backend.moduli();
-        let limb_moduli = moduli
-            .iter()
-            .map(|&i| {
-                table.get(i).copied().ok_or(crate::Error::LengthMismatch {
-                    expected: table.len(),
-                    actual: i + 1,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let mut words = zeroize::Zeroizing::new(vec![0u64; moduli.len() * n]);
-        words
-            .par_chunks_exact_mut(n)
-            .zip(limb_moduli)
-            .for_each(|(limb, m)| {
-                let q = m.value();
-                for (w, &c) in limb.iter_mut().zip(coefficients) {
-                    // Small coefficients (|c| < q) need no division.
-                    *w = if c >= 0 && (c as u64) < q {
-                        c as u64
-                    } else if c < 0 && c.unsigned_abs() < q {
-                        q - c.unsigned_abs()
-                    } else {
-                        m.reduce_i64(c)
-                    };
-                }
-            });
-        Self::from_words_with(backend, moduli, class, &words, sensitive)
+        Self::from_limbs_with(backend, moduli, class, sensitive, |_, m, limb| {
+            let q = m.value();
+            for (w, &c) in limb.iter_mut().zip(coefficients) {
+                // Small coefficients (|c| < q) need no division.
+                *w = if c >= 0 && (c as u64) < q {
+                    c as u64
+                } else if c < 0 && c.unsigned_abs() < q {
+                    q - c.unsigned_abs()
+                } else {
+                    m.reduce_i64(c)
+                };
+            }
+        })
     }
 }
 
