@@ -52,7 +52,9 @@ impl MemoryResource for HostResource {
             });
         }
         let words = request.bytes.div_ceil(8);
-        Ok(Allocation::host(request, vec![0u64; words]))
+        let block = vec![0u64; words];
+        advise_huge_pages(&block);
+        Ok(Allocation::host(request, block))
     }
 
     fn deallocate(&self, mut allocation: Allocation) {
@@ -63,6 +65,36 @@ impl MemoryResource for HostResource {
         }
     }
 }
+
+/// Asks Linux to back the 2 MiB-aligned part of a large block with
+/// transparent huge pages (where THP is in `madvise` mode, the common
+/// default). A fresh block is untouched zero pages; faulting it in 4 KiB at a
+/// time cost about half of FGb's CPU key generation on the development
+/// machine, where a fault and its page clearing are slow.
+fn advise_huge_pages(block: &[u64]) {
+    const HUGE: usize = 2 << 20;
+    let start = block.as_ptr() as usize;
+    let end = start + std::mem::size_of_val(block);
+    let aligned_start = start.next_multiple_of(HUGE);
+    let aligned_end = end - end % HUGE;
+    if aligned_end > aligned_start {
+        madvise_huge(aligned_start, aligned_end - aligned_start);
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code, reason = "one madvise call on memory this resource owns")]
+fn madvise_huge(start: usize, len: usize) {
+    // SAFETY: the range lies inside a live allocation owned by the caller;
+    // MADV_HUGEPAGE changes only how the kernel backs it, never its contents,
+    // and a failure (no THP support) leaves ordinary pages.
+    unsafe {
+        libc::madvise(start as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn madvise_huge(_start: usize, _len: usize) {}
 
 /// Total physical memory from `/proc/meminfo`, where the platform has it.
 fn physical_memory_bytes() -> Option<usize> {
