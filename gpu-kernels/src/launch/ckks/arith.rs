@@ -5,7 +5,7 @@
 use cudarc::driver::PushKernelArg;
 use hemem_memory::StreamId;
 
-use super::{ElementOp, LimbMap, PtrArray, Scalars, launched, limb_grid};
+use super::{ElementOp, LimbMap, PtrArray, Scalars, launched, limb_grid, pair_grid};
 use crate::{Error, Kernels, Result};
 
 fn same_count(kernel: &'static str, expected: &LimbMap, others: &[&LimbMap]) -> Result<()> {
@@ -59,7 +59,7 @@ pub unsafe fn binary_async(
         .arg(&code);
     // SAFETY: PTX signature (u64, LimbMap, u64, LimbMap, u64, LimbMap,
     // const ModConst*, u32, u32); the caller guarantees the memory.
-    unsafe { launch.launch(limb_grid(n as usize, out_map.len())) }
+    unsafe { launch.launch(pair_grid(n as usize, out_map.len())) }
         .map_err(launched("binary_op"))?;
     Ok(())
 }
@@ -95,7 +95,7 @@ pub unsafe fn mul_add_async(
         .arg(&n);
     // SAFETY: PTX signature (u64, LimbMap, u64, LimbMap, u64, LimbMap,
     // const ModConst*, u32); as binary_async.
-    unsafe { launch.launch(limb_grid(n as usize, acc_map.len())) }.map_err(launched("mul_add"))?;
+    unsafe { launch.launch(pair_grid(n as usize, acc_map.len())) }.map_err(launched("mul_add"))?;
     Ok(())
 }
 
@@ -117,7 +117,7 @@ pub unsafe fn negate_async(
     let mut launch = s.launch_builder(&kernels.ckks.negate);
     launch.arg(&x).arg(map).arg(&consts).arg(&n);
     // SAFETY: PTX signature (u64, LimbMap, const ModConst*, u32).
-    unsafe { launch.launch(limb_grid(n as usize, map.len())) }.map_err(launched("negate"))?;
+    unsafe { launch.launch(pair_grid(n as usize, map.len())) }.map_err(launched("negate"))?;
     Ok(())
 }
 
@@ -148,7 +148,7 @@ pub unsafe fn scalar_async(
         .arg(&n)
         .arg(&code);
     // SAFETY: PTX signature (u64, LimbMap, Scalars, const ModConst*, u32, u32).
-    unsafe { launch.launch(limb_grid(n as usize, map.len())) }.map_err(launched("scalar_op"))?;
+    unsafe { launch.launch(pair_grid(n as usize, map.len())) }.map_err(launched("scalar_op"))?;
     Ok(())
 }
 
@@ -188,7 +188,7 @@ pub unsafe fn sub_then_scale_async(
         .arg(&n);
     // SAFETY: PTX signature (u64, LimbMap, u64, LimbMap, u64, LimbMap,
     // Scalars, const ModConst*, u32).
-    unsafe { launch.launch(limb_grid(n as usize, out_map.len())) }
+    unsafe { launch.launch(pair_grid(n as usize, out_map.len())) }
         .map_err(launched("sub_then_scale"))?;
     Ok(())
 }
@@ -212,7 +212,7 @@ pub unsafe fn copy_async(
     let mut launch = s.launch_builder(&kernels.ckks.copy_limbs);
     launch.arg(&dst).arg(dst_map).arg(&src).arg(src_map).arg(&n);
     // SAFETY: PTX signature (u64, LimbMap, u64, LimbMap, u32).
-    unsafe { launch.launch(limb_grid(n as usize, dst_map.len())) }
+    unsafe { launch.launch(pair_grid(n as usize, dst_map.len())) }
         .map_err(launched("copy_limbs"))?;
     Ok(())
 }
@@ -254,7 +254,7 @@ pub unsafe fn tensor_async(
         .arg(&consts)
         .arg(&n);
     // SAFETY: PTX signature (7 × u64, LimbMap, const ModConst*, u32).
-    unsafe { launch.launch(limb_grid(n as usize, map.len())) }.map_err(launched("tensor"))?;
+    unsafe { launch.launch(pair_grid(n as usize, map.len())) }.map_err(launched("tensor"))?;
     Ok(())
 }
 
@@ -299,7 +299,7 @@ pub unsafe fn key_switch_inner_product_async(
         .arg(&n);
     // SAFETY: PTX signature (u64, u64, LimbMap, PtrArray, LimbMap, PtrArray,
     // PtrArray, LimbMap, u32, const ModConst*, u32).
-    unsafe { launch.launch(limb_grid(n as usize, out_map.len())) }
+    unsafe { launch.launch(pair_grid(n as usize, out_map.len())) }
         .map_err(launched("key_switch_inner_product"))?;
     Ok(())
 }
