@@ -145,31 +145,47 @@ extern "C" __global__ void tensor(u64 d0, u64 d1, u64 d2, u64 a0, u64 a1, u64 b0
 }
 
 // The key-switching inner product in one pass:
-// out0 = sum_j digit_j * b_j, out1 = sum_j digit_j * a_j.
+// out0 = sum_j digit_j * b_j, out1 = sum_j digit_j * a_j, or, with
+// galois != 1, the same over the digits after X -> X^galois (hoisted
+// rotations): the digits are gathered through the permutation as they are
+// read, so the rotated digits are never written.
 // Digits are read through digit_map, key parts through key_map, outputs
 // through out_map; every map lists the same moduli. The digit loop is
 // unrolled to HEMEM_MAX_DIGITS so the pointer arrays are read from the
 // parameter bank with constant offsets (no local-memory copy).
 extern "C" __global__ void key_switch_inner_product(u64 out0, u64 out1, LimbMap out_map, PtrArray digits,
                                                    LimbMap digit_map, PtrArray b, PtrArray a, LimbMap key_map,
-                                                   u32 count, const ModConst* __restrict__ consts, u32 n) {
+                                                   u32 count, const ModConst* __restrict__ consts, u32 n,
+                                                   u64 galois, u32 log_n) {
     const u32 limb = blockIdx.y;
     const ModConst m = consts[out_map.mod[limb]];
     u64* o0 = limb_ptr(out0, out_map.pos[limb], n);
     u64* o1 = limb_ptr(out1, out_map.pos[limb], n);
     const size_t dp = (size_t)digit_map.pos[limb] * n, kp = (size_t)key_map.pos[limb] * n;
+    const bool rotate = galois != 1;
     FOR_PAIRS(c, n) {
+        const u32 src0 = rotate ? galois_source(c, galois, log_n) : c;
+        const u32 src1 = rotate ? galois_source(c + 1, galois, log_n) : c + 1;
         Acc128 s0 = {0, 0}, s1 = {0, 0}, t0 = {0, 0}, t1 = {0, 0};
 #pragma unroll
         for (u32 j = 0; j < HEMEM_MAX_DIGITS; ++j) {
             if (j < count) {
-                const ulonglong2 d = load2(reinterpret_cast<const u64*>(digits.ptr[j]) + dp, c);
+                const u64* dj = reinterpret_cast<const u64*>(digits.ptr[j]) + dp;
+                u64 dx, dy;
+                if (rotate) {
+                    dx = dj[src0];
+                    dy = dj[src1];
+                } else {
+                    const ulonglong2 d = load2(dj, c);
+                    dx = d.x;
+                    dy = d.y;
+                }
                 const ulonglong2 bj = load2(reinterpret_cast<const u64*>(b.ptr[j]) + kp, c);
                 const ulonglong2 aj = load2(reinterpret_cast<const u64*>(a.ptr[j]) + kp, c);
-                acc_mul(s0, d.x, bj.x);
-                acc_mul(s1, d.x, aj.x);
-                acc_mul(t0, d.y, bj.y);
-                acc_mul(t1, d.y, aj.y);
+                acc_mul(s0, dx, bj.x);
+                acc_mul(s1, dx, aj.x);
+                acc_mul(t0, dy, bj.y);
+                acc_mul(t1, dy, aj.y);
                 // Keep the sums below 2^128: reduce every 8 terms.
                 if ((j & 7u) == 7u) {
                     s0.lo = reduce_wide(s0.hi, s0.lo, m);
@@ -195,12 +211,7 @@ extern "C" __global__ void automorphism(u64 out, LimbMap out_map, u64 in, LimbMa
     const u32 limb = blockIdx.y;
     u64* o = limb_ptr(out, out_map.pos[limb], n);
     const u64* x = limb_ptr(in, in_map.pos[limb], n);
-    const u64 mask = 2ull * n - 1;
     for (u32 j = blockIdx.x * blockDim.x + threadIdx.x; j < n; j += gridDim.x * blockDim.x) {
-        u64 rev = __brev(j) >> (32 - log_n);
-        u64 e = (galois * (2 * rev + 1)) & mask;
-        u32 k = (u32)((e - 1) >> 1);
-        u32 src = __brev(k) >> (32 - log_n);
-        o[j] = x[src];
+        o[j] = x[galois_source(j, galois, log_n)];
     }
 }

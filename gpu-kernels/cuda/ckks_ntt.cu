@@ -365,9 +365,11 @@ __device__ __forceinline__ void inv_columns(u64 data, const LimbMap& map, const 
 }
 
 // Entry points, one per phase size: columns LOG_M = log_r in 5..8, rows
-// LOG_M = log_c in 5..9 (NttGeometry in src/launch/ckks/ntt.rs).
+// LOG_M = log_c in 5..9 (NttGeometry in src/launch/ckks/ntt.rs). At most
+// 64 registers (4 blocks of 256 threads per SM): the forward kernels ask
+// for it (76 otherwise, no spills at 64); the inverse ones fit already.
 #define HEMEM_NTT_COLUMNS(L)                                                                                        \
-    extern "C" __global__ void __launch_bounds__(256) ntt_fwd_cols_##L(                                            \
+    extern "C" __global__ void __launch_bounds__(256, 4) ntt_fwd_cols_##L(                                            \
         u64 dst, LimbMap dst_map, u64 src, LimbMap src_map, const ModConst* __restrict__ consts,                  \
         const u64* __restrict__ tw, u32 log_c, u32 log_s) {                                                        \
         fwd_columns<L>(dst, dst_map, src, src_map, consts, tw, log_c, log_s);                                      \
@@ -379,7 +381,7 @@ __device__ __forceinline__ void inv_columns(u64 data, const LimbMap& map, const 
     }
 
 #define HEMEM_NTT_ROWS(L)                                                                                           \
-    extern "C" __global__ void __launch_bounds__(256) ntt_fwd_rows_##L(                                            \
+    extern "C" __global__ void __launch_bounds__(256, 4) ntt_fwd_rows_##L(                                            \
         u64 dst, LimbMap dst_map, u64 data, LimbMap map, const ModConst* __restrict__ consts,                     \
         const u64* __restrict__ tw, u32 log_r, u32 log_s, u64 aux, LimbMap aux_map, const u64* __restrict__ scale, \
         u32 mode) {                                                                                                \

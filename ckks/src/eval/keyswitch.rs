@@ -49,7 +49,7 @@ pub(crate) fn decompose(
             actual: c.limb_count(),
         });
     }
-    let coeff = c.clone_as(MemoryClass::Temporary)?.into_coeff()?;
+    let coeff = c.to_coeff(MemoryClass::Temporary)?;
     let qp = params.qp_indices(level);
     let alpha = params.alpha();
     let digits = (0..params.digits_at(level))
@@ -99,19 +99,8 @@ pub(crate) fn apply_key(
             actual: key.b.len(),
         });
     }
-    let rotated = match galois {
-        Some(g) => Some(
-            decomposition
-                .digits
-                .iter()
-                .map(|d| d.automorphism(g, MemoryClass::Temporary))
-                .collect::<Result<Vec<_>>>()?,
-        ),
-        None => None,
-    };
-    let digits: Vec<Limbs<'_>> = rotated
-        .as_ref()
-        .unwrap_or(&decomposition.digits)
+    let digits: Vec<Limbs<'_>> = decomposition
+        .digits
         .iter()
         .map(RnsPoly::limbs)
         .collect::<Result<_>>()?;
@@ -141,7 +130,25 @@ pub(crate) fn apply_key(
     };
     let mut acc0 = RnsPoly::<Ntt>::allocate(backend, &qp, MemoryClass::Temporary, false)?;
     let mut acc1 = RnsPoly::<Ntt>::allocate(backend, &qp, MemoryClass::Temporary, false)?;
-    backend.key_switch_inner_product(&digits, &b, &a, acc0.limbs_mut()?, acc1.limbs_mut()?)?;
+    match galois {
+        // Hoisted rotation: the automorphism is applied to the digits as the
+        // inner product reads them.
+        Some(g) => backend.key_switch_inner_product_galois(
+            &digits,
+            g,
+            &b,
+            &a,
+            acc0.limbs_mut()?,
+            acc1.limbs_mut()?,
+        )?,
+        None => backend.key_switch_inner_product(
+            &digits,
+            &b,
+            &a,
+            acc0.limbs_mut()?,
+            acc1.limbs_mut()?,
+        )?,
+    }
     let q = params.q_indices(level);
     let p_count = params.p_moduli().len();
     let mut k0 = RnsPoly::<Ntt>::allocate(backend, &q, class, false)?;

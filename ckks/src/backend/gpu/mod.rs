@@ -313,6 +313,100 @@ impl GpuBackend {
         }
     }
 
+    /// The fused inner product, over the digits after `galois` (1: none).
+    fn inner_product(
+        &self,
+        digits: &[Limbs<'_>],
+        galois: u64,
+        b: &[Limbs<'_>],
+        a: &[Limbs<'_>],
+        out0: LimbsMut<'_>,
+        out1: LimbsMut<'_>,
+    ) -> Result<()> {
+        let count = digits.len();
+        if count == 0 || count != b.len() || count != a.len() || count > launch::MAX_DIGITS {
+            return Err(Error::LengthMismatch {
+                expected: count,
+                actual: b.len().min(a.len()),
+            });
+        }
+        let (first, key) = (
+            digits.first().ok_or(Error::EmptyBasis)?,
+            b.first().ok_or(Error::EmptyBasis)?,
+        );
+        let uniform = |views: &[Limbs<'_>], like: &Limbs<'_>| {
+            views
+                .iter()
+                .all(|v| v.positions == like.positions && v.moduli == like.moduli)
+        };
+        if !uniform(digits, first)
+            || !uniform(b, key)
+            || !uniform(a, key)
+            || out0.positions != out1.positions
+        {
+            return if galois == 1 {
+                inner_product_by_parts(self, digits, b, a, out0, out1)
+            } else {
+                // The trait's default: rotate into temporaries, then the sum.
+                let rotated = digits
+                    .iter()
+                    .map(|d| {
+                        let mut buffer = self.allocate(MemoryClass::Temporary, d.len(), false)?;
+                        self.automorphism(
+                            *d,
+                            GaloisElement(galois),
+                            LimbsMut::new(&mut buffer, d.moduli)?,
+                        )?;
+                        Ok(buffer)
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                let views = rotated
+                    .iter()
+                    .zip(digits)
+                    .map(|(buffer, d)| Limbs::new(buffer, d.moduli))
+                    .collect::<Result<Vec<_>>>()?;
+                inner_product_by_parts(self, &views, b, a, out0, out1)
+            };
+        }
+        let addresses = |views: &[Limbs<'_>]| -> Result<PtrArray> {
+            let list = views
+                .iter()
+                .map(|v| {
+                    self.read_view(v)?;
+                    address(v.buffer)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok(PtrArray::new(&list)?)
+        };
+        let (pd, pb, pa) = (addresses(digits)?, addresses(b)?, addresses(a)?);
+        let digit_map = LimbMap::new(first.positions, first.moduli)?;
+        let key_map = LimbMap::new(key.positions, key.moduli)?;
+        let (o0, mo) = self.write_view(&out0)?;
+        let (o1, _) = self.write_view(&out1)?;
+        let mut touched: Vec<&Buffer> = digits.iter().chain(b).chain(a).map(|v| v.buffer).collect();
+        touched.push(&*out0.buffer);
+        touched.push(&*out1.buffer);
+        let _guard = self.allocator.prepare(&touched)?;
+        // SAFETY: every address holds its map's limbs (checked above) on the
+        // compute stream; the outputs are distinct buffers from the inputs; the
+        // Galois element is odd (a `GaloisElement`), so the gather stays in
+        // the limb.
+        unsafe {
+            launch::arith::key_switch_inner_product_async(
+                &self.kernels,
+                StreamId::Compute,
+                (o0, o1, &mo),
+                (&pd, &digit_map),
+                (&pb, &pa, &key_map),
+                count as u32,
+                self.consts()?,
+                self.n(),
+                galois,
+            )
+        }?;
+        Ok(())
+    }
+
     fn copy_raw(&self, dst: (u64, &LimbMap), src: (u64, &LimbMap)) -> Result<()> {
         // SAFETY: both addresses hold their maps' limbs on the compute stream;
         // callers pass distinct buffers or disjoint limbs.
@@ -818,63 +912,34 @@ impl Backend for GpuBackend {
         out0: LimbsMut<'_>,
         out1: LimbsMut<'_>,
     ) -> Result<()> {
-        let count = digits.len();
-        if count == 0 || count != b.len() || count != a.len() || count > launch::MAX_DIGITS {
+        self.inner_product(digits, 1, b, a, out0, out1)
+    }
+
+    fn key_switch_inner_product_galois(
+        &self,
+        digits: &[Limbs<'_>],
+        g: GaloisElement,
+        b: &[Limbs<'_>],
+        a: &[Limbs<'_>],
+        out0: LimbsMut<'_>,
+        out1: LimbsMut<'_>,
+    ) -> Result<()> {
+        self.inner_product(digits, g.0, b, a, out0, out1)
+    }
+
+    fn ntt_inverse_into(&self, src: Limbs<'_>, dst: LimbsMut<'_>) -> Result<()> {
+        same_length(src.len(), dst.len())?;
+        if src.moduli != dst.moduli {
             return Err(Error::LengthMismatch {
-                expected: count,
-                actual: b.len().min(a.len()),
+                expected: src.len(),
+                actual: dst.len(),
             });
         }
-        let (first, key) = (
-            digits.first().ok_or(Error::EmptyBasis)?,
-            b.first().ok_or(Error::EmptyBasis)?,
-        );
-        let uniform = |views: &[Limbs<'_>], like: &Limbs<'_>| {
-            views
-                .iter()
-                .all(|v| v.positions == like.positions && v.moduli == like.moduli)
-        };
-        if !uniform(digits, first)
-            || !uniform(b, key)
-            || !uniform(a, key)
-            || out0.positions != out1.positions
-        {
-            return inner_product_by_parts(self, digits, b, a, out0, out1);
-        }
-        let addresses = |views: &[Limbs<'_>]| -> Result<PtrArray> {
-            let list = views
-                .iter()
-                .map(|v| {
-                    self.read_view(v)?;
-                    address(v.buffer)
-                })
-                .collect::<Result<Vec<_>>>()?;
-            Ok(PtrArray::new(&list)?)
-        };
-        let (pd, pb, pa) = (addresses(digits)?, addresses(b)?, addresses(a)?);
-        let digit_map = LimbMap::new(first.positions, first.moduli)?;
-        let key_map = LimbMap::new(key.positions, key.moduli)?;
-        let (o0, mo) = self.write_view(&out0)?;
-        let (o1, _) = self.write_view(&out1)?;
-        let mut touched: Vec<&Buffer> = digits.iter().chain(b).chain(a).map(|v| v.buffer).collect();
-        touched.push(&*out0.buffer);
-        touched.push(&*out1.buffer);
-        let _guard = self.allocator.prepare(&touched)?;
-        // SAFETY: every address holds its map's limbs (checked above) on the
-        // compute stream; the outputs are distinct buffers from the inputs.
-        unsafe {
-            launch::arith::key_switch_inner_product_async(
-                &self.kernels,
-                StreamId::Compute,
-                (o0, o1, &mo),
-                (&pd, &digit_map),
-                (&pb, &pa, &key_map),
-                count as u32,
-                self.consts()?,
-                self.n(),
-            )
-        }?;
-        Ok(())
+        let s = self.read_view(&src)?;
+        let d = self.write_view(&dst)?;
+        let _guard = self.allocator.prepare(&[src.buffer, dst.buffer])?;
+        // `src` and `dst` are distinct buffers (a shared and a mutable borrow).
+        self.ntt_inverse_raw((d.0, &d.1), (s.0, &s.1))
     }
 
     fn tensor(

@@ -260,7 +260,9 @@ pub unsafe fn tensor_async(
 
 /// Queues the fused key-switching inner product
 /// `out0 = Σ_j digit_j·b_j`, `out1 = Σ_j digit_j·a_j` over `count` digits:
-/// reads every digit and key limb once.
+/// reads every digit and key limb once. With `galois ≠ 1` the digits are
+/// read through the automorphism `X ↦ X^galois` (NTT domain, as
+/// [`automorphism_async`]), a gather per digit word.
 ///
 /// # Errors
 /// [`Error::LaunchShape`]; [`Error::Launch`].
@@ -281,8 +283,10 @@ pub unsafe fn key_switch_inner_product_async(
     count: u32,
     consts: u64,
     n: u32,
+    galois: u64,
 ) -> Result<()> {
     same_count("key_switch_inner_product", out_map, &[digit_map, key_map])?;
+    let log_n = n.trailing_zeros();
     let s = kernels.device.stream(stream);
     let mut launch = s.launch_builder(&kernels.ckks.key_switch_inner_product);
     launch
@@ -296,9 +300,11 @@ pub unsafe fn key_switch_inner_product_async(
         .arg(key_map)
         .arg(&count)
         .arg(&consts)
-        .arg(&n);
+        .arg(&n)
+        .arg(&galois)
+        .arg(&log_n);
     // SAFETY: PTX signature (u64, u64, LimbMap, PtrArray, LimbMap, PtrArray,
-    // PtrArray, LimbMap, u32, const ModConst*, u32).
+    // PtrArray, LimbMap, u32, const ModConst*, u32, u64, u32).
     unsafe { launch.launch(pair_grid(n as usize, out_map.len())) }
         .map_err(launched("key_switch_inner_product"))?;
     Ok(())
