@@ -206,21 +206,15 @@ __device__ __forceinline__ void exchange(u64 (&x)[8], u64* s, int from, int to, 
     for (int k = 0; k < 8; ++k) x[k] = s[smem_index<LOG_M, COLS>(b1 + k * d1, sub, log_s)];
 }
 
-// One forward phase of LOG_M stages on sub-transform `sub` of the block:
-// loads from `in` (point p at in[p * stride]), runs every group, leaves the
-// points of the last group in x (positions point_base/stride of the last
-// group).
+// One forward phase of LOG_M stages on sub-transform `sub` of the block,
+// whose points the caller has put in x (positions point_base/stride of
+// group 0): runs every group, leaves the points of the last group in x.
 template <int LOG_M, bool COLS>
-__device__ __forceinline__ void forward_phase(u64 (&x)[8], const u64* in, u32 stride, const Twiddle* tw, u32 u,
-                                              u64 q, u32 sub, u32 j, u32 log_s) {
+__device__ __forceinline__ void forward_phase(u64 (&x)[8], const Twiddle* tw, u32 u, u64 q, u32 sub, u32 j,
+                                              u32 log_s) {
     extern __shared__ u64 smem[];
     const u64 two_q = 2 * q;
     const u32 elems = 1u << (LOG_M + log_s);
-    {
-        const u32 b = point_base<LOG_M>(0, j), d = point_stride<LOG_M>(0);
-#pragma unroll
-        for (int k = 0; k < 8; ++k) x[k] = in[(size_t)(b + k * d) * stride];
-    }
 #pragma unroll
     for (int gi = 0; gi < Groups<LOG_M>::count; ++gi) {
         Twiddle w[7];
@@ -256,23 +250,85 @@ __device__ __forceinline__ const Twiddle* twiddles_of(const u64* tw, u32 mod, u3
     return reinterpret_cast<const Twiddle*>(tw + (size_t)mod * 4 * n) + (inverse ? n : 0);
 }
 
+// Constants of one source modulus of a fused base conversion, staged in
+// shared memory: q, q_hat_inv and its Shoup quotient, 1/q (f64 bits), and
+// q_hat mod the block's target prime.
+struct ConvSource {
+    u64 q, qhi, qhis, inv_q, q_hat;
+};
+
+#define NTT_LOAD 0u            // x = src
+#define NTT_CONVERT 1u         // x = approximate base conversion of conv_in (ModUp)
+#define NTT_CONVERT_EXACT 2u   // x = exact (HPS) base conversion of conv_in (ModDown)
+
 // Forward, columns phase (stages 0 .. log_r-1, LOG_M = log_r): reads the
 // limbs of `src`, writes those of `dst` (may be the same buffer and map).
+// With NTT_CONVERT / NTT_CONVERT_EXACT the input of target limb y (the
+// block row) is instead the fast base conversion of the limbs of `conv_in`
+// (conv_map, k <= HEMEM_MAX_SOURCES sources, coefficient form) with the
+// table of ckks_convert.cu (`table`, targets in dst_map order): the
+// converted limbs are never written. Same arithmetic as base_convert.
 template <int LOG_M>
 __device__ __forceinline__ void fwd_columns(u64 dst, const LimbMap& dst_map, u64 src, const LimbMap& src_map,
                                             const ModConst* __restrict__ consts, const u64* __restrict__ tw,
-                                            u32 log_c, u32 log_s) {
+                                            u32 log_c, u32 log_s, u64 conv_in, const LimbMap& conv_map,
+                                            const u64* __restrict__ table, u32 mode) {
+    __shared__ ConvSource sources[HEMEM_MAX_SOURCES];
     u32 sub, j;
     thread_coords<LOG_M, true>(log_s, sub, j);
     const u32 limb = blockIdx.y;
     const u32 mod = dst_map.mod[limb];
     const u32 n = 1u << (LOG_M + log_c);
-    const u64 q = consts[mod].q;
+    const ModConst m = consts[mod];
     const u32 c = (blockIdx.x << log_s) + sub;
-    const u64* in = limb_ptr(src, src_map.pos[limb], n) + c;
     u64* out = limb_ptr(dst, dst_map.pos[limb], n) + c;
+    const u32 b0 = point_base<LOG_M>(0, j), d0 = point_stride<LOG_M>(0);
     u64 x[8];
-    forward_phase<LOG_M, true>(x, in, 1u << log_c, twiddles_of(tw, mod, n, false), 1u, q, sub, j, log_s);
+    if (mode == NTT_LOAD) {
+        const u64* in = limb_ptr(src, src_map.pos[limb], n) + c;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) x[k] = in[(size_t)(b0 + k * d0) << log_c];
+    } else {
+        const u32 ks = conv_map.count, targets = dst_map.count;
+        if (threadIdx.x < ks) {
+            const u32 i = threadIdx.x;
+            sources[i].q = consts[conv_map.mod[i]].q;
+            sources[i].qhi = table[i];
+            sources[i].qhis = table[ks + i];
+            sources[i].inv_q = table[2 * ks + i];
+            sources[i].q_hat = table[3 * ks + targets + (size_t)limb * ks + i];
+        }
+        __syncthreads();
+        const u64 q_mod = table[3 * ks + limb];
+        const bool exact = mode == NTT_CONVERT_EXACT;
+        // Converted points go through this thread's own slots of the second
+        // exchange buffer (first used after a barrier every thread passes
+        // later), so the point loop need not be unrolled around the source
+        // loop: fewer live registers.
+        extern __shared__ u64 smem[];
+#pragma unroll 1
+        for (int k = 0; k < 8; ++k) {
+            const u32 p = b0 + k * d0;
+            const size_t e = c + ((size_t)p << log_c);
+            Acc128 acc = {0, 0};
+            double sum = 0.0;
+            for (u32 i = 0; i < ks; ++i) {
+                const ConvSource s = sources[i];
+                const u64 y = mul_shoup(limb_ptr(conv_in, conv_map.pos[i], n)[e], s.qhi, s.qhis, s.q);
+                if (exact) sum = __dadd_rn(sum, __dmul_rn(__ull2double_rn(y), __longlong_as_double((long long)s.inv_q)));
+                acc_mul(acc, y, s.q_hat);
+            }
+            u64 r = reduce_wide(acc.hi, acc.lo, m);
+            if (exact) {
+                const u64 v = (u64)__dadd_rn(sum, 0.5);
+                r = sub_mod(r, mul_mod(reduce_u128(0, v, m), q_mod, m), m.q);
+            }
+            smem[smem_index<LOG_M, true>(p, sub, log_s)] = r;
+        }
+#pragma unroll
+        for (int k = 0; k < 8; ++k) x[k] = smem[smem_index<LOG_M, true>(b0 + k * d0, sub, log_s)];
+    }
+    forward_phase<LOG_M, true>(x, twiddles_of(tw, mod, n, false), 1u, m.q, sub, j, log_s);
     constexpr int last = Groups<LOG_M>::count - 1;
     const u32 b = point_base<LOG_M>(last, j), d = point_stride<LOG_M>(last);
 #pragma unroll
@@ -298,7 +354,12 @@ __device__ __forceinline__ void fwd_rows(u64 dst, const LimbMap& dst_map, u64 da
     const u32 r = (blockIdx.x << log_s) + sub;
     const u64* row = limb_ptr(data, map.pos[limb], n) + ((size_t)r << LOG_M);
     u64 x[8];
-    forward_phase<LOG_M, false>(x, row, 1u, twiddles_of(tw, mod, n, false), (1u << log_r) + r, q, sub, j, log_s);
+    {
+        const u32 b = point_base<LOG_M>(0, j), d = point_stride<LOG_M>(0);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) x[k] = row[b + k * d];
+    }
+    forward_phase<LOG_M, false>(x, twiddles_of(tw, mod, n, false), (1u << log_r) + r, q, sub, j, log_s);
     // The last group's points are 8j .. 8j+7: four 16-byte stores.
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
@@ -367,12 +428,15 @@ __device__ __forceinline__ void inv_columns(u64 data, const LimbMap& map, const 
 // Entry points, one per phase size: columns LOG_M = log_r in 5..8, rows
 // LOG_M = log_c in 5..9 (NttGeometry in src/launch/ckks/ntt.rs). At most
 // 64 registers (4 blocks of 256 threads per SM): the forward kernels ask
-// for it (76 otherwise, no spills at 64); the inverse ones fit already.
-#define HEMEM_NTT_COLUMNS(L)                                                                                        \
-    extern "C" __global__ void __launch_bounds__(256, 4) ntt_fwd_cols_##L(                                            \
+// for it (76 otherwise, no spills at 64); the inverse ones fit already. The
+// forward columns kernels of small N (log M 5, 6: blocks of 128 threads or
+// test sizes) would spill at 64 with the conversion prologue and do not ask.
+#define HEMEM_NTT_COLUMNS(L, MIN_BLOCKS)                                                                            \
+    extern "C" __global__ void __launch_bounds__(256, MIN_BLOCKS) ntt_fwd_cols_##L(                                            \
         u64 dst, LimbMap dst_map, u64 src, LimbMap src_map, const ModConst* __restrict__ consts,                  \
-        const u64* __restrict__ tw, u32 log_c, u32 log_s) {                                                        \
-        fwd_columns<L>(dst, dst_map, src, src_map, consts, tw, log_c, log_s);                                      \
+        const u64* __restrict__ tw, u32 log_c, u32 log_s, u64 conv_in, LimbMap conv_map,                          \
+        const u64* __restrict__ table, u32 mode) {                                                                 \
+        fwd_columns<L>(dst, dst_map, src, src_map, consts, tw, log_c, log_s, conv_in, conv_map, table, mode);      \
     }                                                                                                              \
     extern "C" __global__ void __launch_bounds__(256) ntt_inv_cols_##L(                                            \
         u64 data, LimbMap map, const ModConst* __restrict__ consts, const u64* __restrict__ tw,                   \
@@ -394,10 +458,10 @@ __device__ __forceinline__ void inv_columns(u64 data, const LimbMap& map, const 
         inv_rows<L>(dst, dst_map, src, src_map, consts, tw, log_r, log_s);                                         \
     }
 
-HEMEM_NTT_COLUMNS(5)
-HEMEM_NTT_COLUMNS(6)
-HEMEM_NTT_COLUMNS(7)
-HEMEM_NTT_COLUMNS(8)
+HEMEM_NTT_COLUMNS(5, 1)
+HEMEM_NTT_COLUMNS(6, 1)
+HEMEM_NTT_COLUMNS(7, 4)
+HEMEM_NTT_COLUMNS(8, 4)
 HEMEM_NTT_ROWS(5)
 HEMEM_NTT_ROWS(6)
 HEMEM_NTT_ROWS(7)

@@ -20,8 +20,9 @@
 use hemem_gpu_kernels::launch::ckks::ntt::NttGeometry;
 use rand_core::Rng;
 
-use super::tables::twiddle_tables;
+use super::tables::{conversion_words, twiddle_tables};
 use crate::ntt::{NttPlan, TwiddleTables, forward_staged, inverse_staged};
+use crate::rns::BaseConverter;
 use crate::testing::seeded_rng;
 use crate::zq::Modulus;
 use crate::zq::primes::PrimeGenerator;
@@ -353,6 +354,7 @@ fn phase_block(
     u_of: &dyn Fn(u32) -> u32,
     q: u64,
     log_s: u32,
+    convert: Option<&mut dyn FnMut(u32, u32) -> u64>,
 ) -> Vec<[u64; 8]> {
     let threads = 1u32 << (log_m - 3 + log_s);
     let elems = 1usize << (log_m + log_s);
@@ -360,11 +362,34 @@ fn phase_block(
     let mut x = vec![[0u64; 8]; threads as usize];
     let last = group_count(log_m) - 1;
     let first = if forward { 0 } else { last };
-    for tid in 0..threads {
-        let (sub, j) = thread_coords(log_m, cols, log_s, tid);
-        let (b, d) = (point_base(log_m, first, j), point_stride(log_m, first));
-        for k in 0..8u32 {
-            x[tid as usize][k as usize] = input.load(base(sub) + ((b + k * d) as usize) * stride);
+    match convert {
+        None => {
+            for tid in 0..threads {
+                let (sub, j) = thread_coords(log_m, cols, log_s, tid);
+                let (b, d) = (point_base(log_m, first, j), point_stride(log_m, first));
+                for k in 0..8u32 {
+                    x[tid as usize][k as usize] =
+                        input.load(base(sub) + ((b + k * d) as usize) * stride);
+                }
+            }
+        }
+        // fwd_columns' conversion prologue: each point converted, staged in
+        // the thread's own slot of buffer 0, read back.
+        Some(convert) => {
+            assert!(cols && forward);
+            for tid in 0..threads {
+                let (sub, j) = thread_coords(log_m, cols, log_s, tid);
+                let (b0, d0) = (point_base(log_m, 0, j), point_stride(log_m, 0));
+                for k in 0..8u32 {
+                    let p = b0 + k * d0;
+                    let v = convert(sub, p);
+                    smem.store(smem_index(log_m, true, p, sub, log_s) as usize, v, tid);
+                }
+                for k in 0..8u32 {
+                    let i = smem_index(log_m, true, b0 + k * d0, sub, log_s) as usize;
+                    x[tid as usize][k as usize] = smem.load(i, tid);
+                }
+            }
         }
     }
     let order: Vec<i32> = if forward {
@@ -399,13 +424,15 @@ fn phase_block(
     x
 }
 
-/// The forward transform of one limb as the two kernels compute it; with
-/// `aux` and `scale`, the NTT_SUB_SCALE epilogue.
+/// The forward transform of one limb as the two kernels compute it: of `a`,
+/// or with `source` of the values it gives per coefficient index (the
+/// conversion prologue); with `sub_scale`, the NTT_SUB_SCALE epilogue.
 fn forward(
     g: NttGeometry,
     a: &[u64],
     tw: &[Twiddle],
     q: u64,
+    mut source: Option<&mut dyn FnMut(usize) -> u64>,
     sub_scale: Option<(&[u64], Twiddle)>,
 ) -> Vec<u64> {
     let n = 1usize << g.log_n;
@@ -416,18 +443,38 @@ fn forward(
     let log_m = g.log_r;
     let log_s = g.cols_log_s;
     for block in 0..blocks {
-        let x = phase_block(
-            log_m,
-            true,
-            true,
-            &mut mem,
-            &|sub| ((block << log_s) + sub) as usize,
-            1 << g.log_c,
-            tw,
-            &|_| 1,
-            q,
-            log_s,
-        );
+        let column = |sub: u32| ((block << log_s) + sub) as usize;
+        let x = match source.as_mut() {
+            Some(f) => {
+                let mut convert = |sub: u32, p: u32| f(column(sub) + ((p as usize) << g.log_c));
+                phase_block(
+                    log_m,
+                    true,
+                    true,
+                    &mut mem,
+                    &column,
+                    1 << g.log_c,
+                    tw,
+                    &|_| 1,
+                    q,
+                    log_s,
+                    Some(&mut convert),
+                )
+            }
+            None => phase_block(
+                log_m,
+                true,
+                true,
+                &mut mem,
+                &column,
+                1 << g.log_c,
+                tw,
+                &|_| 1,
+                q,
+                log_s,
+                None,
+            ),
+        };
         let last = group_count(log_m) - 1;
         for (tid, regs) in x.iter().enumerate() {
             let (sub, j) = thread_coords(log_m, true, log_s, tid as u32);
@@ -438,7 +485,9 @@ fn forward(
             }
         }
     }
-    mem.read_once("forward columns");
+    if source.is_none() {
+        mem.read_once("forward columns");
+    }
     out.written_once("forward columns");
     let mut mem = Global::new(out.words);
     let mut aux = sub_scale.map(|(a, _)| Global::new(a.to_vec()));
@@ -458,6 +507,7 @@ fn forward(
             &|sub| (1 << g.log_r) + (block << log_s) + sub,
             q,
             log_s,
+            None,
         );
         for (tid, regs) in x.iter().enumerate() {
             let (sub, j) = thread_coords(log_m, false, log_s, tid as u32);
@@ -503,6 +553,7 @@ fn inverse(g: NttGeometry, a: &[u64], tw: &[Twiddle], q: u64, n_inv: Twiddle) ->
             &|sub| (1 << g.log_r) + (block << log_s) + sub,
             q,
             log_s,
+            None,
         );
         for (tid, regs) in x.iter().enumerate() {
             let (sub, j) = thread_coords(log_m, false, log_s, tid as u32);
@@ -532,6 +583,7 @@ fn inverse(g: NttGeometry, a: &[u64], tw: &[Twiddle], q: u64, n_inv: Twiddle) ->
             &|_| 1,
             q,
             log_s,
+            None,
         );
         for (tid, regs) in x.iter().enumerate() {
             let (sub, j) = thread_coords(log_m, true, log_s, tid as u32);
@@ -576,7 +628,7 @@ fn ntt_kernels_match_the_staged_reference() {
             let mut concrete = a.clone();
             plan.forward(&mut concrete).unwrap();
             assert_eq!(expected, concrete);
-            let got = forward(g, &a, &fwd, q, None);
+            let got = forward(g, &a, &fwd, q, None, None);
             assert_eq!(got, expected, "forward, N = 2^{log_n}, {b}-bit prime");
             let back = inverse(g, &got, &inv, q, (n_inv[0], n_inv[1]));
             let mut staged = got.clone();
@@ -586,13 +638,123 @@ fn ntt_kernels_match_the_staged_reference() {
             // The fused ModDown epilogue: (aux − NTT(a))·s.
             let aux: Vec<u64> = (0..n).map(|_| rng.next_u64() % q).collect();
             let s = m.shoup(rng.next_u64() % q);
-            let fused = forward(g, &a, &fwd, q, Some((&aux, (s.value(), s.quotient()))));
+            let fused = forward(
+                g,
+                &a,
+                &fwd,
+                q,
+                None,
+                Some((&aux, (s.value(), s.quotient()))),
+            );
             let reference: Vec<u64> = aux
                 .iter()
                 .zip(&expected)
                 .map(|(&x, &v)| m.mul_shoup(m.sub(x, v), &s))
                 .collect();
             assert_eq!(fused, reference, "sub-scale epilogue, N = 2^{log_n}");
+        }
+    }
+}
+
+/// `fwd_columns`' conversion of one coefficient `e` for target row `row`,
+/// from the kernel's table words (same reads, same arithmetic: 128-bit
+/// accumulation reduced once, the f64 sum in source order without fused
+/// multiply-add).
+#[allow(clippy::too_many_arguments, reason = "the kernel's arguments")]
+fn convert_one(
+    table: &[u64],
+    sources: &mut [Global],
+    source_q: &[u64],
+    targets: usize,
+    row: usize,
+    target_q: u64,
+    exact: bool,
+    e: usize,
+) -> u64 {
+    let ks = sources.len();
+    let mut acc = 0u128;
+    let mut sum = 0f64;
+    for i in 0..ks {
+        let (qhi, qhis, inv_q) = (table[i], table[ks + i], f64::from_bits(table[2 * ks + i]));
+        let q_hat = table[3 * ks + targets + row * ks + i];
+        let y = mul_shoup(sources[i].load(e), qhi, qhis, source_q[i]);
+        if exact {
+            sum += y as f64 * inv_q;
+        }
+        acc += u128::from(y) * u128::from(q_hat);
+    }
+    let mut r = (acc % u128::from(target_q)) as u64;
+    if exact {
+        let v = (sum + 0.5) as u64;
+        let q_mod = table[3 * ks + row];
+        let t = ((u128::from(v % target_q) * u128::from(q_mod)) % u128::from(target_q)) as u64;
+        r = sub_mod(r, t, target_q);
+    }
+    r
+}
+
+#[test]
+fn fused_conversion_prologue_matches_convert_then_ntt() {
+    for log_n in [10u32, 12, 16] {
+        let n = 1usize << log_n;
+        let g = NttGeometry::new(log_n).unwrap();
+        // ModUp-like (5 sources of 42 bits to 3 targets of 58 bits) and
+        // ModDown-like (5 special primes of 60 bits to 42-bit primes).
+        for (exact, from_bits, to_bits) in [(false, 42u32, 58u32), (true, 60, 42)] {
+            let from: Vec<Modulus> = PrimeGenerator::new(from_bits, 2 * n as u64)
+                .take(5)
+                .map(|q| Modulus::new(q).unwrap())
+                .collect();
+            let to: Vec<Modulus> = PrimeGenerator::new(to_bits, 2 * n as u64)
+                .skip(7)
+                .take(3)
+                .map(|q| Modulus::new(q).unwrap())
+                .collect();
+            let (table, _) = conversion_words(&from, &to).unwrap();
+            let mut rng = seeded_rng(u64::from(log_n) + 1000 * u64::from(exact));
+            let inputs: Vec<Vec<u64>> = from
+                .iter()
+                .map(|m| (0..n).map(|_| rng.next_u64() % m.value()).collect())
+                .collect();
+            let refs: Vec<&[u64]> = inputs.iter().map(Vec::as_slice).collect();
+            let mut expected = vec![vec![0u64; n]; to.len()];
+            {
+                let mut outs: Vec<&mut [u64]> =
+                    expected.iter_mut().map(Vec::as_mut_slice).collect();
+                let converter = BaseConverter::new(&from, &to).unwrap();
+                if exact {
+                    converter.convert_centered(&refs, &mut outs).unwrap();
+                } else {
+                    converter.convert_approx(&refs, &mut outs).unwrap();
+                }
+            }
+            let source_q: Vec<u64> = from.iter().map(Modulus::value).collect();
+            for (row, m) in to.iter().enumerate() {
+                let plan = NttPlan::new(n, *m).unwrap();
+                let (words, _) = twiddle_tables(std::slice::from_ref(&plan));
+                let fwd: Vec<Twiddle> = words[..2 * n].chunks(2).map(|p| (p[0], p[1])).collect();
+                let mut sources: Vec<Global> =
+                    inputs.iter().map(|v| Global::new(v.clone())).collect();
+                let mut convert = |e: usize| {
+                    convert_one(
+                        &table,
+                        &mut sources,
+                        &source_q,
+                        to.len(),
+                        row,
+                        m.value(),
+                        exact,
+                        e,
+                    )
+                };
+                let got = forward(g, &vec![0; n], &fwd, m.value(), Some(&mut convert), None);
+                for s in &sources {
+                    s.read_once("conversion sources");
+                }
+                let mut reference = expected[row].clone();
+                forward_staged(&mut reference, &TwiddleTables::new(&plan), m);
+                assert_eq!(got, reference, "N = 2^{log_n}, exact {exact}, target {row}");
+            }
         }
     }
 }

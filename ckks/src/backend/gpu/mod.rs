@@ -21,7 +21,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use hemem_gpu_kernels::Kernels;
 use hemem_gpu_kernels::launch::ckks::convert::CopyRows;
-use hemem_gpu_kernels::launch::ckks::ntt::ForwardEpilogue;
+use hemem_gpu_kernels::launch::ckks::ntt::{ForwardEpilogue, ForwardSource};
 use hemem_gpu_kernels::launch::ckks::{self as launch, ElementOp, LimbMap, PtrArray, Scalars};
 use hemem_memory::{Allocator, Buffer, GpuDevice, MemoryClass, StreamId};
 
@@ -259,12 +259,12 @@ impl GpuBackend {
         Ok(Scalars::new(&pairs)?)
     }
 
-    /// Forward NTT of `src`'s limbs into `dst`'s (the same for in place),
-    /// with the given last-phase epilogue.
+    /// Forward NTT of `source` into `dst`'s limbs, with the given last-phase
+    /// epilogue.
     fn ntt_forward_raw(
         &self,
         dst: (u64, &LimbMap),
-        src: (u64, &LimbMap),
+        source: ForwardSource<'_>,
         epilogue: ForwardEpilogue<'_>,
     ) -> Result<()> {
         // SAFETY: both addresses hold their maps' limbs (checked by the
@@ -277,7 +277,7 @@ impl GpuBackend {
                 &self.kernels,
                 StreamId::Compute,
                 dst,
-                src,
+                source,
                 self.consts()?,
                 address(&self.twiddles)?,
                 self.geometry,
@@ -307,7 +307,11 @@ impl GpuBackend {
 
     fn ntt(&self, buffer: u64, map: &LimbMap, forward: bool) -> Result<()> {
         if forward {
-            self.ntt_forward_raw((buffer, map), (buffer, map), ForwardEpilogue::Store)
+            self.ntt_forward_raw(
+                (buffer, map),
+                ForwardSource::Limbs { src: buffer, map },
+                ForwardEpilogue::Store,
+            )
         } else {
             self.ntt_inverse_raw((buffer, map), (buffer, map))
         }
@@ -671,7 +675,7 @@ impl Backend for GpuBackend {
         // out = (x_i − NTT(spread)) · q_last^{-1}, fused into the transform.
         self.ntt_forward_raw(
             (xo, &mo),
-            (xo, &mo),
+            ForwardSource::Limbs { src: xo, map: &mo },
             ForwardEpilogue::SubScale {
                 aux: xa,
                 aux_map: &kept_map,
@@ -715,26 +719,17 @@ impl Backend for GpuBackend {
             (p_addr, &p_map),
             (xa, &LimbMap::new(p_positions, p_moduli)?),
         )?;
-        // SAFETY: the scratch holds the P limbs, `out` the Q limbs (checked
-        // view), distinct buffers on the compute stream; the table was built
-        // for exactly these moduli.
-        unsafe {
-            launch::convert::base_convert_async(
-                &self.kernels,
-                StreamId::Compute,
-                (xo, &mo),
-                (p_addr, &p_map),
-                address(&tables.table)?,
-                self.consts()?,
-                self.n(),
-                true,
-                None,
-            )
-        }?;
-        // out = (x_i − NTT(converted)) · P^{-1}, fused into the transform.
+        // out = (x_i − NTT(convert(p_part))) · P^{-1}: the conversion is
+        // computed as the transform loads its points, the subtraction and
+        // scaling as it stores them.
         self.ntt_forward_raw(
             (xo, &mo),
-            (xo, &mo),
+            ForwardSource::Convert {
+                input: p_addr,
+                map: &p_map,
+                table: address(&tables.table)?,
+                exact: true,
+            },
             ForwardEpilogue::SubScale {
                 aux: xa,
                 aux_map: &LimbMap::new(q_positions, q_moduli)?,
@@ -825,8 +820,28 @@ impl Backend for GpuBackend {
             touched[3] = &t.table;
         }
         let _guard = self.allocator.prepare(&touched)?;
-        match &tables {
-            Some(t) => {
+        match (&tables, digit_ntt.is_some()) {
+            // The digit's NTT form is given (decompose): copy the own limbs,
+            // and transform the targets with the conversion fused into the
+            // transform's first phase.
+            (Some(t), true) => {
+                if owns > 0 {
+                    self.copy_raw((xo, &own_map), (source, &own_src_map))?;
+                }
+                self.ntt_forward_raw(
+                    (xo, &target_map),
+                    ForwardSource::Convert {
+                        input: da,
+                        map: &dm,
+                        table: address(&t.table)?,
+                        exact: false,
+                    },
+                    ForwardEpilogue::Store,
+                )
+            }
+            // Coefficients only: convert the targets and copy the own limbs
+            // in one launch, then transform every output limb at once.
+            (Some(t), false) => {
                 // SAFETY: the digit's limbs and the targets are distinct
                 // buffers (or, for `out`, limbs disjoint from the digit's own,
                 // which the conversion does not read); the copied limbs are
@@ -845,16 +860,14 @@ impl Backend for GpuBackend {
                         copies,
                     )
                 }?;
+                self.ntt(xo, &out_map, true)
             }
-            None if owns > 0 => self.copy_raw((xo, &own_map), (source, &own_src_map))?,
-            None => {}
-        }
-        // Transform the targets, and the own limbs too when they were copied
-        // in coefficient form: one launch pair over the whole output then.
-        if digit_ntt.is_some() {
-            self.ntt(xo, &target_map, true)
-        } else {
-            self.ntt(xo, &out_map, true)
+            (None, _) if owns == 0 => Ok(()),
+            (None, true) => self.copy_raw((xo, &own_map), (source, &own_src_map)),
+            (None, false) => {
+                self.copy_raw((xo, &own_map), (source, &own_src_map))?;
+                self.ntt(xo, &own_map, true)
+            }
         }
     }
 

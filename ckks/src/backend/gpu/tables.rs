@@ -71,6 +71,17 @@ pub(super) fn conversion(
     from: &[Modulus],
     to: &[Modulus],
 ) -> Result<DeviceConversion> {
+    let (table, scale) = conversion_words(from, to)?;
+    Ok(DeviceConversion {
+        table: upload_constant(allocator, &table)?,
+        scale: upload_constant(allocator, &scale)?,
+    })
+}
+
+/// The words of a conversion's kernel table (`3k + m + m·k`: q_hat_inv,
+/// its Shoup quotients, 1/q_i as f64 bits, Q mod p_j, then q_hat row by
+/// target) and of its `(P^{-1} mod p_j, shoup)` pairs.
+pub(super) fn conversion_words(from: &[Modulus], to: &[Modulus]) -> Result<(Vec<u64>, Vec<u64>)> {
     let converter = BaseConverter::new(from, to)?;
     let mut words = Vec::new();
     words.extend(converter.q_hat_inv().iter().map(|w| w.value()));
@@ -90,8 +101,5 @@ pub(super) fn conversion(
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(DeviceConversion {
-        table: upload_constant(allocator, &words)?,
-        scale: upload_constant(allocator, &scale_pairs(to, &inverses))?,
-    })
+    Ok((words, scale_pairs(to, &inverses)))
 }

@@ -44,6 +44,9 @@ pub unsafe fn binary_async(
     n: u32,
 ) -> Result<()> {
     same_count("binary_op", out_map, &[a_map, b_map])?;
+    if out_map.is_empty() {
+        return Ok(());
+    }
     let s = kernels.device.stream(stream);
     let mut launch = s.launch_builder(&kernels.ckks.binary_op);
     let code = op as u32;
@@ -82,6 +85,9 @@ pub unsafe fn mul_add_async(
     n: u32,
 ) -> Result<()> {
     same_count("mul_add", acc_map, &[a_map, b_map])?;
+    if acc_map.is_empty() {
+        return Ok(());
+    }
     let s = kernels.device.stream(stream);
     let mut launch = s.launch_builder(&kernels.ckks.mul_add);
     launch
@@ -113,6 +119,9 @@ pub unsafe fn negate_async(
     consts: u64,
     n: u32,
 ) -> Result<()> {
+    if map.is_empty() {
+        return Ok(());
+    }
     let s = kernels.device.stream(stream);
     let mut launch = s.launch_builder(&kernels.ckks.negate);
     launch.arg(&x).arg(map).arg(&consts).arg(&n);
@@ -137,6 +146,9 @@ pub unsafe fn scalar_async(
     consts: u64,
     n: u32,
 ) -> Result<()> {
+    if map.is_empty() {
+        return Ok(());
+    }
     let s = kernels.device.stream(stream);
     let mut launch = s.launch_builder(&kernels.ckks.scalar_op);
     let code = op as u32;
@@ -174,6 +186,9 @@ pub unsafe fn sub_then_scale_async(
     n: u32,
 ) -> Result<()> {
     same_count("sub_then_scale", out_map, &[x_map, y_map])?;
+    if out_map.is_empty() {
+        return Ok(());
+    }
     let s = kernels.device.stream(stream);
     let mut launch = s.launch_builder(&kernels.ckks.sub_then_scale);
     launch
@@ -208,6 +223,9 @@ pub unsafe fn copy_async(
     n: u32,
 ) -> Result<()> {
     same_count("copy_limbs", dst_map, &[src_map])?;
+    if dst_map.is_empty() {
+        return Ok(());
+    }
     let s = kernels.device.stream(stream);
     let mut launch = s.launch_builder(&kernels.ckks.copy_limbs);
     launch.arg(&dst).arg(dst_map).arg(&src).arg(src_map).arg(&n);
@@ -238,6 +256,9 @@ pub unsafe fn tensor_async(
     consts: u64,
     n: u32,
 ) -> Result<()> {
+    if map.is_empty() {
+        return Ok(());
+    }
     let s = kernels.device.stream(stream);
     let mut launch = s.launch_builder(&kernels.ckks.tensor);
     let [d0, d1, d2] = outputs;
@@ -287,6 +308,9 @@ pub unsafe fn key_switch_inner_product_async(
 ) -> Result<()> {
     same_count("key_switch_inner_product", out_map, &[digit_map, key_map])?;
     let log_n = n.trailing_zeros();
+    if out_map.is_empty() {
+        return Ok(());
+    }
     let s = kernels.device.stream(stream);
     let mut launch = s.launch_builder(&kernels.ckks.key_switch_inner_product);
     launch
@@ -327,6 +351,9 @@ pub unsafe fn automorphism_async(
     log_n: u32,
 ) -> Result<()> {
     same_count("automorphism", out_map, &[in_map])?;
+    if out_map.is_empty() {
+        return Ok(());
+    }
     let s = kernels.device.stream(stream);
     let mut launch = s.launch_builder(&kernels.ckks.automorphism);
     launch

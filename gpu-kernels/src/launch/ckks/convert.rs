@@ -69,6 +69,9 @@ pub unsafe fn base_convert_async(
         }
         None => (0, &empty, &empty),
     };
+    if out_map.is_empty() && copy_map.is_empty() {
+        return Ok(());
+    }
     let s = kernels.device.stream(stream);
     let mut launch = s.launch_builder(&kernels.ckks.base_convert);
     let exact = u32::from(exact);
@@ -109,6 +112,9 @@ pub unsafe fn spread_centered_async(
     consts: u64,
     n: u32,
 ) -> Result<()> {
+    if out_map.is_empty() {
+        return Ok(());
+    }
     let s = kernels.device.stream(stream);
     let mut launch = s.launch_builder(&kernels.ckks.spread_centered);
     launch

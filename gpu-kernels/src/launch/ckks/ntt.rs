@@ -5,7 +5,7 @@
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use hemem_memory::StreamId;
 
-use super::{LimbMap, launched};
+use super::{LimbMap, MAX_SOURCES, launched};
 use crate::{Error, Kernels, Result};
 
 /// Points one block transforms (8 per thread, 256 threads).
@@ -91,6 +91,36 @@ impl NttGeometry {
     }
 }
 
+/// What the forward transform's first phase reads.
+#[derive(Clone, Copy, Debug)]
+pub enum ForwardSource<'a> {
+    /// Coefficients: the limbs of a buffer (the destination itself for an
+    /// in-place transform).
+    Limbs {
+        /// Address of the buffer.
+        src: u64,
+        /// Its limbs, one per destination limb.
+        map: &'a LimbMap,
+    },
+    /// The fast base conversion of `input`'s limbs (coefficient form, at
+    /// most [`MAX_SOURCES`]) to the destination's moduli, computed as the
+    /// first phase loads its points (the converted limbs are never written):
+    /// ModUp (`exact = false`) and ModDown (`exact = true`, the HPS centred
+    /// conversion with the CPU's `f64` sequence). `table` addresses the
+    /// conversion table of `cuda/ckks_convert.cu` for exactly these source
+    /// moduli and the destination's moduli in order.
+    Convert {
+        /// Address of the source buffer.
+        input: u64,
+        /// Its limbs.
+        map: &'a LimbMap,
+        /// Device address of the conversion table.
+        table: u64,
+        /// Exact (centred) conversion.
+        exact: bool,
+    },
+}
+
 /// What the forward transform's last phase writes.
 #[derive(Clone, Copy, Debug)]
 pub enum ForwardEpilogue<'a> {
@@ -111,11 +141,11 @@ pub enum ForwardEpilogue<'a> {
 }
 
 /// Queues the forward NTT (coefficients → bit-reversed evaluations, fully
-/// reduced) of the limbs of `src` into those of `dst`, which may be the same
-/// buffer and map (in place): the columns kernel reads `src` and writes
-/// `dst`, the rows kernel transforms `dst` (8·N bytes read and written per
-/// limb each, plus the rows' twiddles). Grids: `(C/S, limbs)` and
-/// `(R/S, limbs)` blocks of 256 threads (fewer for N < 2^11).
+/// reduced) of `source` into the limbs of `dst`, which may be the source
+/// buffer and map (in place): the columns kernel reads the source and
+/// writes `dst`, the rows kernel transforms `dst` (8·N bytes read and
+/// written per limb each, plus the rows' twiddles). Grids: `(C/S, limbs)`
+/// and `(R/S, limbs)` blocks of 256 threads (fewer for N < 2^11).
 ///
 /// # Errors
 /// [`Error::LaunchShape`] for maps of different lengths; [`Error::Launch`].
@@ -136,7 +166,7 @@ pub unsafe fn forward_async(
     kernels: &Kernels,
     stream: StreamId,
     (dst, dst_map): (u64, &LimbMap),
-    (src, src_map): (u64, &LimbMap),
+    source: ForwardSource<'_>,
     consts: u64,
     twiddles: u64,
     geometry: NttGeometry,
@@ -145,7 +175,29 @@ pub unsafe fn forward_async(
     if dst_map.is_empty() {
         return Ok(());
     }
-    same_count(dst_map, src_map)?;
+    let empty = LimbMap::new(&[], &[])?;
+    let (src, src_map, conv_in, conv_map, table, mode) = match source {
+        ForwardSource::Limbs { src, map } => {
+            same_count(dst_map, map)?;
+            (src, map, 0u64, &empty, 0u64, 0u32)
+        }
+        ForwardSource::Convert {
+            input,
+            map,
+            table,
+            exact,
+        } => {
+            if map.is_empty() || map.len() > MAX_SOURCES {
+                return Err(Error::LaunchShape {
+                    kernel: "ntt_fwd_cols",
+                    what: "conversion sources",
+                    expected: MAX_SOURCES,
+                    found: map.len(),
+                });
+            }
+            (dst, dst_map, input, map, table, 1 + u32::from(exact))
+        }
+    };
     let s = kernels.device.stream(stream);
     let k = &kernels.ckks;
     let cols = kernel(&k.ntt_fwd_cols, geometry.log_r, "ntt_fwd_cols")?;
@@ -159,10 +211,14 @@ pub unsafe fn forward_async(
         .arg(&consts)
         .arg(&twiddles)
         .arg(&geometry.log_c)
-        .arg(&geometry.cols_log_s);
+        .arg(&geometry.cols_log_s)
+        .arg(&conv_in)
+        .arg(conv_map)
+        .arg(&table)
+        .arg(&mode);
     // SAFETY: PTX signature (u64, LimbMap, u64, LimbMap, const ModConst*,
-    // const u64*, u32, u32); the caller guarantees the memory; every block
-    // owns its columns.
+    // const u64*, u32, u32, u64, LimbMap, const u64*, u32); the caller
+    // guarantees the memory; every block owns its columns.
     unsafe { launch.launch(NttGeometry::config(geometry.columns_shape(), dst_map.len())) }
         .map_err(launched("ntt_fwd_cols"))?;
     let (aux, aux_map, scale, mode) = match epilogue {
