@@ -96,7 +96,9 @@ struct Report {
     runs: Vec<PolicyRun>,
 }
 
-/// `(wall ms, submit ms)` per iteration.
+/// `(wall ms, submit ms)` per iteration. On a GPU the timed iterations
+/// are bracketed by `cuProfilerStart`/`Stop`, so `ncu --profile-from-start
+/// off` sees only them (not key generation or warm-up).
 fn time<T>(
     backend: &Arc<dyn Backend>,
     iterations: usize,
@@ -106,12 +108,19 @@ fn time<T>(
         f()?;
     }
     backend.synchronize()?;
+    let gpu = backend.allocator().device();
+    if let Some(d) = gpu {
+        d.set_profiling(true)?;
+    }
     let start = Instant::now();
     for _ in 0..iterations {
         f()?;
     }
     let queued = start.elapsed();
     backend.synchronize()?;
+    if let Some(d) = gpu {
+        d.set_profiling(false)?;
+    }
     let per = |d: std::time::Duration| d.as_secs_f64() * 1e3 / iterations.max(1) as f64;
     Ok((per(start.elapsed()), per(queued)))
 }
