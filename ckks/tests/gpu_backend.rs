@@ -393,6 +393,53 @@ fn primitives(name: &str, preset: Preset) {
         .unwrap();
         compare(&format!("mod_down at level {l}"), &out, &q, &q);
     }
+    // ModDown with the addition after it (relinearisation, rotations).
+    {
+        let l = q_count - 1;
+        let qp_l = params.qp_indices(Level(l));
+        let positions: Vec<usize> = (0..=l).chain(q_count..total).collect();
+        let q: Vec<usize> = (0..=l).collect();
+        let mut out = poisoned(&cpu, &gpu, l + 1);
+        cpu.mod_down_add(
+            Limbs {
+                buffer: &a.cpu,
+                positions: &positions,
+                moduli: &qp_l,
+            },
+            p_count,
+            Limbs {
+                buffer: &b.cpu,
+                positions: &q,
+                moduli: &q,
+            },
+            LimbsMut {
+                buffer: &mut out.cpu,
+                positions: &q,
+                moduli: &q,
+            },
+        )
+        .unwrap();
+        gpu.mod_down_add(
+            Limbs {
+                buffer: &a.gpu,
+                positions: &positions,
+                moduli: &qp_l,
+            },
+            p_count,
+            Limbs {
+                buffer: &b.gpu,
+                positions: &q,
+                moduli: &q,
+            },
+            LimbsMut {
+                buffer: &mut out.gpu,
+                positions: &q,
+                moduli: &q,
+            },
+        )
+        .unwrap();
+        compare(&format!("mod_down_add at level {l}"), &out, &q, &q);
+    }
     // ModUp of the first and the last digit at the top level, with and
     // without the digit's NTT form.
     let alpha = params.alpha();

@@ -38,6 +38,7 @@
 // Epilogues of the forward rows phase.
 #define NTT_STORE 0u         // out = v (fully reduced)
 #define NTT_SUB_SCALE 1u     // out = (aux - v) * s_limb, ModDown's last step
+#define NTT_SUB_SCALE_ADD 2u // out = (aux - v) * s_limb + add, and the addition after it
 
 typedef ulonglong2 Twiddle;  // (W, W_shoup)
 
@@ -338,12 +339,14 @@ __device__ __forceinline__ void fwd_columns(u64 dst, const LimbMap& dst_map, u64
 // Forward, rows phase (stages log_r .. log_n-1, LOG_M = log_c): reads
 // `data` (the columns phase's output), writes `dst` (may be `data`), fully
 // reduced; with NTT_SUB_SCALE, dst = (aux - v) * scale[limb] instead (aux
-// read through aux_map, scale = (s, s_shoup) per limb of the maps).
+// read through aux_map, scale = (s, s_shoup) per limb of the maps); with
+// NTT_SUB_SCALE_ADD, plus the limb of `add` (add_map), reduced.
 template <int LOG_M>
 __device__ __forceinline__ void fwd_rows(u64 dst, const LimbMap& dst_map, u64 data, const LimbMap& map,
                                          const ModConst* __restrict__ consts,
                                          const u64* __restrict__ tw, u32 log_r, u32 log_s, u64 aux,
-                                         const LimbMap& aux_map, const Twiddle* __restrict__ scale, u32 mode) {
+                                         const LimbMap& aux_map, const Twiddle* __restrict__ scale, u32 mode,
+                                         u64 add, const LimbMap& add_map) {
     u32 sub, j;
     thread_coords<LOG_M, false>(log_s, sub, j);
     const u32 limb = blockIdx.y;
@@ -368,7 +371,7 @@ __device__ __forceinline__ void fwd_rows(u64 dst, const LimbMap& dst_map, u64 da
         x[k] = v >= q ? v - q : v;
     }
     u64* out = limb_ptr(dst, dst_map.pos[limb], n) + ((size_t)r << LOG_M) + 8 * j;
-    if (mode == NTT_SUB_SCALE) {
+    if (mode == NTT_SUB_SCALE || mode == NTT_SUB_SCALE_ADD) {
         const Twiddle s = scale[limb];
         const u64* a = limb_ptr(aux, aux_map.pos[limb], n) + ((size_t)r << LOG_M) + 8 * j;
 #pragma unroll
@@ -376,6 +379,15 @@ __device__ __forceinline__ void fwd_rows(u64 dst, const LimbMap& dst_map, u64 da
             const ulonglong2 av = *reinterpret_cast<const ulonglong2*>(a + k);
             x[k] = mul_shoup(sub_mod(av.x, x[k], q), s.x, s.y, q);
             x[k + 1] = mul_shoup(sub_mod(av.y, x[k + 1], q), s.x, s.y, q);
+        }
+    }
+    if (mode == NTT_SUB_SCALE_ADD) {
+        const u64* e = limb_ptr(add, add_map.pos[limb], n) + ((size_t)r << LOG_M) + 8 * j;
+#pragma unroll
+        for (int k = 0; k < 8; k += 2) {
+            const ulonglong2 ev = *reinterpret_cast<const ulonglong2*>(e + k);
+            x[k] = add_mod(x[k], ev.x, q);
+            x[k + 1] = add_mod(x[k + 1], ev.y, q);
         }
     }
 #pragma unroll
@@ -428,9 +440,10 @@ __device__ __forceinline__ void inv_columns(u64 data, const LimbMap& map, const 
 // Entry points, one per phase size: columns LOG_M = log_r in 5..8, rows
 // LOG_M = log_c in 5..9 (NttGeometry in src/launch/ckks/ntt.rs). At most
 // 64 registers (4 blocks of 256 threads per SM): the forward kernels ask
-// for it (76 otherwise, no spills at 64); the inverse ones fit already. The
-// forward columns kernels of small N (log M 5, 6: blocks of 128 threads or
-// test sizes) would spill at 64 with the conversion prologue and do not ask.
+// for it (76 otherwise, no spills at 64); the inverse ones fit already.
+// Exceptions, which would spill at 64: the rows kernel of N = 2^17 (log M 9,
+// with the epilogue's addend) asks for 3 blocks (78 registers), and the
+// columns kernels of small N (log M 5, 6: test sizes) ask for nothing.
 #define HEMEM_NTT_COLUMNS(L, MIN_BLOCKS)                                                                            \
     extern "C" __global__ void __launch_bounds__(256, MIN_BLOCKS) ntt_fwd_cols_##L(                                            \
         u64 dst, LimbMap dst_map, u64 src, LimbMap src_map, const ModConst* __restrict__ consts,                  \
@@ -444,13 +457,13 @@ __device__ __forceinline__ void inv_columns(u64 data, const LimbMap& map, const 
         inv_columns<L>(data, map, consts, tw, n_inv, log_c, log_s);                                                \
     }
 
-#define HEMEM_NTT_ROWS(L)                                                                                           \
-    extern "C" __global__ void __launch_bounds__(256, 4) ntt_fwd_rows_##L(                                            \
+#define HEMEM_NTT_ROWS(L, MIN_BLOCKS)                                                                               \
+    extern "C" __global__ void __launch_bounds__(256, MIN_BLOCKS) ntt_fwd_rows_##L(                                            \
         u64 dst, LimbMap dst_map, u64 data, LimbMap map, const ModConst* __restrict__ consts,                     \
         const u64* __restrict__ tw, u32 log_r, u32 log_s, u64 aux, LimbMap aux_map, const u64* __restrict__ scale, \
-        u32 mode) {                                                                                                \
+        u32 mode, u64 add, LimbMap add_map) {                                                                      \
         fwd_rows<L>(dst, dst_map, data, map, consts, tw, log_r, log_s, aux, aux_map,                              \
-                    reinterpret_cast<const Twiddle*>(scale), mode);                                                \
+                    reinterpret_cast<const Twiddle*>(scale), mode, add, add_map);                                  \
     }                                                                                                              \
     extern "C" __global__ void __launch_bounds__(256) ntt_inv_rows_##L(                                            \
         u64 dst, LimbMap dst_map, u64 src, LimbMap src_map, const ModConst* __restrict__ consts,                  \
@@ -462,8 +475,8 @@ HEMEM_NTT_COLUMNS(5, 1)
 HEMEM_NTT_COLUMNS(6, 1)
 HEMEM_NTT_COLUMNS(7, 4)
 HEMEM_NTT_COLUMNS(8, 4)
-HEMEM_NTT_ROWS(5)
-HEMEM_NTT_ROWS(6)
-HEMEM_NTT_ROWS(7)
-HEMEM_NTT_ROWS(8)
-HEMEM_NTT_ROWS(9)
+HEMEM_NTT_ROWS(5, 4)
+HEMEM_NTT_ROWS(6, 4)
+HEMEM_NTT_ROWS(7, 4)
+HEMEM_NTT_ROWS(8, 4)
+HEMEM_NTT_ROWS(9, 3)

@@ -230,6 +230,26 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// Shape or placement errors.
     fn mod_down(&self, x: Limbs<'_>, p_count: usize, out: LimbsMut<'_>) -> Result<()>;
 
+    /// ModDown followed by an addition: `out = round(x / P) + addend`, with
+    /// `addend` over `out`'s moduli (NTT form): the addition that ends
+    /// relinearisation and rotations.
+    ///
+    /// The default runs [`Backend::mod_down`] then [`Backend::binary_assign`];
+    /// the GPU backend adds in the epilogue of ModDown's forward transform.
+    ///
+    /// # Errors
+    /// Shape or placement errors.
+    fn mod_down_add(
+        &self,
+        x: Limbs<'_>,
+        p_count: usize,
+        addend: Limbs<'_>,
+        mut out: LimbsMut<'_>,
+    ) -> Result<()> {
+        self.mod_down(x, p_count, out.reborrow())?;
+        self.binary_assign(BinaryOp::Add, out, addend)
+    }
+
     /// ModUp of one gadget digit: `digit` holds the digit's limbs in
     /// **coefficient** form; `out` receives every modulus of its view in NTT
     /// form — the digit's own limbs copied (and transformed), the others by

@@ -80,13 +80,16 @@ pub(crate) fn decompose(
 
 /// Applies `key` to a decomposition (after the automorphism `galois`, for
 /// hoisted rotations): returns `(k0, k1)` over `Q_l`, in `class` memory, with
-/// `k0 + k1·s ≈ c·s'` (or `σ_g(c)·s'`).
+/// `k0 + k1·s ≈ c·s'` (or `σ_g(c)·s'`), plus `add[0]` and `add[1]` when
+/// given (the additions that end relinearisation and rotations, done by
+/// [`crate::backend::Backend::mod_down_add`]).
 pub(crate) fn apply_key(
     params: &Parameters,
     decomposition: &Decomposition,
     key: &SwitchingKey,
     galois: Option<GaloisElement>,
     class: MemoryClass,
+    add: [Option<&RnsPoly<Ntt>>; 2],
 ) -> Result<(RnsPoly<Ntt>, RnsPoly<Ntt>)> {
     let level = decomposition.level;
     let qp = params.qp_indices(level);
@@ -153,7 +156,18 @@ pub(crate) fn apply_key(
     let p_count = params.p_moduli().len();
     let mut k0 = RnsPoly::<Ntt>::allocate(backend, &q, class, false)?;
     let mut k1 = RnsPoly::<Ntt>::allocate(backend, &q, class, false)?;
-    backend.mod_down(acc0.limbs()?, p_count, k0.limbs_mut()?)?;
-    backend.mod_down(acc1.limbs()?, p_count, k1.limbs_mut()?)?;
+    let [add0, add1] = add;
+    for ((acc, k), extra) in [(&acc0, &mut k0), (&acc1, &mut k1)]
+        .into_iter()
+        .zip([add0, add1])
+    {
+        match extra {
+            Some(e) => {
+                k.check_compatible(e)?;
+                backend.mod_down_add(acc.limbs()?, p_count, e.limbs()?, k.limbs_mut()?)?;
+            }
+            None => backend.mod_down(acc.limbs()?, p_count, k.limbs_mut()?)?,
+        }
+    }
     Ok((k0, k1))
 }

@@ -28,6 +28,8 @@ use crate::zq::Modulus;
 use crate::zq::primes::PrimeGenerator;
 
 type Twiddle = (u64, u64);
+/// The NTT_SUB_SCALE epilogue's minuend limb, scale, and optional addend.
+type SubScale<'a> = (&'a [u64], Twiddle, Option<&'a [u64]>);
 
 fn mul_shoup_lazy(a: u64, w: u64, ws: u64, q: u64) -> u64 {
     let est = ((u128::from(a) * u128::from(ws)) >> 64) as u64;
@@ -426,14 +428,15 @@ fn phase_block(
 
 /// The forward transform of one limb as the two kernels compute it: of `a`,
 /// or with `source` of the values it gives per coefficient index (the
-/// conversion prologue); with `sub_scale`, the NTT_SUB_SCALE epilogue.
+/// conversion prologue); with `sub_scale`, the NTT_SUB_SCALE epilogue, or
+/// NTT_SUB_SCALE_ADD with its addend.
 fn forward(
     g: NttGeometry,
     a: &[u64],
     tw: &[Twiddle],
     q: u64,
     mut source: Option<&mut dyn FnMut(usize) -> u64>,
-    sub_scale: Option<(&[u64], Twiddle)>,
+    sub_scale: Option<SubScale<'_>>,
 ) -> Vec<u64> {
     let n = 1usize << g.log_n;
     let mut mem = Global::new(a.to_vec());
@@ -490,7 +493,10 @@ fn forward(
     }
     out.written_once("forward columns");
     let mut mem = Global::new(out.words);
-    let mut aux = sub_scale.map(|(a, _)| Global::new(a.to_vec()));
+    let mut aux = sub_scale.map(|(a, _, _)| Global::new(a.to_vec()));
+    let mut addend = sub_scale
+        .and_then(|(_, _, e)| e)
+        .map(|e| Global::new(e.to_vec()));
     let mut result = Global::new(vec![u64::MAX; n]);
     let (blocks, _, _) = g.rows_shape();
     let log_m = g.log_c;
@@ -518,8 +524,12 @@ fn forward(
                 assert!(v < 4 * q);
                 v = if v >= 2 * q { v - 2 * q } else { v };
                 v = if v >= q { v - q } else { v };
-                if let (Some(aux), Some((_, s))) = (aux.as_mut(), sub_scale) {
+                if let (Some(aux), Some((_, s, _))) = (aux.as_mut(), sub_scale) {
                     v = mul_shoup(sub_mod(aux.load(at + k), v, q), s.0, s.1, q);
+                }
+                if let Some(e) = addend.as_mut() {
+                    let w = e.load(at + k);
+                    v = if v + w >= q { v + w - q } else { v + w };
                 }
                 result.store(at + k, v);
             }
@@ -529,6 +539,9 @@ fn forward(
     result.written_once("forward rows");
     if let Some(aux) = aux.as_ref() {
         aux.read_once("forward rows, aux");
+    }
+    if let Some(e) = addend.as_ref() {
+        e.read_once("forward rows, addend");
     }
     result.words
 }
@@ -638,20 +651,23 @@ fn ntt_kernels_match_the_staged_reference() {
             // The fused ModDown epilogue: (aux − NTT(a))·s.
             let aux: Vec<u64> = (0..n).map(|_| rng.next_u64() % q).collect();
             let s = m.shoup(rng.next_u64() % q);
-            let fused = forward(
-                g,
-                &a,
-                &fwd,
-                q,
-                None,
-                Some((&aux, (s.value(), s.quotient()))),
-            );
+            let pair = (s.value(), s.quotient());
+            let fused = forward(g, &a, &fwd, q, None, Some((&aux, pair, None)));
             let reference: Vec<u64> = aux
                 .iter()
                 .zip(&expected)
                 .map(|(&x, &v)| m.mul_shoup(m.sub(x, v), &s))
                 .collect();
             assert_eq!(fused, reference, "sub-scale epilogue, N = 2^{log_n}");
+            // And the addition after it (relinearisation, rotations).
+            let extra: Vec<u64> = (0..n).map(|_| rng.next_u64() % q).collect();
+            let fused = forward(g, &a, &fwd, q, None, Some((&aux, pair, Some(&extra))));
+            let reference: Vec<u64> = reference
+                .iter()
+                .zip(&extra)
+                .map(|(&x, &e)| m.add(x, e))
+                .collect();
+            assert_eq!(fused, reference, "sub-scale-add epilogue, N = 2^{log_n}");
         }
     }
 }

@@ -411,6 +411,79 @@ impl GpuBackend {
         Ok(())
     }
 
+    /// ModDown, and with `addend` the addition after it, in the epilogue.
+    fn mod_down_then_add(
+        &self,
+        x: Limbs<'_>,
+        p_count: usize,
+        addend: Option<Limbs<'_>>,
+        out: LimbsMut<'_>,
+    ) -> Result<()> {
+        let q_count =
+            x.len()
+                .checked_sub(p_count)
+                .filter(|_| p_count > 0)
+                .ok_or(Error::LengthMismatch {
+                    expected: p_count + 1,
+                    actual: x.len(),
+                })?;
+        let (q_moduli, p_moduli) = x.moduli.split_at(q_count);
+        let (q_positions, p_positions) = x.positions.split_at(q_count);
+        if q_moduli != out.moduli {
+            return Err(Error::LengthMismatch {
+                expected: q_count,
+                actual: out.len(),
+            });
+        }
+        let (xa, _) = self.read_view(&x)?;
+        let (xo, mo) = self.write_view(&out)?;
+        let add = match &addend {
+            Some(e) if e.moduli == out.moduli => Some(self.read_view(e)?),
+            Some(e) => {
+                return Err(Error::LengthMismatch {
+                    expected: out.len(),
+                    actual: e.len(),
+                });
+            }
+            None => None,
+        };
+        let tables = self.conversion(p_moduli, q_moduli)?;
+        let p_part = self.scratch(p_count)?;
+        let _guard = self.allocator.prepare(&[
+            x.buffer,
+            out.buffer,
+            &p_part,
+            &tables.table,
+            &tables.scale,
+            addend.as_ref().map_or(x.buffer, |e| e.buffer),
+        ])?;
+        let p_addr = address(&p_part)?;
+        let p_map = LimbMap::new(contiguous(0, p_count)?, p_moduli)?;
+        // The P limbs to coefficients, out of place (no copy).
+        self.ntt_inverse_raw(
+            (p_addr, &p_map),
+            (xa, &LimbMap::new(p_positions, p_moduli)?),
+        )?;
+        // out = (x_i − NTT(convert(p_part))) · P^{-1} (+ addend): the
+        // conversion is computed as the transform loads its points, the
+        // subtraction, scaling and addition as it stores them.
+        self.ntt_forward_raw(
+            (xo, &mo),
+            ForwardSource::Convert {
+                input: p_addr,
+                map: &p_map,
+                table: address(&tables.table)?,
+                exact: true,
+            },
+            ForwardEpilogue::SubScale {
+                aux: xa,
+                aux_map: &LimbMap::new(q_positions, q_moduli)?,
+                scale: address(&tables.scale)?,
+                add: add.as_ref().map(|(a, m)| (*a, m)),
+            },
+        )
+    }
+
     fn copy_raw(&self, dst: (u64, &LimbMap), src: (u64, &LimbMap)) -> Result<()> {
         // SAFETY: both addresses hold their maps' limbs on the compute stream;
         // callers pass distinct buffers or disjoint limbs.
@@ -680,62 +753,23 @@ impl Backend for GpuBackend {
                 aux: xa,
                 aux_map: &kept_map,
                 scale: address(&scale)?,
+                add: None,
             },
         )
     }
 
     fn mod_down(&self, x: Limbs<'_>, p_count: usize, out: LimbsMut<'_>) -> Result<()> {
-        let q_count =
-            x.len()
-                .checked_sub(p_count)
-                .filter(|_| p_count > 0)
-                .ok_or(Error::LengthMismatch {
-                    expected: p_count + 1,
-                    actual: x.len(),
-                })?;
-        let (q_moduli, p_moduli) = x.moduli.split_at(q_count);
-        let (q_positions, p_positions) = x.positions.split_at(q_count);
-        if q_moduli != out.moduli {
-            return Err(Error::LengthMismatch {
-                expected: q_count,
-                actual: out.len(),
-            });
-        }
-        let (xa, _) = self.read_view(&x)?;
-        let (xo, mo) = self.write_view(&out)?;
-        let tables = self.conversion(p_moduli, q_moduli)?;
-        let p_part = self.scratch(p_count)?;
-        let _guard = self.allocator.prepare(&[
-            x.buffer,
-            out.buffer,
-            &p_part,
-            &tables.table,
-            &tables.scale,
-        ])?;
-        let p_addr = address(&p_part)?;
-        let p_map = LimbMap::new(contiguous(0, p_count)?, p_moduli)?;
-        // The P limbs to coefficients, out of place (no copy).
-        self.ntt_inverse_raw(
-            (p_addr, &p_map),
-            (xa, &LimbMap::new(p_positions, p_moduli)?),
-        )?;
-        // out = (x_i − NTT(convert(p_part))) · P^{-1}: the conversion is
-        // computed as the transform loads its points, the subtraction and
-        // scaling as it stores them.
-        self.ntt_forward_raw(
-            (xo, &mo),
-            ForwardSource::Convert {
-                input: p_addr,
-                map: &p_map,
-                table: address(&tables.table)?,
-                exact: true,
-            },
-            ForwardEpilogue::SubScale {
-                aux: xa,
-                aux_map: &LimbMap::new(q_positions, q_moduli)?,
-                scale: address(&tables.scale)?,
-            },
-        )
+        self.mod_down_then_add(x, p_count, None, out)
+    }
+
+    fn mod_down_add(
+        &self,
+        x: Limbs<'_>,
+        p_count: usize,
+        addend: Limbs<'_>,
+        out: LimbsMut<'_>,
+    ) -> Result<()> {
+        self.mod_down_then_add(x, p_count, Some(addend), out)
     }
 
     fn mod_up(

@@ -137,6 +137,9 @@ pub enum ForwardEpilogue<'a> {
         aux_map: &'a LimbMap,
         /// Device address of the per-limb `(s, s shoup)` pairs.
         scale: u64,
+        /// `(address, map)` of limbs added to the result (reduced), as the
+        /// addition that follows a key switch.
+        add: Option<(u64, &'a LimbMap)>,
     },
 }
 
@@ -221,15 +224,26 @@ pub unsafe fn forward_async(
     // guarantees the memory; every block owns its columns.
     unsafe { launch.launch(NttGeometry::config(geometry.columns_shape(), dst_map.len())) }
         .map_err(launched("ntt_fwd_cols"))?;
-    let (aux, aux_map, scale, mode) = match epilogue {
-        ForwardEpilogue::Store => (dst, dst_map, 0u64, 0u32),
+    let (aux, aux_map, scale, mode, add, add_map) = match epilogue {
+        ForwardEpilogue::Store => (dst, dst_map, 0u64, 0u32, 0u64, &empty),
         ForwardEpilogue::SubScale {
             aux,
             aux_map,
             scale,
+            add: None,
         } => {
             same_count(dst_map, aux_map)?;
-            (aux, aux_map, scale, 1u32)
+            (aux, aux_map, scale, 1u32, 0u64, &empty)
+        }
+        ForwardEpilogue::SubScale {
+            aux,
+            aux_map,
+            scale,
+            add: Some((add, add_map)),
+        } => {
+            same_count(dst_map, aux_map)?;
+            same_count(dst_map, add_map)?;
+            (aux, aux_map, scale, 2u32, add, add_map)
         }
     };
     let mut launch = s.launch_builder(rows);
@@ -245,10 +259,12 @@ pub unsafe fn forward_async(
         .arg(&aux)
         .arg(aux_map)
         .arg(&scale)
-        .arg(&mode);
+        .arg(&mode)
+        .arg(&add)
+        .arg(add_map);
     // SAFETY: PTX signature (u64, LimbMap, u64, LimbMap, const ModConst*,
-    // const u64*, u32, u32, u64, LimbMap, const u64*, u32); every block owns
-    // its rows.
+    // const u64*, u32, u32, u64, LimbMap, const u64*, u32, u64, LimbMap);
+    // every block owns its rows.
     unsafe { launch.launch(NttGeometry::config(geometry.rows_shape(), dst_map.len())) }
         .map_err(launched("ntt_fwd_rows"))?;
     Ok(())
