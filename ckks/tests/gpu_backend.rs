@@ -393,6 +393,53 @@ fn primitives(name: &str, preset: Preset) {
         .unwrap();
         compare(&format!("mod_down at level {l}"), &out, &q, &q);
     }
+    // ModDown with the addition after it (relinearisation, rotations).
+    {
+        let l = q_count - 1;
+        let qp_l = params.qp_indices(Level(l));
+        let positions: Vec<usize> = (0..=l).chain(q_count..total).collect();
+        let q: Vec<usize> = (0..=l).collect();
+        let mut out = poisoned(&cpu, &gpu, l + 1);
+        cpu.mod_down_add(
+            Limbs {
+                buffer: &a.cpu,
+                positions: &positions,
+                moduli: &qp_l,
+            },
+            p_count,
+            Limbs {
+                buffer: &b.cpu,
+                positions: &q,
+                moduli: &q,
+            },
+            LimbsMut {
+                buffer: &mut out.cpu,
+                positions: &q,
+                moduli: &q,
+            },
+        )
+        .unwrap();
+        gpu.mod_down_add(
+            Limbs {
+                buffer: &a.gpu,
+                positions: &positions,
+                moduli: &qp_l,
+            },
+            p_count,
+            Limbs {
+                buffer: &b.gpu,
+                positions: &q,
+                moduli: &q,
+            },
+            LimbsMut {
+                buffer: &mut out.gpu,
+                positions: &q,
+                moduli: &q,
+            },
+        )
+        .unwrap();
+        compare(&format!("mod_down_add at level {l}"), &out, &q, &q);
+    }
     // ModUp of the first and the last digit at the top level, with and
     // without the digit's NTT form.
     let alpha = params.alpha();
@@ -569,6 +616,107 @@ fn primitives(name: &str, preset: Preset) {
     }
     compare("key_switch_inner_product (first sum)", &o0, &all, &qp);
     compare("key_switch_inner_product (second sum)", &o1, &all, &qp);
+    // The same over rotated digits (hoisted rotations): the GPU gathers
+    // through the permutation, the CPU rotates into temporaries.
+    for (g, label) in [
+        (GaloisElement::rotation(5, n), "rotation 5"),
+        (GaloisElement::conjugation(n), "conjugation"),
+    ] {
+        let mut o0 = poisoned(&cpu, &gpu, total);
+        let mut o1 = poisoned(&cpu, &gpu, total);
+        let d_cpu = [view(&a.cpu, &all, &qp), view(&b.cpu, &all, &qp)];
+        let k_cpu = [
+            view(&extra[1].cpu, &all, &qp),
+            view(&extra[2].cpu, &all, &qp),
+        ];
+        let d_gpu = [view(&a.gpu, &all, &qp), view(&b.gpu, &all, &qp)];
+        let k_gpu = [
+            view(&extra[1].gpu, &all, &qp),
+            view(&extra[2].gpu, &all, &qp),
+        ];
+        cpu.key_switch_inner_product_galois(
+            &d_cpu,
+            g,
+            &k_cpu,
+            &d_cpu,
+            LimbsMut {
+                buffer: &mut o0.cpu,
+                positions: &all,
+                moduli: &qp,
+            },
+            LimbsMut {
+                buffer: &mut o1.cpu,
+                positions: &all,
+                moduli: &qp,
+            },
+        )
+        .unwrap();
+        gpu.key_switch_inner_product_galois(
+            &d_gpu,
+            g,
+            &k_gpu,
+            &d_gpu,
+            LimbsMut {
+                buffer: &mut o0.gpu,
+                positions: &all,
+                moduli: &qp,
+            },
+            LimbsMut {
+                buffer: &mut o1.gpu,
+                positions: &all,
+                moduli: &qp,
+            },
+        )
+        .unwrap();
+        compare(
+            &format!("key_switch_inner_product_galois {label} (first sum)"),
+            &o0,
+            &all,
+            &qp,
+        );
+        compare(
+            &format!("key_switch_inner_product_galois {label} (second sum)"),
+            &o1,
+            &all,
+            &qp,
+        );
+    }
+    // Out-of-place inverse NTT from scattered source limbs into a permuted
+    // destination; the source must stay unchanged.
+    {
+        let src_pos: Vec<usize> = vec![total - 1, 1, 3, 0];
+        let src_mod: Vec<usize> = src_pos.iter().map(|&p| qp[p]).collect();
+        let dst_pos: Vec<usize> = vec![2, 0, 3, 1];
+        let mut out = poisoned(&cpu, &gpu, 4);
+        cpu.ntt_inverse_into(
+            Limbs {
+                buffer: &a.cpu,
+                positions: &src_pos,
+                moduli: &src_mod,
+            },
+            LimbsMut {
+                buffer: &mut out.cpu,
+                positions: &dst_pos,
+                moduli: &src_mod,
+            },
+        )
+        .unwrap();
+        gpu.ntt_inverse_into(
+            Limbs {
+                buffer: &a.gpu,
+                positions: &src_pos,
+                moduli: &src_mod,
+            },
+            LimbsMut {
+                buffer: &mut out.gpu,
+                positions: &dst_pos,
+                moduli: &src_mod,
+            },
+        )
+        .unwrap();
+        compare("ntt_inverse_into (scattered)", &out, &dst_pos, &src_mod);
+        compare("ntt_inverse_into leaves its source", &a, &all, &qp);
+    }
     let mut d: Vec<Pair> = (0..3).map(|_| poisoned(&cpu, &gpu, total)).collect();
     {
         let [d0, d1, d2] = &mut d[..] else {

@@ -8,6 +8,16 @@
 #define OP_SUB 1u
 #define OP_MUL 2u
 
+// Two coefficients per thread through 16-byte accesses (limbs are N words,
+// N even, and buffers 256-byte aligned).
+__device__ __forceinline__ ulonglong2 load2(const u64* p, u32 c) {
+    return *reinterpret_cast<const ulonglong2*>(p + c);
+}
+__device__ __forceinline__ void store2(u64* p, u32 c, u64 x, u64 y) {
+    *reinterpret_cast<ulonglong2*>(p + c) = make_ulonglong2(x, y);
+}
+#define FOR_PAIRS(c, n) for (u32 c = 2 * (blockIdx.x * blockDim.x + threadIdx.x); c < (n); c += 2 * gridDim.x * blockDim.x)
+
 __device__ __forceinline__ u64 apply_op(u32 op, u64 a, u64 b, const ModConst& m) {
     if (op == OP_ADD) return add_mod(a, b, m.q);
     if (op == OP_SUB) return sub_mod(a, b, m.q);
@@ -22,8 +32,9 @@ extern "C" __global__ void binary_op(u64 out, LimbMap out_map, u64 a, LimbMap a_
     u64* o = limb_ptr(out, out_map.pos[limb], n);
     const u64* x = limb_ptr(a, a_map.pos[limb], n);
     const u64* y = limb_ptr(b, b_map.pos[limb], n);
-    for (u32 c = blockIdx.x * blockDim.x + threadIdx.x; c < n; c += gridDim.x * blockDim.x) {
-        o[c] = apply_op(op, x[c], y[c], m);
+    FOR_PAIRS(c, n) {
+        const ulonglong2 u = load2(x, c), v = load2(y, c);
+        store2(o, c, apply_op(op, u.x, v.x, m), apply_op(op, u.y, v.y, m));
     }
 }
 
@@ -35,8 +46,9 @@ extern "C" __global__ void mul_add(u64 acc, LimbMap acc_map, u64 a, LimbMap a_ma
     u64* o = limb_ptr(acc, acc_map.pos[limb], n);
     const u64* x = limb_ptr(a, a_map.pos[limb], n);
     const u64* y = limb_ptr(b, b_map.pos[limb], n);
-    for (u32 c = blockIdx.x * blockDim.x + threadIdx.x; c < n; c += gridDim.x * blockDim.x) {
-        o[c] = add_mod(o[c], mul_mod(x[c], y[c], m), m.q);
+    FOR_PAIRS(c, n) {
+        const ulonglong2 s = load2(o, c), u = load2(x, c), v = load2(y, c);
+        store2(o, c, add_mod(s.x, mul_mod(u.x, v.x, m), m.q), add_mod(s.y, mul_mod(u.y, v.y, m), m.q));
     }
 }
 
@@ -45,9 +57,9 @@ extern "C" __global__ void negate(u64 data, LimbMap map, const ModConst* __restr
     const u32 limb = blockIdx.y;
     const u64 q = consts[map.mod[limb]].q;
     u64* o = limb_ptr(data, map.pos[limb], n);
-    for (u32 c = blockIdx.x * blockDim.x + threadIdx.x; c < n; c += gridDim.x * blockDim.x) {
-        u64 v = o[c];
-        o[c] = v == 0 ? 0 : q - v;
+    FOR_PAIRS(c, n) {
+        const ulonglong2 v = load2(o, c);
+        store2(o, c, v.x == 0 ? 0 : q - v.x, v.y == 0 ? 0 : q - v.y);
     }
 }
 
@@ -56,6 +68,12 @@ struct Scalars {
     u64 shoup[HEMEM_MAX_LIMBS];
 };
 
+__device__ __forceinline__ u64 apply_scalar(u32 op, u64 v, u64 s, u64 ss, u64 q) {
+    if (op == OP_ADD) return add_mod(v, s, q);
+    if (op == OP_SUB) return sub_mod(v, s, q);
+    return mul_shoup(v, s, ss, q);
+}
+
 // x = x op s_limb (s reduced; multiplication by Shoup).
 extern "C" __global__ void scalar_op(u64 data, LimbMap map, Scalars scalars, const ModConst* __restrict__ consts,
                                      u32 n, u32 op) {
@@ -63,19 +81,14 @@ extern "C" __global__ void scalar_op(u64 data, LimbMap map, Scalars scalars, con
     const u64 q = consts[map.mod[limb]].q;
     const u64 s = scalars.value[limb], ss = scalars.shoup[limb];
     u64* o = limb_ptr(data, map.pos[limb], n);
-    for (u32 c = blockIdx.x * blockDim.x + threadIdx.x; c < n; c += gridDim.x * blockDim.x) {
-        u64 v = o[c];
-        if (op == OP_ADD) {
-            o[c] = add_mod(v, s, q);
-        } else if (op == OP_SUB) {
-            o[c] = sub_mod(v, s, q);
-        } else {
-            o[c] = mul_shoup(v, s, ss, q);
-        }
+    FOR_PAIRS(c, n) {
+        const ulonglong2 v = load2(o, c);
+        store2(o, c, apply_scalar(op, v.x, s, ss, q), apply_scalar(op, v.y, s, ss, q));
     }
 }
 
-// out = (x - y) * s_limb: the last step of ModDown and of rescaling.
+// out = (x - y) * s_limb: the last step of ModDown and of rescaling (kept
+// for callers that do not fuse it into the forward NTT).
 extern "C" __global__ void sub_then_scale(u64 out, LimbMap out_map, u64 x, LimbMap x_map, u64 y, LimbMap y_map,
                                           Scalars scalars, const ModConst* __restrict__ consts, u32 n) {
     const u32 limb = blockIdx.y;
@@ -84,8 +97,9 @@ extern "C" __global__ void sub_then_scale(u64 out, LimbMap out_map, u64 x, LimbM
     u64* o = limb_ptr(out, out_map.pos[limb], n);
     const u64* a = limb_ptr(x, x_map.pos[limb], n);
     const u64* b = limb_ptr(y, y_map.pos[limb], n);
-    for (u32 c = blockIdx.x * blockDim.x + threadIdx.x; c < n; c += gridDim.x * blockDim.x) {
-        o[c] = mul_shoup(sub_mod(a[c], b[c], q), s, ss, q);
+    FOR_PAIRS(c, n) {
+        const ulonglong2 u = load2(a, c), v = load2(b, c);
+        store2(o, c, mul_shoup(sub_mod(u.x, v.x, q), s, ss, q), mul_shoup(sub_mod(u.y, v.y, q), s, ss, q));
     }
 }
 
@@ -94,11 +108,24 @@ extern "C" __global__ void copy_limbs(u64 dst, LimbMap dst_map, u64 src, LimbMap
     const u32 limb = blockIdx.y;
     u64* o = limb_ptr(dst, dst_map.pos[limb], n);
     const u64* i = limb_ptr(src, src_map.pos[limb], n);
-    for (u32 c = blockIdx.x * blockDim.x + threadIdx.x; c < n; c += gridDim.x * blockDim.x) o[c] = i[c];
+    FOR_PAIRS(c, n) {
+        const ulonglong2 v = load2(i, c);
+        store2(o, c, v.x, v.y);
+    }
 }
 
 // (d0, d1, d2) = (a0 b0, a0 b1 + a1 b0, a1 b1); all seven polynomials share
 // one limb map.
+__device__ __forceinline__ void tensor1(u64 u0, u64 u1, u64 v0, u64 v1, const ModConst& m, u64& e0, u64& e1,
+                                        u64& e2) {
+    e0 = mul_mod(u0, v0, m);
+    Acc128 acc = {0, 0};
+    acc_mul(acc, u0, v1);
+    acc_mul(acc, u1, v0);
+    e1 = reduce_wide(acc.hi, acc.lo, m);
+    e2 = mul_mod(u1, v1, m);
+}
+
 extern "C" __global__ void tensor(u64 d0, u64 d1, u64 d2, u64 a0, u64 a1, u64 b0, u64 b1, LimbMap map,
                                   const ModConst* __restrict__ consts, u32 n) {
     const u32 limb = blockIdx.y;
@@ -106,45 +133,74 @@ extern "C" __global__ void tensor(u64 d0, u64 d1, u64 d2, u64 a0, u64 a1, u64 b0
     const u32 p = map.pos[limb];
     u64 *o0 = limb_ptr(d0, p, n), *o1 = limb_ptr(d1, p, n), *o2 = limb_ptr(d2, p, n);
     const u64 *x0 = limb_ptr(a0, p, n), *x1 = limb_ptr(a1, p, n), *y0 = limb_ptr(b0, p, n), *y1 = limb_ptr(b1, p, n);
-    for (u32 c = blockIdx.x * blockDim.x + threadIdx.x; c < n; c += gridDim.x * blockDim.x) {
-        u64 u0 = x0[c], u1 = x1[c], v0 = y0[c], v1 = y1[c];
-        o0[c] = mul_mod(u0, v0, m);
-        Acc128 acc = {0, 0};
-        acc_mul(acc, u0, v1);
-        acc_mul(acc, u1, v0);
-        o1[c] = reduce_wide(acc.hi, acc.lo, m);
-        o2[c] = mul_mod(u1, v1, m);
+    FOR_PAIRS(c, n) {
+        const ulonglong2 u0 = load2(x0, c), u1 = load2(x1, c), v0 = load2(y0, c), v1 = load2(y1, c);
+        u64 e0, e1, e2, f0, f1, f2;
+        tensor1(u0.x, u1.x, v0.x, v1.x, m, e0, e1, e2);
+        tensor1(u0.y, u1.y, v0.y, v1.y, m, f0, f1, f2);
+        store2(o0, c, e0, f0);
+        store2(o1, c, e1, f1);
+        store2(o2, c, e2, f2);
     }
 }
 
 // The key-switching inner product in one pass:
-// out0 = sum_j digit_j * b_j, out1 = sum_j digit_j * a_j.
+// out0 = sum_j digit_j * b_j, out1 = sum_j digit_j * a_j, or, with
+// galois != 1, the same over the digits after X -> X^galois (hoisted
+// rotations): the digits are gathered through the permutation as they are
+// read, so the rotated digits are never written.
 // Digits are read through digit_map, key parts through key_map, outputs
-// through out_map; every map lists the same moduli.
+// through out_map; every map lists the same moduli. The digit loop is
+// unrolled to HEMEM_MAX_DIGITS so the pointer arrays are read from the
+// parameter bank with constant offsets (no local-memory copy).
 extern "C" __global__ void key_switch_inner_product(u64 out0, u64 out1, LimbMap out_map, PtrArray digits,
                                                    LimbMap digit_map, PtrArray b, PtrArray a, LimbMap key_map,
-                                                   u32 count, const ModConst* __restrict__ consts, u32 n) {
+                                                   u32 count, const ModConst* __restrict__ consts, u32 n,
+                                                   u64 galois, u32 log_n) {
     const u32 limb = blockIdx.y;
     const ModConst m = consts[out_map.mod[limb]];
     u64* o0 = limb_ptr(out0, out_map.pos[limb], n);
     u64* o1 = limb_ptr(out1, out_map.pos[limb], n);
-    const u32 dp = digit_map.pos[limb], kp = key_map.pos[limb];
-    for (u32 c = blockIdx.x * blockDim.x + threadIdx.x; c < n; c += gridDim.x * blockDim.x) {
-        Acc128 acc0 = {0, 0}, acc1 = {0, 0};
-        for (u32 j = 0; j < count; ++j) {
-            u64 d = limb_ptr(digits.ptr[j], dp, n)[c];
-            acc_mul(acc0, d, limb_ptr(b.ptr[j], kp, n)[c]);
-            acc_mul(acc1, d, limb_ptr(a.ptr[j], kp, n)[c]);
-            // Keep the sums below 2^128: reduce every 8 terms.
-            if ((j & 7u) == 7u) {
-                acc0.lo = reduce_wide(acc0.hi, acc0.lo, m);
-                acc0.hi = 0;
-                acc1.lo = reduce_wide(acc1.hi, acc1.lo, m);
-                acc1.hi = 0;
+    const size_t dp = (size_t)digit_map.pos[limb] * n, kp = (size_t)key_map.pos[limb] * n;
+    const bool rotate = galois != 1;
+    FOR_PAIRS(c, n) {
+        const u32 src0 = rotate ? galois_source(c, galois, log_n) : c;
+        const u32 src1 = rotate ? galois_source(c + 1, galois, log_n) : c + 1;
+        Acc128 s0 = {0, 0}, s1 = {0, 0}, t0 = {0, 0}, t1 = {0, 0};
+#pragma unroll
+        for (u32 j = 0; j < HEMEM_MAX_DIGITS; ++j) {
+            if (j < count) {
+                const u64* dj = reinterpret_cast<const u64*>(digits.ptr[j]) + dp;
+                u64 dx, dy;
+                if (rotate) {
+                    dx = dj[src0];
+                    dy = dj[src1];
+                } else {
+                    const ulonglong2 d = load2(dj, c);
+                    dx = d.x;
+                    dy = d.y;
+                }
+                const ulonglong2 bj = load2(reinterpret_cast<const u64*>(b.ptr[j]) + kp, c);
+                const ulonglong2 aj = load2(reinterpret_cast<const u64*>(a.ptr[j]) + kp, c);
+                acc_mul(s0, dx, bj.x);
+                acc_mul(s1, dx, aj.x);
+                acc_mul(t0, dy, bj.y);
+                acc_mul(t1, dy, aj.y);
+                // Keep the sums below 2^128: reduce every 8 terms.
+                if ((j & 7u) == 7u) {
+                    s0.lo = reduce_wide(s0.hi, s0.lo, m);
+                    s0.hi = 0;
+                    s1.lo = reduce_wide(s1.hi, s1.lo, m);
+                    s1.hi = 0;
+                    t0.lo = reduce_wide(t0.hi, t0.lo, m);
+                    t0.hi = 0;
+                    t1.lo = reduce_wide(t1.hi, t1.lo, m);
+                    t1.hi = 0;
+                }
             }
         }
-        o0[c] = reduce_wide(acc0.hi, acc0.lo, m);
-        o1[c] = reduce_wide(acc1.hi, acc1.lo, m);
+        store2(o0, c, reduce_wide(s0.hi, s0.lo, m), reduce_wide(t0.hi, t0.lo, m));
+        store2(o1, c, reduce_wide(s1.hi, s1.lo, m), reduce_wide(t1.hi, t1.lo, m));
     }
 }
 
@@ -155,12 +211,7 @@ extern "C" __global__ void automorphism(u64 out, LimbMap out_map, u64 in, LimbMa
     const u32 limb = blockIdx.y;
     u64* o = limb_ptr(out, out_map.pos[limb], n);
     const u64* x = limb_ptr(in, in_map.pos[limb], n);
-    const u64 mask = 2ull * n - 1;
     for (u32 j = blockIdx.x * blockDim.x + threadIdx.x; j < n; j += gridDim.x * blockDim.x) {
-        u64 rev = __brev(j) >> (32 - log_n);
-        u64 e = (galois * (2 * rev + 1)) & mask;
-        u32 k = (u32)((e - 1) >> 1);
-        u32 src = __brev(k) >> (32 - log_n);
-        o[j] = x[src];
+        o[j] = x[galois_source(j, galois, log_n)];
     }
 }

@@ -114,3 +114,14 @@ __device__ __forceinline__ void acc_mul(Acc128& acc, u64 a, u64 b) {
 __device__ __forceinline__ u64* limb_ptr(u64 base, u32 position, u32 n) {
     return reinterpret_cast<u64*>(base) + (size_t)position * n;
 }
+
+// The automorphism X -> X^g in the NTT domain as a gather: evaluation j
+// (at psi^(2 bitrev(j) + 1)) of the result is evaluation galois_source(j)
+// of the input.
+__device__ __forceinline__ u32 galois_source(u32 j, u64 galois, u32 log_n) {
+    const u64 mask = (2ull << log_n) - 1;
+    const u64 rev = __brev(j) >> (32 - log_n);
+    const u64 e = (galois * (2 * rev + 1)) & mask;
+    const u32 k = (u32)((e - 1) >> 1);
+    return __brev(k) >> (32 - log_n);
+}

@@ -9,34 +9,59 @@
 // out_j = sum_i y_i * q_hat[j][i] with y_i = x_i * q_hat_inv_i mod q_i; with
 // `exact`, minus v*Q where v = round(sum_i y_i / q_i) in f64, summed in source
 // order with no fused multiply-add (as on the CPU).
+//
+// Grid: x over coefficients (two per thread), y over the m targets, then
+// `copy_map.count` rows that copy limbs of `copy_src` into `out` (ModUp's
+// own limbs, already in NTT form: one launch instead of two). Each target
+// row recomputes the y_i of its coefficients (k Shoup products), which
+// buys m-fold parallelism and keeps nothing in local memory.
 extern "C" __global__ void base_convert(u64 out, LimbMap out_map, u64 in, LimbMap in_map,
                                         const u64* __restrict__ table, const ModConst* __restrict__ consts, u32 n,
-                                        u32 exact) {
+                                        u32 exact, u64 copy_src, LimbMap copy_src_map, LimbMap copy_map) {
     const u32 k = in_map.count, mcount = out_map.count;
+    const u32 row = blockIdx.y;
+    const u32 step = 2 * gridDim.x * blockDim.x;
+    const u32 first = 2 * (blockIdx.x * blockDim.x + threadIdx.x);
+    if (row >= mcount) {
+        const u32 i = row - mcount;
+        u64* o = limb_ptr(out, copy_map.pos[i], n);
+        const u64* s = limb_ptr(copy_src, copy_src_map.pos[i], n);
+        for (u32 c = first; c < n; c += step) {
+            *reinterpret_cast<ulonglong2*>(o + c) = *reinterpret_cast<const ulonglong2*>(s + c);
+        }
+        return;
+    }
     const u64* qhi = table;
     const u64* qhis = table + k;
     const u64* inv_q = table + 2 * k;
     const u64* q_mod = table + 3 * k;
-    const u64* q_hat = table + 3 * k + mcount;
-    for (u32 c = blockIdx.x * blockDim.x + threadIdx.x; c < n; c += gridDim.x * blockDim.x) {
-        u64 y[HEMEM_MAX_SOURCES];
-        double sum = 0.0;
+    const u64* q_hat = table + 3 * k + mcount + (size_t)row * k;
+    const ModConst m = consts[out_map.mod[row]];
+    u64* o = limb_ptr(out, out_map.pos[row], n);
+    for (u32 c = first; c < n; c += step) {
+        Acc128 acc0 = {0, 0}, acc1 = {0, 0};
+        double sum0 = 0.0, sum1 = 0.0;
         for (u32 i = 0; i < k; ++i) {
             const u64 q = consts[in_map.mod[i]].q;
-            u64 x = limb_ptr(in, in_map.pos[i], n)[c];
-            y[i] = mul_shoup(x, qhi[i], qhis[i], q);
-            if (exact) sum = __dadd_rn(sum, __dmul_rn(__ull2double_rn(y[i]), __longlong_as_double((long long)inv_q[i])));
+            const ulonglong2 x = *reinterpret_cast<const ulonglong2*>(limb_ptr(in, in_map.pos[i], n) + c);
+            const u64 y0 = mul_shoup(x.x, qhi[i], qhis[i], q);
+            const u64 y1 = mul_shoup(x.y, qhi[i], qhis[i], q);
+            if (exact) {
+                const double iq = __longlong_as_double((long long)inv_q[i]);
+                sum0 = __dadd_rn(sum0, __dmul_rn(__ull2double_rn(y0), iq));
+                sum1 = __dadd_rn(sum1, __dmul_rn(__ull2double_rn(y1), iq));
+            }
+            acc_mul(acc0, y0, q_hat[i]);
+            acc_mul(acc1, y1, q_hat[i]);
         }
-        const u64 v = exact ? (u64)__dadd_rn(sum, 0.5) : 0;
-        for (u32 j = 0; j < mcount; ++j) {
-            const ModConst m = consts[out_map.mod[j]];
-            Acc128 acc = {0, 0};
-            const u64* row = q_hat + (size_t)j * k;
-            for (u32 i = 0; i < k; ++i) acc_mul(acc, y[i], row[i]);
-            u64 r = reduce_wide(acc.hi, acc.lo, m);
-            if (exact) r = sub_mod(r, mul_mod(reduce_u128(0, v, m), q_mod[j], m), m.q);
-            limb_ptr(out, out_map.pos[j], n)[c] = r;
+        u64 r0 = reduce_wide(acc0.hi, acc0.lo, m);
+        u64 r1 = reduce_wide(acc1.hi, acc1.lo, m);
+        if (exact) {
+            const u64 v0 = (u64)__dadd_rn(sum0, 0.5), v1 = (u64)__dadd_rn(sum1, 0.5);
+            r0 = sub_mod(r0, mul_mod(reduce_u128(0, v0, m), q_mod[row], m), m.q);
+            r1 = sub_mod(r1, mul_mod(reduce_u128(0, v1, m), q_mod[row], m), m.q);
         }
+        *reinterpret_cast<ulonglong2*>(o + c) = make_ulonglong2(r0, r1);
     }
 }
 

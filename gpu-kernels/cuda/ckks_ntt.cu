@@ -1,6 +1,13 @@
-// Negacyclic NTT over many limbs, as two kernels per direction (the first
-// log2(R) stages on columns, the last on contiguous rows), 8 points per
-// thread in shared memory, Shoup twiddles and Harvey's lazy reduction.
+// Negacyclic NTT over many limbs, as two kernels per direction: the first
+// log2(R) stages on the R = 2^log_r rows of each column ("columns" phase),
+// the other log2(C) stages on contiguous rows of C = N/R words ("rows"
+// phase). Each phase is a set of independent sub-transforms of M points
+// (M = R or C); each thread keeps 8 points of one sub-transform in
+// registers and runs up to 3 butterfly stages on them (a radix-8 group; the
+// last group of a phase may have 2 or 1 stages), exchanging points with the
+// other threads of its sub-transform through shared memory between groups.
+// Global memory is read once and written once per phase, straight from and
+// to registers. Shoup twiddles, Harvey's lazy reduction.
 //
 // Forward (natural -> bit-reversed): stage s has 2^s groups of stride
 // t = N/2^(s+1); group i uses W = psi^bitrev(2^s + i):
@@ -9,194 +16,467 @@
 // W = psi^-bitrev(2^s + i): (X, Y) -> (X + Y, (X - Y)*W), values in [0, 2q),
 // then multiplication by N^-1.
 //
-// Twiddle table layout, per global modulus index m (4 tables of N words):
-// tw + m*4N: forward W, forward W_shoup, inverse W, inverse W_shoup.
+// In a phase, local stage sigma of sub-transform u uses the twiddle at index
+// (U << sigma) + i, with U = 1 for the columns (all columns share the first
+// stages' twiddles) and U = R + r for row r: the same W as the staged
+// transform (ckks/src/ntt/tables.rs), so every butterfly sees the same
+// inputs and twiddle as on the CPU and the results are bit-identical.
+//
+// Twiddle table layout, per global modulus index m (4N words at tw + 4N*m):
+// N forward pairs (W, W_shoup), then N inverse pairs.
 // n_inv: per modulus, (N^-1, N^-1 shoup).
+//
+// Block shape: S sub-transforms of M/8 threads each (S*M/8 threads, 2*S*M
+// words of dynamic shared memory, double-buffered so one barrier per
+// exchange suffices). Columns: thread -> (sub = tid % S, j = tid / S), so a
+// warp reads S adjacent columns; rows: (j = tid % (M/8), sub = tid / (M/8)).
+// Shared-memory positions are XOR-swizzled so that every exchange is free of
+// bank conflicts (checked by ckks/tests/ntt_kernel_emulation.rs, which runs
+// this file's index logic on the CPU).
 #include "ckks_common.cuh"
 
-// Column phase of the forward transform: stages 0 .. log_r-1. Each block
-// handles `cols` adjacent columns (all R = 2^log_r rows) of one limb.
-extern "C" __global__ void ntt_forward_columns(u64 data, LimbMap map, const ModConst* __restrict__ consts,
-                                               const u64* __restrict__ tw, u32 log_n, u32 log_r, u32 log_cols) {
-    extern __shared__ u64 s[];
-    const u32 n = 1u << log_n;
-    const u32 r_count = 1u << log_r;
-    const u32 c_count = n >> log_r;
-    const u32 limb = blockIdx.y;
-    const u32 mod = map.mod[limb];
-    const u64 q = consts[mod].q;
-    const u64 two_q = 2 * q;
-    u64* a = limb_ptr(data, map.pos[limb], n);
-    const u64* w = tw + (size_t)mod * 4 * n;
-    const u64* ws = w + n;
-    const u32 cols = 1u << log_cols;
-    const u32 c0 = blockIdx.x * cols;
-    const u32 elems = r_count * cols;
-    for (u32 e = threadIdx.x; e < elems; e += blockDim.x) {
-        u32 r = e >> log_cols, cc = e & (cols - 1);
-        s[e] = a[c0 + cc + (size_t)c_count * r];
+// Epilogues of the forward rows phase.
+#define NTT_STORE 0u         // out = v (fully reduced)
+#define NTT_SUB_SCALE 1u     // out = (aux - v) * s_limb, ModDown's last step
+#define NTT_SUB_SCALE_ADD 2u // out = (aux - v) * s_limb + add, and the addition after it
+
+typedef ulonglong2 Twiddle;  // (W, W_shoup)
+
+__device__ __forceinline__ void fwd_bfly(u64& x, u64& y, Twiddle w, u64 q, u64 two_q) {
+    const u64 a = x >= two_q ? x - two_q : x;
+    const u64 v = mul_shoup_lazy(y, w.x, w.y, q);
+    x = a + v;
+    y = a + two_q - v;
+}
+
+__device__ __forceinline__ void inv_bfly(u64& x, u64& y, Twiddle w, u64 q, u64 two_q) {
+    u64 s = x + y;
+    s = s >= two_q ? s - two_q : s;
+    const u64 d = mul_shoup_lazy(x + two_q - y, w.x, w.y, q);
+    x = s;
+    y = d;
+}
+
+// The groups of a phase of LOG_M stages: group gi covers local stages
+// 3*gi .. 3*gi + h - 1.
+template <int LOG_M>
+struct Groups {
+    static constexpr int count = (LOG_M + 2) / 3;
+    static __device__ __forceinline__ constexpr int sigma(int gi) { return 3 * gi; }
+    static __device__ __forceinline__ constexpr int height(int gi) {
+        return 3 * gi + 3 <= LOG_M ? 3 : LOG_M - 3 * gi;
     }
-    __syncthreads();
-    const u32 half = elems / 2;
-    for (u32 st = 0; st < log_r; ++st) {
-        const u32 log_t = log_r - st - 1;  // row stride 2^log_t
-        const u32 t = 1u << log_t;
-        for (u32 b = threadIdx.x; b < half; b += blockDim.x) {
-            u32 cc = b & (cols - 1), k = b >> log_cols;
-            u32 i = k >> log_t, j = k & (t - 1);
-            u32 r1 = 2 * i * t + j;
-            u32 e1 = r1 * cols + cc, e2 = (r1 + t) * cols + cc;
-            u32 wi = (1u << st) + i;
-            u64 x = s[e1];
-            x = x >= two_q ? x - two_q : x;
-            u64 v = mul_shoup_lazy(s[e2], w[wi], ws[wi], q);
-            s[e1] = x + v;
-            s[e2] = x + two_q - v;
-        }
-        __syncthreads();
+};
+
+// Point k of thread j in group gi: for a full radix-8 group at stage sigma
+// (t = M >> (sigma+1)): g*2t + j' + k*t/4 with g = j / (t/4), j' = j % (t/4);
+// for a shorter (last) group: 8j + k.
+template <int LOG_M>
+__device__ __forceinline__ u32 point_base(int gi, u32 j) {
+    const int sigma = Groups<LOG_M>::sigma(gi);
+    if (Groups<LOG_M>::height(gi) == 3) {
+        const int log_q = LOG_M - sigma - 3;  // log2(t/4)
+        const u32 g = j >> log_q, jp = j & ((1u << log_q) - 1);
+        return (g << (log_q + 3)) + jp;
     }
-    for (u32 e = threadIdx.x; e < elems; e += blockDim.x) {
-        u32 r = e >> log_cols, cc = e & (cols - 1);
-        a[c0 + cc + (size_t)c_count * r] = s[e];
+    return j << 3;
+}
+
+template <int LOG_M>
+__device__ __forceinline__ u32 point_stride(int gi) {
+    return Groups<LOG_M>::height(gi) == 3 ? 1u << (LOG_M - Groups<LOG_M>::sigma(gi) - 3) : 1u;
+}
+
+// The group index g of thread j at the group's first stage (full groups),
+// or j itself (shorter groups, which index their twiddles from it).
+template <int LOG_M>
+__device__ __forceinline__ u32 group_of(int gi, u32 j) {
+    if (Groups<LOG_M>::height(gi) == 3) return j >> (LOG_M - Groups<LOG_M>::sigma(gi) - 3);
+    return j;
+}
+
+// Loads the 7 (or 6, or 4) twiddles of thread j's group gi.
+template <int LOG_M>
+__device__ __forceinline__ void load_twiddles(Twiddle (&w)[7], const Twiddle* __restrict__ tw, u32 u, int gi,
+                                              u32 j) {
+    const int sigma = Groups<LOG_M>::sigma(gi);
+    const int h = Groups<LOG_M>::height(gi);
+    const u32 g = group_of<LOG_M>(gi, j);
+    if (h == 3) {
+        w[0] = __ldg(tw + (u << sigma) + g);
+        w[1] = __ldg(tw + (u << (sigma + 1)) + 2 * g);
+        w[2] = __ldg(tw + (u << (sigma + 1)) + 2 * g + 1);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) w[3 + k] = __ldg(tw + (u << (sigma + 2)) + 4 * g + k);
+    } else if (h == 2) {
+        // Two radix-4 sets (2j, 2j+1): stage sigma groups 2j, 2j+1; stage
+        // sigma+1 groups 4j .. 4j+3.
+        w[0] = __ldg(tw + (u << sigma) + 2 * g);
+        w[1] = __ldg(tw + (u << sigma) + 2 * g + 1);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) w[2 + k] = __ldg(tw + (u << (sigma + 1)) + 4 * g + k);
+    } else {
+        // Four pairs: groups 4j .. 4j+3 of stage sigma.
+#pragma unroll
+        for (int k = 0; k < 4; ++k) w[k] = __ldg(tw + (u << sigma) + 4 * g + k);
     }
 }
 
-// Row phase of the forward transform: stages log_r .. log_n-1 on contiguous
-// chunks of C = N/R words; each block handles `rows` chunks. Outputs are
-// fully reduced.
-extern "C" __global__ void ntt_forward_rows(u64 data, LimbMap map, const ModConst* __restrict__ consts,
-                                            const u64* __restrict__ tw, u32 log_n, u32 log_r, u32 rows) {
-    extern __shared__ u64 s[];
-    const u32 n = 1u << log_n;
-    const u32 log_c = log_n - log_r;
-    const u32 c_count = 1u << log_c;
-    const u32 limb = blockIdx.y;
-    const u32 mod = map.mod[limb];
-    const u64 q = consts[mod].q;
-    const u64 two_q = 2 * q;
-    u64* a = limb_ptr(data, map.pos[limb], n);
-    const u64* w = tw + (size_t)mod * 4 * n;
-    const u64* ws = w + n;
-    const u32 r0 = blockIdx.x * rows;
-    const u32 elems = rows * c_count;
-    const size_t base = (size_t)r0 * c_count;
-    for (u32 e = threadIdx.x; e < elems; e += blockDim.x) s[e] = a[base + e];
-    __syncthreads();
-    const u32 half = elems / 2;
-    for (u32 st = log_r; st < log_n; ++st) {
-        const u32 log_t = log_n - st - 1;
-        const u32 t = 1u << log_t;
-        for (u32 b = threadIdx.x; b < half; b += blockDim.x) {
-            u32 rl = b >> (log_c - 1);           // chunk within the block
-            u32 k = b & ((c_count >> 1) - 1);    // butterfly within the chunk
-            u32 i_local = k >> log_t, j = k & (t - 1);
-            u32 jl = (i_local << (log_t + 1)) + j;
-            u32 e1 = (rl << log_c) + jl, e2 = e1 + t;
-            u32 i = ((r0 + rl) << (log_c - log_t - 1)) + i_local;
-            u32 wi = (1u << st) + i;
-            u64 x = s[e1];
-            x = x >= two_q ? x - two_q : x;
-            u64 v = mul_shoup_lazy(s[e2], w[wi], ws[wi], q);
-            s[e1] = x + v;
-            s[e2] = x + two_q - v;
-        }
-        __syncthreads();
-    }
-    for (u32 e = threadIdx.x; e < elems; e += blockDim.x) {
-        u64 x = s[e];
-        x = x >= two_q ? x - two_q : x;
-        x = x >= q ? x - q : x;
-        a[base + e] = x;
+template <int LOG_M>
+__device__ __forceinline__ void fwd_group(u64 (&x)[8], const Twiddle (&w)[7], int gi, u64 q, u64 two_q) {
+    const int h = Groups<LOG_M>::height(gi);
+    if (h == 3) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) fwd_bfly(x[k], x[k + 4], w[0], q, two_q);
+        fwd_bfly(x[0], x[2], w[1], q, two_q);
+        fwd_bfly(x[1], x[3], w[1], q, two_q);
+        fwd_bfly(x[4], x[6], w[2], q, two_q);
+        fwd_bfly(x[5], x[7], w[2], q, two_q);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) fwd_bfly(x[2 * k], x[2 * k + 1], w[3 + k], q, two_q);
+    } else if (h == 2) {
+        fwd_bfly(x[0], x[2], w[0], q, two_q);
+        fwd_bfly(x[1], x[3], w[0], q, two_q);
+        fwd_bfly(x[4], x[6], w[1], q, two_q);
+        fwd_bfly(x[5], x[7], w[1], q, two_q);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) fwd_bfly(x[2 * k], x[2 * k + 1], w[2 + k], q, two_q);
+    } else {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) fwd_bfly(x[2 * k], x[2 * k + 1], w[k], q, two_q);
     }
 }
 
-// Row phase of the inverse transform: stages log_n-1 down to log_r.
-extern "C" __global__ void ntt_inverse_rows(u64 data, LimbMap map, const ModConst* __restrict__ consts,
-                                            const u64* __restrict__ tw, u32 log_n, u32 log_r, u32 rows) {
-    extern __shared__ u64 s[];
-    const u32 n = 1u << log_n;
-    const u32 log_c = log_n - log_r;
-    const u32 c_count = 1u << log_c;
-    const u32 limb = blockIdx.y;
-    const u32 mod = map.mod[limb];
-    const u64 q = consts[mod].q;
-    const u64 two_q = 2 * q;
-    u64* a = limb_ptr(data, map.pos[limb], n);
-    const u64* w = tw + (size_t)mod * 4 * n + 2 * (size_t)n;
-    const u64* ws = w + n;
-    const u32 r0 = blockIdx.x * rows;
-    const u32 elems = rows * c_count;
-    const size_t base = (size_t)r0 * c_count;
-    for (u32 e = threadIdx.x; e < elems; e += blockDim.x) s[e] = a[base + e];
-    __syncthreads();
-    const u32 half = elems / 2;
-    for (int st = (int)log_n - 1; st >= (int)log_r; --st) {
-        const u32 log_t = log_n - st - 1;
-        const u32 t = 1u << log_t;
-        for (u32 b = threadIdx.x; b < half; b += blockDim.x) {
-            u32 rl = b >> (log_c - 1);
-            u32 k = b & ((c_count >> 1) - 1);
-            u32 i_local = k >> log_t, j = k & (t - 1);
-            u32 jl = (i_local << (log_t + 1)) + j;
-            u32 e1 = (rl << log_c) + jl, e2 = e1 + t;
-            u32 i = ((r0 + rl) << (log_c - log_t - 1)) + i_local;
-            u32 wi = (1u << st) + i;
-            u64 x = s[e1], y = s[e2];
-            u64 sum = x + y;
-            sum = sum >= two_q ? sum - two_q : sum;
-            s[e1] = sum;
-            s[e2] = mul_shoup_lazy(x + two_q - y, w[wi], ws[wi], q);
-        }
-        __syncthreads();
+template <int LOG_M>
+__device__ __forceinline__ void inv_group(u64 (&x)[8], const Twiddle (&w)[7], int gi, u64 q, u64 two_q) {
+    const int h = Groups<LOG_M>::height(gi);
+    if (h == 3) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) inv_bfly(x[2 * k], x[2 * k + 1], w[3 + k], q, two_q);
+        inv_bfly(x[0], x[2], w[1], q, two_q);
+        inv_bfly(x[1], x[3], w[1], q, two_q);
+        inv_bfly(x[4], x[6], w[2], q, two_q);
+        inv_bfly(x[5], x[7], w[2], q, two_q);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) inv_bfly(x[k], x[k + 4], w[0], q, two_q);
+    } else if (h == 2) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) inv_bfly(x[2 * k], x[2 * k + 1], w[2 + k], q, two_q);
+        inv_bfly(x[0], x[2], w[0], q, two_q);
+        inv_bfly(x[1], x[3], w[0], q, two_q);
+        inv_bfly(x[4], x[6], w[1], q, two_q);
+        inv_bfly(x[5], x[7], w[1], q, two_q);
+    } else {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) inv_bfly(x[2 * k], x[2 * k + 1], w[k], q, two_q);
     }
-    for (u32 e = threadIdx.x; e < elems; e += blockDim.x) a[base + e] = s[e];
 }
 
-// Column phase of the inverse transform: stages log_r-1 down to 0, then
-// multiplication by N^-1; outputs fully reduced.
-extern "C" __global__ void ntt_inverse_columns(u64 data, LimbMap map, const ModConst* __restrict__ consts,
-                                               const u64* __restrict__ tw, const u64* __restrict__ n_inv,
-                                               u32 log_n, u32 log_r, u32 log_cols) {
-    extern __shared__ u64 s[];
-    const u32 n = 1u << log_n;
-    const u32 r_count = 1u << log_r;
-    const u32 c_count = n >> log_r;
-    const u32 limb = blockIdx.y;
-    const u32 mod = map.mod[limb];
-    const u64 q = consts[mod].q;
-    const u64 two_q = 2 * q;
-    u64* a = limb_ptr(data, map.pos[limb], n);
-    const u64* w = tw + (size_t)mod * 4 * n + 2 * (size_t)n;
-    const u64* ws = w + n;
-    const u32 cols = 1u << log_cols;
-    const u32 c0 = blockIdx.x * cols;
-    const u32 elems = r_count * cols;
-    for (u32 e = threadIdx.x; e < elems; e += blockDim.x) {
-        u32 r = e >> log_cols, cc = e & (cols - 1);
-        s[e] = a[c0 + cc + (size_t)c_count * r];
+// Shared-memory word of point p of sub-transform `sub` (S per block).
+// Columns: point-major, p ^ p3 in bit 0. Rows: sub-major, the low 4 bits of
+// p XORed with bits 3..6 of p and, for short rows, with the row.
+template <int LOG_M, bool COLS>
+__device__ __forceinline__ u32 smem_index(u32 p, u32 sub, u32 log_s) {
+    if (COLS) return ((p ^ ((p >> 3) & 1u)) << log_s) + sub;
+    return (sub << LOG_M) + (p ^ (((p >> 3) ^ (sub << (LOG_M - 4))) & 15u));
+}
+
+// The thread's sub-transform and index within it.
+template <int LOG_M, bool COLS>
+__device__ __forceinline__ void thread_coords(u32 log_s, u32& sub, u32& j) {
+    const u32 tid = threadIdx.x;
+    if (COLS) {
+        sub = tid & ((1u << log_s) - 1);
+        j = tid >> log_s;
+    } else {
+        j = tid & ((1u << (LOG_M - 3)) - 1);
+        sub = tid >> (LOG_M - 3);
     }
+}
+
+// Writes the registers of group gi to buffer `buf`, waits, and reads those
+// of group gi + 1.
+template <int LOG_M, bool COLS>
+__device__ __forceinline__ void exchange(u64 (&x)[8], u64* s, int from, int to, u32 sub, u32 j, u32 log_s) {
+    const u32 b0 = point_base<LOG_M>(from, j), d0 = point_stride<LOG_M>(from);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) s[smem_index<LOG_M, COLS>(b0 + k * d0, sub, log_s)] = x[k];
     __syncthreads();
-    const u32 half = elems / 2;
-    for (int st = (int)log_r - 1; st >= 0; --st) {
-        const u32 log_t = log_r - st - 1;
-        const u32 t = 1u << log_t;
-        for (u32 b = threadIdx.x; b < half; b += blockDim.x) {
-            u32 cc = b & (cols - 1), k = b >> log_cols;
-            u32 i = k >> log_t, j = k & (t - 1);
-            u32 r1 = 2 * i * t + j;
-            u32 e1 = r1 * cols + cc, e2 = (r1 + t) * cols + cc;
-            u32 wi = (1u << st) + i;
-            u64 x = s[e1], y = s[e2];
-            u64 sum = x + y;
-            sum = sum >= two_q ? sum - two_q : sum;
-            s[e1] = sum;
-            s[e2] = mul_shoup_lazy(x + two_q - y, w[wi], ws[wi], q);
+    const u32 b1 = point_base<LOG_M>(to, j), d1 = point_stride<LOG_M>(to);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) x[k] = s[smem_index<LOG_M, COLS>(b1 + k * d1, sub, log_s)];
+}
+
+// One forward phase of LOG_M stages on sub-transform `sub` of the block,
+// whose points the caller has put in x (positions point_base/stride of
+// group 0): runs every group, leaves the points of the last group in x.
+template <int LOG_M, bool COLS>
+__device__ __forceinline__ void forward_phase(u64 (&x)[8], const Twiddle* tw, u32 u, u64 q, u32 sub, u32 j,
+                                              u32 log_s) {
+    extern __shared__ u64 smem[];
+    const u64 two_q = 2 * q;
+    const u32 elems = 1u << (LOG_M + log_s);
+#pragma unroll
+    for (int gi = 0; gi < Groups<LOG_M>::count; ++gi) {
+        Twiddle w[7];
+        load_twiddles<LOG_M>(w, tw, u, gi, j);
+        if (gi > 0) exchange<LOG_M, COLS>(x, smem + (gi & 1) * elems, gi - 1, gi, sub, j, log_s);
+        fwd_group<LOG_M>(x, w, gi, q, two_q);
+    }
+}
+
+// One inverse phase: groups in reverse order (the shorter group first).
+template <int LOG_M, bool COLS>
+__device__ __forceinline__ void inverse_phase(u64 (&x)[8], const u64* in, u32 stride, const Twiddle* tw, u32 u,
+                                              u64 q, u32 sub, u32 j, u32 log_s) {
+    extern __shared__ u64 smem[];
+    const u64 two_q = 2 * q;
+    const u32 elems = 1u << (LOG_M + log_s);
+    constexpr int last = Groups<LOG_M>::count - 1;
+    {
+        const u32 b = point_base<LOG_M>(last, j), d = point_stride<LOG_M>(last);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) x[k] = in[(size_t)(b + k * d) * stride];
+    }
+#pragma unroll
+    for (int gi = last; gi >= 0; --gi) {
+        Twiddle w[7];
+        load_twiddles<LOG_M>(w, tw, u, gi, j);
+        if (gi < last) exchange<LOG_M, COLS>(x, smem + (gi & 1) * elems, gi + 1, gi, sub, j, log_s);
+        inv_group<LOG_M>(x, w, gi, q, two_q);
+    }
+}
+
+__device__ __forceinline__ const Twiddle* twiddles_of(const u64* tw, u32 mod, u32 n, bool inverse) {
+    return reinterpret_cast<const Twiddle*>(tw + (size_t)mod * 4 * n) + (inverse ? n : 0);
+}
+
+// Constants of one source modulus of a fused base conversion, staged in
+// shared memory: q, q_hat_inv and its Shoup quotient, 1/q (f64 bits), and
+// q_hat mod the block's target prime.
+struct ConvSource {
+    u64 q, qhi, qhis, inv_q, q_hat;
+};
+
+#define NTT_LOAD 0u            // x = src
+#define NTT_CONVERT 1u         // x = approximate base conversion of conv_in (ModUp)
+#define NTT_CONVERT_EXACT 2u   // x = exact (HPS) base conversion of conv_in (ModDown)
+
+// Forward, columns phase (stages 0 .. log_r-1, LOG_M = log_r): reads the
+// limbs of `src`, writes those of `dst` (may be the same buffer and map).
+// With NTT_CONVERT / NTT_CONVERT_EXACT the input of target limb y (the
+// block row) is instead the fast base conversion of the limbs of `conv_in`
+// (conv_map, k <= HEMEM_MAX_SOURCES sources, coefficient form) with the
+// table of ckks_convert.cu (`table`, targets in dst_map order): the
+// converted limbs are never written. Same arithmetic as base_convert.
+template <int LOG_M>
+__device__ __forceinline__ void fwd_columns(u64 dst, const LimbMap& dst_map, u64 src, const LimbMap& src_map,
+                                            const ModConst* __restrict__ consts, const u64* __restrict__ tw,
+                                            u32 log_c, u32 log_s, u64 conv_in, const LimbMap& conv_map,
+                                            const u64* __restrict__ table, u32 mode) {
+    __shared__ ConvSource sources[HEMEM_MAX_SOURCES];
+    u32 sub, j;
+    thread_coords<LOG_M, true>(log_s, sub, j);
+    const u32 limb = blockIdx.y;
+    const u32 mod = dst_map.mod[limb];
+    const u32 n = 1u << (LOG_M + log_c);
+    const ModConst m = consts[mod];
+    const u32 c = (blockIdx.x << log_s) + sub;
+    u64* out = limb_ptr(dst, dst_map.pos[limb], n) + c;
+    const u32 b0 = point_base<LOG_M>(0, j), d0 = point_stride<LOG_M>(0);
+    u64 x[8];
+    if (mode == NTT_LOAD) {
+        const u64* in = limb_ptr(src, src_map.pos[limb], n) + c;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) x[k] = in[(size_t)(b0 + k * d0) << log_c];
+    } else {
+        const u32 ks = conv_map.count, targets = dst_map.count;
+        if (threadIdx.x < ks) {
+            const u32 i = threadIdx.x;
+            sources[i].q = consts[conv_map.mod[i]].q;
+            sources[i].qhi = table[i];
+            sources[i].qhis = table[ks + i];
+            sources[i].inv_q = table[2 * ks + i];
+            sources[i].q_hat = table[3 * ks + targets + (size_t)limb * ks + i];
         }
         __syncthreads();
+        const u64 q_mod = table[3 * ks + limb];
+        const bool exact = mode == NTT_CONVERT_EXACT;
+        // Converted points go through this thread's own slots of the second
+        // exchange buffer (first used after a barrier every thread passes
+        // later), so the point loop need not be unrolled around the source
+        // loop: fewer live registers.
+        extern __shared__ u64 smem[];
+#pragma unroll 1
+        for (int k = 0; k < 8; ++k) {
+            const u32 p = b0 + k * d0;
+            const size_t e = c + ((size_t)p << log_c);
+            Acc128 acc = {0, 0};
+            double sum = 0.0;
+            for (u32 i = 0; i < ks; ++i) {
+                const ConvSource s = sources[i];
+                const u64 y = mul_shoup(limb_ptr(conv_in, conv_map.pos[i], n)[e], s.qhi, s.qhis, s.q);
+                if (exact) sum = __dadd_rn(sum, __dmul_rn(__ull2double_rn(y), __longlong_as_double((long long)s.inv_q)));
+                acc_mul(acc, y, s.q_hat);
+            }
+            u64 r = reduce_wide(acc.hi, acc.lo, m);
+            if (exact) {
+                const u64 v = (u64)__dadd_rn(sum, 0.5);
+                r = sub_mod(r, mul_mod(reduce_u128(0, v, m), q_mod, m), m.q);
+            }
+            smem[smem_index<LOG_M, true>(p, sub, log_s)] = r;
+        }
+#pragma unroll
+        for (int k = 0; k < 8; ++k) x[k] = smem[smem_index<LOG_M, true>(b0 + k * d0, sub, log_s)];
     }
+    forward_phase<LOG_M, true>(x, twiddles_of(tw, mod, n, false), 1u, m.q, sub, j, log_s);
+    constexpr int last = Groups<LOG_M>::count - 1;
+    const u32 b = point_base<LOG_M>(last, j), d = point_stride<LOG_M>(last);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) out[(size_t)(b + k * d) << log_c] = x[k];
+}
+
+// Forward, rows phase (stages log_r .. log_n-1, LOG_M = log_c): reads
+// `data` (the columns phase's output), writes `dst` (may be `data`), fully
+// reduced; with NTT_SUB_SCALE, dst = (aux - v) * scale[limb] instead (aux
+// read through aux_map, scale = (s, s_shoup) per limb of the maps); with
+// NTT_SUB_SCALE_ADD, plus the limb of `add` (add_map), reduced.
+template <int LOG_M>
+__device__ __forceinline__ void fwd_rows(u64 dst, const LimbMap& dst_map, u64 data, const LimbMap& map,
+                                         const ModConst* __restrict__ consts,
+                                         const u64* __restrict__ tw, u32 log_r, u32 log_s, u64 aux,
+                                         const LimbMap& aux_map, const Twiddle* __restrict__ scale, u32 mode,
+                                         u64 add, const LimbMap& add_map) {
+    u32 sub, j;
+    thread_coords<LOG_M, false>(log_s, sub, j);
+    const u32 limb = blockIdx.y;
+    const u32 mod = map.mod[limb];
+    const u32 n = 1u << (LOG_M + log_r);
+    const u64 q = consts[mod].q;
+    const u64 two_q = 2 * q;
+    const u32 r = (blockIdx.x << log_s) + sub;
+    const u64* row = limb_ptr(data, map.pos[limb], n) + ((size_t)r << LOG_M);
+    u64 x[8];
+    {
+        const u32 b = point_base<LOG_M>(0, j), d = point_stride<LOG_M>(0);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) x[k] = row[b + k * d];
+    }
+    forward_phase<LOG_M, false>(x, twiddles_of(tw, mod, n, false), (1u << log_r) + r, q, sub, j, log_s);
+    // The last group's points are 8j .. 8j+7: four 16-byte stores.
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+        u64 v = x[k];
+        v = v >= two_q ? v - two_q : v;
+        x[k] = v >= q ? v - q : v;
+    }
+    u64* out = limb_ptr(dst, dst_map.pos[limb], n) + ((size_t)r << LOG_M) + 8 * j;
+    if (mode == NTT_SUB_SCALE || mode == NTT_SUB_SCALE_ADD) {
+        const Twiddle s = scale[limb];
+        const u64* a = limb_ptr(aux, aux_map.pos[limb], n) + ((size_t)r << LOG_M) + 8 * j;
+#pragma unroll
+        for (int k = 0; k < 8; k += 2) {
+            const ulonglong2 av = *reinterpret_cast<const ulonglong2*>(a + k);
+            x[k] = mul_shoup(sub_mod(av.x, x[k], q), s.x, s.y, q);
+            x[k + 1] = mul_shoup(sub_mod(av.y, x[k + 1], q), s.x, s.y, q);
+        }
+    }
+    if (mode == NTT_SUB_SCALE_ADD) {
+        const u64* e = limb_ptr(add, add_map.pos[limb], n) + ((size_t)r << LOG_M) + 8 * j;
+#pragma unroll
+        for (int k = 0; k < 8; k += 2) {
+            const ulonglong2 ev = *reinterpret_cast<const ulonglong2*>(e + k);
+            x[k] = add_mod(x[k], ev.x, q);
+            x[k + 1] = add_mod(x[k + 1], ev.y, q);
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < 8; k += 2) *reinterpret_cast<ulonglong2*>(out + k) = make_ulonglong2(x[k], x[k + 1]);
+}
+
+// Inverse, rows phase (stages log_n-1 .. log_r): reads `src`, writes `dst`.
+template <int LOG_M>
+__device__ __forceinline__ void inv_rows(u64 dst, const LimbMap& dst_map, u64 src, const LimbMap& src_map,
+                                         const ModConst* __restrict__ consts, const u64* __restrict__ tw, u32 log_r,
+                                         u32 log_s) {
+    u32 sub, j;
+    thread_coords<LOG_M, false>(log_s, sub, j);
+    const u32 limb = blockIdx.y;
+    const u32 mod = dst_map.mod[limb];
+    const u32 n = 1u << (LOG_M + log_r);
+    const u64 q = consts[mod].q;
+    const u32 r = (blockIdx.x << log_s) + sub;
+    const u64* in = limb_ptr(src, src_map.pos[limb], n) + ((size_t)r << LOG_M);
+    u64* out = limb_ptr(dst, dst_map.pos[limb], n) + ((size_t)r << LOG_M);
+    u64 x[8];
+    inverse_phase<LOG_M, false>(x, in, 1u, twiddles_of(tw, mod, n, true), (1u << log_r) + r, q, sub, j, log_s);
+    const u32 b = point_base<LOG_M>(0, j), d = point_stride<LOG_M>(0);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) out[b + k * d] = x[k];
+}
+
+// Inverse, columns phase (stages log_r-1 .. 0), in place, then times N^-1
+// (fully reduced).
+template <int LOG_M>
+__device__ __forceinline__ void inv_columns(u64 data, const LimbMap& map, const ModConst* __restrict__ consts,
+                                            const u64* __restrict__ tw, const u64* __restrict__ n_inv, u32 log_c,
+                                            u32 log_s) {
+    u32 sub, j;
+    thread_coords<LOG_M, true>(log_s, sub, j);
+    const u32 limb = blockIdx.y;
+    const u32 mod = map.mod[limb];
+    const u32 n = 1u << (LOG_M + log_c);
+    const u64 q = consts[mod].q;
+    const u32 c = (blockIdx.x << log_s) + sub;
+    u64* col = limb_ptr(data, map.pos[limb], n) + c;
+    u64 x[8];
+    inverse_phase<LOG_M, true>(x, col, 1u << log_c, twiddles_of(tw, mod, n, true), 1u, q, sub, j, log_s);
     const u64 ni = n_inv[2 * mod], nis = n_inv[2 * mod + 1];
-    for (u32 e = threadIdx.x; e < elems; e += blockDim.x) {
-        u32 r = e >> log_cols, cc = e & (cols - 1);
-        a[c0 + cc + (size_t)c_count * r] = mul_shoup(s[e], ni, nis, q);
-    }
+    const u32 b = point_base<LOG_M>(0, j), d = point_stride<LOG_M>(0);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) col[(size_t)(b + k * d) << log_c] = mul_shoup(x[k], ni, nis, q);
 }
+
+// Entry points, one per phase size: columns LOG_M = log_r in 5..8, rows
+// LOG_M = log_c in 5..9 (NttGeometry in src/launch/ckks/ntt.rs). At most
+// 64 registers (4 blocks of 256 threads per SM): the forward kernels ask
+// for it (76 otherwise, no spills at 64); the inverse ones fit already.
+// Exceptions, which would spill at 64: the rows kernel of N = 2^17 (log M 9,
+// with the epilogue's addend) asks for 3 blocks (78 registers), and the
+// columns kernels of small N (log M 5, 6: test sizes) ask for nothing.
+#define HEMEM_NTT_COLUMNS(L, MIN_BLOCKS)                                                                            \
+    extern "C" __global__ void __launch_bounds__(256, MIN_BLOCKS) ntt_fwd_cols_##L(                                            \
+        u64 dst, LimbMap dst_map, u64 src, LimbMap src_map, const ModConst* __restrict__ consts,                  \
+        const u64* __restrict__ tw, u32 log_c, u32 log_s, u64 conv_in, LimbMap conv_map,                          \
+        const u64* __restrict__ table, u32 mode) {                                                                 \
+        fwd_columns<L>(dst, dst_map, src, src_map, consts, tw, log_c, log_s, conv_in, conv_map, table, mode);      \
+    }                                                                                                              \
+    extern "C" __global__ void __launch_bounds__(256) ntt_inv_cols_##L(                                            \
+        u64 data, LimbMap map, const ModConst* __restrict__ consts, const u64* __restrict__ tw,                   \
+        const u64* __restrict__ n_inv, u32 log_c, u32 log_s) {                                                     \
+        inv_columns<L>(data, map, consts, tw, n_inv, log_c, log_s);                                                \
+    }
+
+#define HEMEM_NTT_ROWS(L, MIN_BLOCKS)                                                                               \
+    extern "C" __global__ void __launch_bounds__(256, MIN_BLOCKS) ntt_fwd_rows_##L(                                            \
+        u64 dst, LimbMap dst_map, u64 data, LimbMap map, const ModConst* __restrict__ consts,                     \
+        const u64* __restrict__ tw, u32 log_r, u32 log_s, u64 aux, LimbMap aux_map, const u64* __restrict__ scale, \
+        u32 mode, u64 add, LimbMap add_map) {                                                                      \
+        fwd_rows<L>(dst, dst_map, data, map, consts, tw, log_r, log_s, aux, aux_map,                              \
+                    reinterpret_cast<const Twiddle*>(scale), mode, add, add_map);                                  \
+    }                                                                                                              \
+    extern "C" __global__ void __launch_bounds__(256) ntt_inv_rows_##L(                                            \
+        u64 dst, LimbMap dst_map, u64 src, LimbMap src_map, const ModConst* __restrict__ consts,                  \
+        const u64* __restrict__ tw, u32 log_r, u32 log_s) {                                                        \
+        inv_rows<L>(dst, dst_map, src, src_map, consts, tw, log_r, log_s);                                         \
+    }
+
+HEMEM_NTT_COLUMNS(5, 1)
+HEMEM_NTT_COLUMNS(6, 1)
+HEMEM_NTT_COLUMNS(7, 4)
+HEMEM_NTT_COLUMNS(8, 4)
+HEMEM_NTT_ROWS(5, 4)
+HEMEM_NTT_ROWS(6, 4)
+HEMEM_NTT_ROWS(7, 4)
+HEMEM_NTT_ROWS(8, 4)
+HEMEM_NTT_ROWS(9, 3)

@@ -21,10 +21,14 @@ pub const PTX_MODULES: [(&str, &str); 5] = [
 /// The CKKS kernels (`cuda/ckks_*.cu`).
 #[derive(Debug, Clone)]
 pub(crate) struct Ckks {
-    pub(crate) ntt_forward_columns: CudaFunction,
-    pub(crate) ntt_forward_rows: CudaFunction,
-    pub(crate) ntt_inverse_rows: CudaFunction,
-    pub(crate) ntt_inverse_columns: CudaFunction,
+    /// Forward columns phase, `log M` = 5 ..= 8.
+    pub(crate) ntt_fwd_cols: [CudaFunction; 4],
+    /// Inverse columns phase, `log M` = 5 ..= 8.
+    pub(crate) ntt_inv_cols: [CudaFunction; 4],
+    /// Forward rows phase, `log M` = 5 ..= 9.
+    pub(crate) ntt_fwd_rows: [CudaFunction; 5],
+    /// Inverse rows phase, `log M` = 5 ..= 9.
+    pub(crate) ntt_inv_rows: [CudaFunction; 5],
     pub(crate) binary_op: CudaFunction,
     pub(crate) mul_add: CudaFunction,
     pub(crate) negate: CudaFunction,
@@ -87,6 +91,48 @@ fn function(module: &Arc<CudaModule>, name: &'static str) -> Result<CudaFunction
     })
 }
 
+/// The NTT kernels by phase size (`cuda/ckks_ntt.cu`).
+const NTT_FWD_COLS: [&str; 4] = [
+    "ntt_fwd_cols_5",
+    "ntt_fwd_cols_6",
+    "ntt_fwd_cols_7",
+    "ntt_fwd_cols_8",
+];
+const NTT_INV_COLS: [&str; 4] = [
+    "ntt_inv_cols_5",
+    "ntt_inv_cols_6",
+    "ntt_inv_cols_7",
+    "ntt_inv_cols_8",
+];
+const NTT_FWD_ROWS: [&str; 5] = [
+    "ntt_fwd_rows_5",
+    "ntt_fwd_rows_6",
+    "ntt_fwd_rows_7",
+    "ntt_fwd_rows_8",
+    "ntt_fwd_rows_9",
+];
+const NTT_INV_ROWS: [&str; 5] = [
+    "ntt_inv_rows_5",
+    "ntt_inv_rows_6",
+    "ntt_inv_rows_7",
+    "ntt_inv_rows_8",
+    "ntt_inv_rows_9",
+];
+
+fn functions<const K: usize>(
+    module: &Arc<CudaModule>,
+    names: [&'static str; K],
+) -> Result<[CudaFunction; K]> {
+    let list = names
+        .iter()
+        .map(|name| function(module, name))
+        .collect::<Result<Vec<_>>>()?;
+    list.try_into().map_err(|_| Error::Load {
+        module: "ckks_ntt",
+        source: cudarc::driver::DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_FOUND),
+    })
+}
+
 impl Kernels {
     /// Loads every module into `device`'s context (the driver JIT-compiles
     /// the PTX for the card the first time; it caches the result).
@@ -119,10 +165,10 @@ impl Kernels {
                 butterfly8: function(&bench_module, "bench_chunk_butterfly8")?,
             },
             ckks: Ckks {
-                ntt_forward_columns: function(&ntt, "ntt_forward_columns")?,
-                ntt_forward_rows: function(&ntt, "ntt_forward_rows")?,
-                ntt_inverse_rows: function(&ntt, "ntt_inverse_rows")?,
-                ntt_inverse_columns: function(&ntt, "ntt_inverse_columns")?,
+                ntt_fwd_cols: functions(&ntt, NTT_FWD_COLS)?,
+                ntt_inv_cols: functions(&ntt, NTT_INV_COLS)?,
+                ntt_fwd_rows: functions(&ntt, NTT_FWD_ROWS)?,
+                ntt_inv_rows: functions(&ntt, NTT_INV_ROWS)?,
                 binary_op: function(&arith, "binary_op")?,
                 mul_add: function(&arith, "mul_add")?,
                 negate: function(&arith, "negate")?,
@@ -157,12 +203,12 @@ mod tests {
             assert!(!ptx.contains('\0'), "{name}");
         }
         let [(_, touch), (_, bench), (_, ntt), (_, arith), (_, convert)] = PTX_MODULES;
-        for kernel in [
-            "ntt_forward_columns",
-            "ntt_forward_rows",
-            "ntt_inverse_rows",
-            "ntt_inverse_columns",
-        ] {
+        for kernel in NTT_FWD_COLS
+            .iter()
+            .chain(&NTT_INV_COLS)
+            .chain(&NTT_FWD_ROWS)
+            .chain(&NTT_INV_ROWS)
+        {
             assert!(ntt.contains(&format!(".entry {kernel}(")), "{kernel}");
         }
         for kernel in [

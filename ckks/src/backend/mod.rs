@@ -169,6 +169,20 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// Shape or placement errors.
     fn ntt_inverse(&self, x: LimbsMut<'_>) -> Result<()>;
 
+    /// Inverse NTT of `src`'s limbs into `dst`'s (the same moduli), leaving
+    /// `src` unchanged: the coefficient form of an NTT-form polynomial
+    /// without a separate copy.
+    ///
+    /// The default copies and then transforms in place; the GPU backend
+    /// reads `src` in its first kernel.
+    ///
+    /// # Errors
+    /// Shape or placement errors.
+    fn ntt_inverse_into(&self, src: Limbs<'_>, mut dst: LimbsMut<'_>) -> Result<()> {
+        self.copy(src, dst.reborrow())?;
+        self.ntt_inverse(dst)
+    }
+
     /// `out = a op b`, limb by limb.
     ///
     /// # Errors
@@ -215,6 +229,26 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// # Errors
     /// Shape or placement errors.
     fn mod_down(&self, x: Limbs<'_>, p_count: usize, out: LimbsMut<'_>) -> Result<()>;
+
+    /// ModDown followed by an addition: `out = round(x / P) + addend`, with
+    /// `addend` over `out`'s moduli (NTT form): the addition that ends
+    /// relinearisation and rotations.
+    ///
+    /// The default runs [`Backend::mod_down`] then [`Backend::binary_assign`];
+    /// the GPU backend adds in the epilogue of ModDown's forward transform.
+    ///
+    /// # Errors
+    /// Shape or placement errors.
+    fn mod_down_add(
+        &self,
+        x: Limbs<'_>,
+        p_count: usize,
+        addend: Limbs<'_>,
+        mut out: LimbsMut<'_>,
+    ) -> Result<()> {
+        self.mod_down(x, p_count, out.reborrow())?;
+        self.binary_assign(BinaryOp::Add, out, addend)
+    }
 
     /// ModUp of one gadget digit: `digit` holds the digit's limbs in
     /// **coefficient** form; `out` receives every modulus of its view in NTT
@@ -264,6 +298,42 @@ pub trait Backend: Send + Sync + fmt::Debug {
         out1: LimbsMut<'_>,
     ) -> Result<()> {
         inner_product_by_parts(self, digits, b, a, out0, out1)
+    }
+
+    /// The key-switching inner product of the digits after the automorphism
+    /// `g` (hoisted rotations): the same sums as
+    /// [`Backend::key_switch_inner_product`] over `σ_g(digits[j])`, where
+    /// `σ_g` is [`Backend::automorphism`].
+    ///
+    /// The default permutes every digit into a temporary buffer first; the
+    /// GPU backend gathers the permuted words inside the inner product, so
+    /// the rotated digits are never written.
+    ///
+    /// # Errors
+    /// As [`Backend::key_switch_inner_product`]; allocation errors.
+    fn key_switch_inner_product_galois(
+        &self,
+        digits: &[Limbs<'_>],
+        g: GaloisElement,
+        b: &[Limbs<'_>],
+        a: &[Limbs<'_>],
+        out0: LimbsMut<'_>,
+        out1: LimbsMut<'_>,
+    ) -> Result<()> {
+        let rotated = digits
+            .iter()
+            .map(|d| {
+                let mut buffer = self.allocate(MemoryClass::Temporary, d.len(), false)?;
+                self.automorphism(*d, g, LimbsMut::new(&mut buffer, d.moduli)?)?;
+                Ok(buffer)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let views = rotated
+            .iter()
+            .zip(digits)
+            .map(|(buffer, d)| Limbs::new(buffer, d.moduli))
+            .collect::<Result<Vec<_>>>()?;
+        self.key_switch_inner_product(&views, b, a, out0, out1)
     }
 
     /// The tensor product of two ciphertexts `(a0, a1)·(b0, b1)`, NTT form:

@@ -49,7 +49,7 @@ pub(crate) fn decompose(
             actual: c.limb_count(),
         });
     }
-    let coeff = c.clone_as(MemoryClass::Temporary)?.into_coeff()?;
+    let coeff = c.to_coeff(MemoryClass::Temporary)?;
     let qp = params.qp_indices(level);
     let alpha = params.alpha();
     let digits = (0..params.digits_at(level))
@@ -80,13 +80,16 @@ pub(crate) fn decompose(
 
 /// Applies `key` to a decomposition (after the automorphism `galois`, for
 /// hoisted rotations): returns `(k0, k1)` over `Q_l`, in `class` memory, with
-/// `k0 + k1·s ≈ c·s'` (or `σ_g(c)·s'`).
+/// `k0 + k1·s ≈ c·s'` (or `σ_g(c)·s'`), plus `add[0]` and `add[1]` when
+/// given (the additions that end relinearisation and rotations, done by
+/// [`crate::backend::Backend::mod_down_add`]).
 pub(crate) fn apply_key(
     params: &Parameters,
     decomposition: &Decomposition,
     key: &SwitchingKey,
     galois: Option<GaloisElement>,
     class: MemoryClass,
+    add: [Option<&RnsPoly<Ntt>>; 2],
 ) -> Result<(RnsPoly<Ntt>, RnsPoly<Ntt>)> {
     let level = decomposition.level;
     let qp = params.qp_indices(level);
@@ -99,19 +102,8 @@ pub(crate) fn apply_key(
             actual: key.b.len(),
         });
     }
-    let rotated = match galois {
-        Some(g) => Some(
-            decomposition
-                .digits
-                .iter()
-                .map(|d| d.automorphism(g, MemoryClass::Temporary))
-                .collect::<Result<Vec<_>>>()?,
-        ),
-        None => None,
-    };
-    let digits: Vec<Limbs<'_>> = rotated
-        .as_ref()
-        .unwrap_or(&decomposition.digits)
+    let digits: Vec<Limbs<'_>> = decomposition
+        .digits
         .iter()
         .map(RnsPoly::limbs)
         .collect::<Result<_>>()?;
@@ -141,12 +133,41 @@ pub(crate) fn apply_key(
     };
     let mut acc0 = RnsPoly::<Ntt>::allocate(backend, &qp, MemoryClass::Temporary, false)?;
     let mut acc1 = RnsPoly::<Ntt>::allocate(backend, &qp, MemoryClass::Temporary, false)?;
-    backend.key_switch_inner_product(&digits, &b, &a, acc0.limbs_mut()?, acc1.limbs_mut()?)?;
+    match galois {
+        // Hoisted rotation: the automorphism is applied to the digits as the
+        // inner product reads them.
+        Some(g) => backend.key_switch_inner_product_galois(
+            &digits,
+            g,
+            &b,
+            &a,
+            acc0.limbs_mut()?,
+            acc1.limbs_mut()?,
+        )?,
+        None => backend.key_switch_inner_product(
+            &digits,
+            &b,
+            &a,
+            acc0.limbs_mut()?,
+            acc1.limbs_mut()?,
+        )?,
+    }
     let q = params.q_indices(level);
     let p_count = params.p_moduli().len();
     let mut k0 = RnsPoly::<Ntt>::allocate(backend, &q, class, false)?;
     let mut k1 = RnsPoly::<Ntt>::allocate(backend, &q, class, false)?;
-    backend.mod_down(acc0.limbs()?, p_count, k0.limbs_mut()?)?;
-    backend.mod_down(acc1.limbs()?, p_count, k1.limbs_mut()?)?;
+    let [add0, add1] = add;
+    for ((acc, k), extra) in [(&acc0, &mut k0), (&acc1, &mut k1)]
+        .into_iter()
+        .zip([add0, add1])
+    {
+        match extra {
+            Some(e) => {
+                k.check_compatible(e)?;
+                backend.mod_down_add(acc.limbs()?, p_count, e.limbs()?, k.limbs_mut()?)?;
+            }
+            None => backend.mod_down(acc.limbs()?, p_count, k.limbs_mut()?)?,
+        }
+    }
     Ok((k0, k1))
 }

@@ -55,9 +55,15 @@ impl Evaluator {
         let key = self.keys()?.relinearization_key()?;
         let params = self.context.params();
         let decomposition = decompose(params, &t.d2, t.level)?;
-        let (mut k0, mut k1) = apply_key(params, &decomposition, key, None, self.output_class)?;
-        k0.add_assign(&t.d0)?;
-        k1.add_assign(&t.d1)?;
+        // (d0, d1) are added in ModDown's last pass.
+        let (k0, k1) = apply_key(
+            params,
+            &decomposition,
+            key,
+            None,
+            self.output_class,
+            [Some(&t.d0), Some(&t.d1)],
+        )?;
         Ciphertext::from_parts(&self.context, k0, k1, t.level, t.scale, t.slots)
     }
 

@@ -36,12 +36,18 @@ impl Evaluator {
         key: &SwitchingKey,
     ) -> Result<Ciphertext> {
         let params = self.context.params();
-        let mut c0 = a.c0.automorphism(g, self.output_class)?;
+        let c0 = a.c0.automorphism(g, MemoryClass::Temporary)?;
         let c1 = a.c1.automorphism(g, MemoryClass::Temporary)?;
         let decomposition = decompose(params, &c1, a.level)?;
-        let (k0, k1) = apply_key(params, &decomposition, key, None, self.output_class)?;
-        c0.add_assign(&k0)?;
-        Ciphertext::from_parts(&self.context, c0, k1, a.level, a.scale, a.slots)
+        let (k0, k1) = apply_key(
+            params,
+            &decomposition,
+            key,
+            None,
+            self.output_class,
+            [Some(&c0), None],
+        )?;
+        Ciphertext::from_parts(&self.context, k0, k1, a.level, a.scale, a.slots)
     }
 
     /// Rotates the slots left by `steps` (negative: right), modulo the slot
@@ -91,8 +97,14 @@ impl Evaluator {
         self.context.check_same(&key.context)?;
         let params = self.context.params();
         let decomposition = decompose(params, &a.c1, a.level)?;
-        let (mut k0, k1) = apply_key(params, &decomposition, key, None, self.output_class)?;
-        k0.add_assign(&a.c0)?;
+        let (k0, k1) = apply_key(
+            params,
+            &decomposition,
+            key,
+            None,
+            self.output_class,
+            [Some(&a.c0), None],
+        )?;
         Ciphertext::from_parts(&self.context, k0, k1, a.level, a.scale, a.slots)
     }
 
@@ -144,10 +156,16 @@ impl Evaluator {
             .direct_rotation_key(k, a.slots)?
             .ok_or(KeyError::MissingRotationKey { step: steps })?;
         let params = self.context.params();
-        let (k0, k1) = apply_key(params, decomposition, key, Some(g), self.output_class)?;
-        let mut c0 = a.c0.automorphism(g, self.output_class)?;
-        c0.add_assign(&k0)?;
-        Ciphertext::from_parts(&self.context, c0, k1, a.level, a.scale, a.slots)
+        let c0 = a.c0.automorphism(g, MemoryClass::Temporary)?;
+        let (k0, k1) = apply_key(
+            params,
+            decomposition,
+            key,
+            Some(g),
+            self.output_class,
+            [Some(&c0), None],
+        )?;
+        Ciphertext::from_parts(&self.context, k0, k1, a.level, a.scale, a.slots)
     }
 
     /// Rotations of `a` by each of `steps`, sharing one decomposition

@@ -87,7 +87,8 @@ pub(crate) fn regenerate_uniform(
     // One ChaCha stream per (digit, modulus): the limbs fill in parallel.
     RnsPoly::from_limbs_with(backend, moduli, class, false, |limb, m, words| {
         let index = moduli.get(limb).copied().unwrap_or_default();
-        Sampler::from_seed_stream(seed, uniform_stream(digit, index)).fill_uniform(m.value(), words);
+        Sampler::from_seed_stream(seed, uniform_stream(digit, index))
+            .fill_uniform(m.value(), words);
     })
 }
 

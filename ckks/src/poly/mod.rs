@@ -403,6 +403,23 @@ impl RnsPoly<Coeff> {
 }
 
 impl RnsPoly<Ntt> {
+    /// The coefficient form in a new buffer of `class`, leaving `self`
+    /// unchanged (one out-of-place transform, no copy on the GPU).
+    ///
+    /// # Errors
+    /// Allocation and backend errors.
+    pub fn to_coeff(&self, class: MemoryClass) -> Result<RnsPoly<Coeff>> {
+        let mut out = RnsPoly::<Coeff>::allocate(
+            &self.backend,
+            &self.moduli,
+            class,
+            self.buffer.is_sensitive(),
+        )?;
+        self.backend
+            .ntt_inverse_into(self.limbs()?, out.limbs_mut()?)?;
+        Ok(out)
+    }
+
     /// Transforms to coefficients, consuming the NTT form.
     ///
     /// # Errors

@@ -305,6 +305,30 @@ impl GpuDevice {
             .map_err(driver("cuCtxSetCurrent"))
     }
 
+    /// Starts (`on`) or stops the capture of profilers started with it off
+    /// (`ncu --profile-from-start off`, `nsys --capture-range=cudaProfilerApi`):
+    /// [cuProfilerStart](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PROFILER.html).
+    /// Without a profiler attached it does nothing.
+    ///
+    /// # Errors
+    /// [`DeviceError::Driver`].
+    pub fn set_profiling(&self, on: bool) -> Result<()> {
+        self.bind()?;
+        let result = if on {
+            // SAFETY: no arguments; the context is current on this thread.
+            unsafe { cudarc::driver::sys::cuProfilerStart() }
+        } else {
+            // SAFETY: as above.
+            unsafe { cudarc::driver::sys::cuProfilerStop() }
+        };
+        let op = if on {
+            "cuProfilerStart"
+        } else {
+            "cuProfilerStop"
+        };
+        result.result().map_err(driver(op))
+    }
+
     /// Records the work queued so far on `stream` (timing disabled: cheap).
     ///
     /// # Errors

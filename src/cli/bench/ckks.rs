@@ -3,7 +3,10 @@
 //!
 //! GPU timing: each operation is queued `iterations` times back to back and
 //! the stream synchronised before the host clock is read (launch overhead
-//! included, as in a pipeline); warm-up runs come first. The NTT runs over
+//! included, as in a pipeline); warm-up runs come first. `submit_ms` is the
+//! host time to queue one iteration (before the synchronisation): when it
+//! is close to `ms`, the operation is bound by the host, not the GPU.
+//! `--ops` runs a subset (for profilers such as `ncu`). The NTT runs over
 //! more input buffers than the L2 cache holds, rotating among them, and its
 //! achieved bandwidth — `2 × limbs × N × 8` bytes over the time — is compared
 //! with a device-to-device copy measured in the same run.
@@ -40,6 +43,11 @@ pub struct Args {
     /// Input buffers the NTT rotates over (more than the L2 cache holds).
     #[arg(long, default_value_t = 8)]
     ntt_buffers: usize,
+    /// Operations to run (comma-separated; default all): ntt_forward,
+    /// ntt_inverse, tensor, decompose, mult_relin, mult_relin_rescale,
+    /// rescale, rotate, conjugate, hoisted_rotate_8, hoisted_rotate_16, add.
+    #[arg(long)]
+    ops: Option<String>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -50,8 +58,27 @@ pub struct Args {
 #[derive(Debug, Serialize)]
 struct Timing {
     op: String,
+    /// Wall time per iteration, queue to completion.
     ms: f64,
+    /// Host time per iteration to queue the work (before the final sync).
+    submit_ms: f64,
 }
+
+/// Every operation `--ops` accepts, in run order.
+const OPS: [&str; 12] = [
+    "ntt_forward",
+    "ntt_inverse",
+    "tensor",
+    "decompose",
+    "mult_relin",
+    "mult_relin_rescale",
+    "rescale",
+    "rotate",
+    "conjugate",
+    "hoisted_rotate_8",
+    "hoisted_rotate_16",
+    "add",
+];
 
 #[derive(Debug, Serialize)]
 struct PolicyRun {
@@ -69,21 +96,41 @@ struct Report {
     runs: Vec<PolicyRun>,
 }
 
+/// `(wall ms, submit ms)` per iteration. On a GPU the timed iterations
+/// are bracketed by `cuProfilerStart`/`Stop`, so `ncu --profile-from-start
+/// off` sees only them (not key generation or warm-up).
 fn time<T>(
     backend: &Arc<dyn Backend>,
     iterations: usize,
     mut f: impl FnMut() -> hemem_ckks::Result<T>,
-) -> anyhow::Result<f64> {
+) -> anyhow::Result<(f64, f64)> {
     for _ in 0..3 {
         f()?;
     }
     backend.synchronize()?;
+    let gpu = backend.allocator().device();
+    if let Some(d) = gpu {
+        d.set_profiling(true)?;
+    }
     let start = Instant::now();
     for _ in 0..iterations {
         f()?;
     }
+    let queued = start.elapsed();
     backend.synchronize()?;
-    Ok(start.elapsed().as_secs_f64() * 1e3 / iterations as f64)
+    if let Some(d) = gpu {
+        d.set_profiling(false)?;
+    }
+    let per = |d: std::time::Duration| d.as_secs_f64() * 1e3 / iterations.max(1) as f64;
+    Ok((per(start.elapsed()), per(queued)))
+}
+
+fn timing(op: &str, (ms, submit_ms): (f64, f64)) -> Timing {
+    Timing {
+        op: op.into(),
+        ms,
+        submit_ms,
+    }
 }
 
 fn run_policy(
@@ -111,7 +158,7 @@ fn run_policy(
     let words = 64usize << 20;
     let src = allocator.allocate(MemoryClass::Temporary, words * 8)?;
     let mut dst = allocator.allocate(MemoryClass::Temporary, words * 8)?;
-    let copy_ms = time(&backend, args.iterations, || {
+    let (copy_ms, _) = time(&backend, args.iterations, || {
         allocator
             .copy(&src, 0, &mut dst, 0, words)
             .map_err(hemem_ckks::Error::from)
@@ -119,98 +166,137 @@ fn run_policy(
     let copy_gb_per_s = 2.0 * (words * 8) as f64 / (copy_ms * 1e-3) / 1e9;
     drop((src, dst));
 
+    let wanted = |op: &str| {
+        args.ops
+            .as_deref()
+            .is_none_or(|list| list.split(',').any(|o| o.trim() == op))
+    };
+
     // NTT over every top-level limb, rotating over several buffers.
     let q: Vec<usize> = (0..limbs).collect();
-    let mut polys = (0..args.ntt_buffers.max(1))
-        .map(|_| {
-            let words: Vec<u64> = q
-                .iter()
-                .flat_map(|&i| {
-                    let p = params.q_moduli().get(i).map_or(2, |m| m.value());
-                    (0..n).map(|_| sampler.uniform_mod(p)).collect::<Vec<_>>()
-                })
-                .collect();
-            hemem_ckks::poly::RnsPoly::<hemem_ckks::poly::Coeff>::from_words(
-                &backend,
-                &q,
-                MemoryClass::Temporary,
-                &words,
-            )
-        })
-        .collect::<hemem_ckks::Result<Vec<_>>>()?;
-    let mut next = 0usize;
-    let count = polys.len();
-    let ntt_ms = time(&backend, args.iterations * count, || {
-        next = (next + 1) % count;
-        match polys.get_mut(next) {
-            Some(p) => backend.ntt_forward(p.limbs_mut()?),
-            None => Ok(()),
+    let mut ntt_gb_per_s = 0.0;
+    for (op, forward) in [("ntt_forward", true), ("ntt_inverse", false)] {
+        if !wanted(op) {
+            continue;
         }
-    })?;
-    let ntt_gb_per_s = 2.0 * (limbs * n * 8) as f64 / (ntt_ms * 1e-3) / 1e9;
-    timings.push(Timing {
-        op: format!("ntt_forward/{limbs}x2^{}", n.trailing_zeros()),
-        ms: ntt_ms,
-    });
-    drop(polys);
+        let mut polys = (0..args.ntt_buffers.max(1))
+            .map(|_| {
+                let words: Vec<u64> = q
+                    .iter()
+                    .flat_map(|&i| {
+                        let p = params.q_moduli().get(i).map_or(2, |m| m.value());
+                        (0..n).map(|_| sampler.uniform_mod(p)).collect::<Vec<_>>()
+                    })
+                    .collect();
+                hemem_ckks::poly::RnsPoly::<hemem_ckks::poly::Coeff>::from_words(
+                    &backend,
+                    &q,
+                    MemoryClass::Temporary,
+                    &words,
+                )
+            })
+            .collect::<hemem_ckks::Result<Vec<_>>>()?;
+        let mut next = 0usize;
+        let count = polys.len();
+        let t = time(&backend, args.iterations * count, || {
+            next = (next + 1) % count;
+            match polys.get_mut(next) {
+                Some(p) if forward => backend.ntt_forward(p.limbs_mut()?),
+                Some(p) => backend.ntt_inverse(p.limbs_mut()?),
+                None => Ok(()),
+            }
+        })?;
+        if forward {
+            ntt_gb_per_s = 2.0 * (limbs * n * 8) as f64 / (t.0 * 1e-3) / 1e9;
+        }
+        timings.push(timing(&format!("{op}/{limbs}x2^{}", n.trailing_zeros()), t));
+    }
 
     // Evaluator operations at the top level.
-    let keygen = KeyGenerator::new(&context)?;
-    let secret = keygen.secret_key()?;
-    let public = keygen.public_key(&secret)?;
-    let request = KeySetRequest {
-        relinearization: true,
-        conjugation: true,
-        rotations: (1..=16).collect(),
-    };
-    let keys = keygen
-        .key_set(&secret, &request)
-        .context("generating the key set")?;
-    let eval = Evaluator::with_keys(&context, Arc::new(keys));
-    let encoder = Encoder::new(&context);
-    let values: Vec<Complex64> = (0..params.slots())
-        .map(|_| Complex64::new(sampler.uniform_f64() - 0.5, sampler.uniform_f64() - 0.5))
-        .collect();
-    let scale = params.default_scale(level)?;
-    let pt = encoder.encode_at(&values, level, scale, params.slots())?;
-    let encryptor = Encryptor::new(&context)?;
-    let ct = encryptor.encrypt(&pt, &public)?;
-    let it = args.iterations;
-    timings.push(Timing {
-        op: "mult_relin".into(),
-        ms: time(&backend, it, || eval.mult_without_rescale(&ct, &ct))?,
-    });
-    timings.push(Timing {
-        op: "mult_relin_rescale".into(),
-        ms: time(&backend, it, || eval.mult(&ct, &ct))?,
-    });
-    let wide = eval.mult_without_rescale(&ct, &ct)?;
-    timings.push(Timing {
-        op: "rescale".into(),
-        ms: time(&backend, it, || eval.rescale_unchecked(&wide))?,
-    });
-    timings.push(Timing {
-        op: "rotate".into(),
-        ms: time(&backend, it, || eval.rotate(&ct, 1))?,
-    });
-    timings.push(Timing {
-        op: "conjugate".into(),
-        ms: time(&backend, it, || eval.conjugate(&ct))?,
-    });
-    let eight: Vec<i64> = (1..=8).collect();
-    let sixteen: Vec<i64> = (1..=16).collect();
-    timings.push(Timing {
-        op: "hoisted_rotate_8".into(),
-        ms: time(&backend, it, || eval.rotate_hoisted(&ct, &eight))?,
-    });
-    timings.push(Timing {
-        op: "hoisted_rotate_16".into(),
-        ms: time(&backend, it, || eval.rotate_hoisted(&ct, &sixteen))?,
-    });
-    timings.push(Timing {
-        op: "add".into(),
-        ms: time(&backend, it, || eval.add(&ct, &ct))?,
-    });
+    let needs_keys = OPS.iter().skip(4).any(|op| wanted(op));
+    let needs_ct = OPS.iter().skip(2).any(|op| wanted(op));
+    if needs_ct {
+        let keygen = KeyGenerator::new(&context)?;
+        let secret = keygen.secret_key()?;
+        let public = keygen.public_key(&secret)?;
+        let request = KeySetRequest {
+            relinearization: true,
+            conjugation: true,
+            rotations: if wanted("hoisted_rotate_16") {
+                (1..=16).collect()
+            } else if wanted("hoisted_rotate_8") {
+                (1..=8).collect()
+            } else {
+                vec![1]
+            },
+        };
+        let eval = if needs_keys {
+            let keys = keygen
+                .key_set(&secret, &request)
+                .context("generating the key set")?;
+            Evaluator::with_keys(&context, Arc::new(keys))
+        } else {
+            Evaluator::new(&context)
+        };
+        let encoder = Encoder::new(&context);
+        let values: Vec<Complex64> = (0..params.slots())
+            .map(|_| Complex64::new(sampler.uniform_f64() - 0.5, sampler.uniform_f64() - 0.5))
+            .collect();
+        let scale = params.default_scale(level)?;
+        let pt = encoder.encode_at(&values, level, scale, params.slots())?;
+        let encryptor = Encryptor::new(&context)?;
+        let ct = encryptor.encrypt(&pt, &public)?;
+        let it = args.iterations;
+        if wanted("tensor") {
+            timings.push(timing(
+                "tensor",
+                time(&backend, it, || eval.tensor(&ct, &ct))?,
+            ));
+        }
+        if wanted("decompose") {
+            timings.push(timing(
+                "decompose",
+                time(&backend, it, || eval.decompose(&ct))?,
+            ));
+        }
+        if wanted("mult_relin") {
+            let t = time(&backend, it, || eval.mult_without_rescale(&ct, &ct))?;
+            timings.push(timing("mult_relin", t));
+        }
+        if wanted("mult_relin_rescale") {
+            timings.push(timing(
+                "mult_relin_rescale",
+                time(&backend, it, || eval.mult(&ct, &ct))?,
+            ));
+        }
+        if wanted("rescale") {
+            let wide = eval.mult_without_rescale(&ct, &ct)?;
+            let t = time(&backend, it, || eval.rescale_unchecked(&wide))?;
+            timings.push(timing("rescale", t));
+        }
+        if wanted("rotate") {
+            timings.push(timing(
+                "rotate",
+                time(&backend, it, || eval.rotate(&ct, 1))?,
+            ));
+        }
+        if wanted("conjugate") {
+            timings.push(timing(
+                "conjugate",
+                time(&backend, it, || eval.conjugate(&ct))?,
+            ));
+        }
+        for (op, k) in [("hoisted_rotate_8", 8i64), ("hoisted_rotate_16", 16)] {
+            if wanted(op) {
+                let steps: Vec<i64> = (1..=k).collect();
+                let t = time(&backend, it, || eval.rotate_hoisted(&ct, &steps))?;
+                timings.push(timing(op, t));
+            }
+        }
+        if wanted("add") {
+            timings.push(timing("add", time(&backend, it, || eval.add(&ct, &ct))?));
+        }
+    }
     let policy = policy.map_or_else(|| config.policy.kind().to_string(), str::to_owned);
     Ok(PolicyRun {
         policy,
@@ -230,6 +316,14 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     };
     let params = Parameters::from_preset_with(preset, check)?;
     let selection: DeviceSelection = args.device.parse()?;
+    if let Some(list) = &args.ops
+        && let Some(bad) = list.split(',').map(str::trim).find(|o| !OPS.contains(o))
+    {
+        anyhow::bail!(
+            "unknown op {bad:?} in --ops (expected some of {})",
+            OPS.join(",")
+        );
+    }
     let policies: Vec<Option<&str>> = if matches!(selection, DeviceSelection::Cpu) {
         vec![None]
     } else {
@@ -264,6 +358,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .first()
         .map(|r| r.timings.iter().map(|t| t.ms).collect())
         .unwrap_or_default();
+    out!(
+        "  {:<26} {:>10}      {:>10}   {}",
+        "op",
+        "ms",
+        "submit ms",
+        "vs first policy"
+    );
     for run in &report.runs {
         out!(
             "policy {:<8}  NTT {:.1} GB/s, copy {:.1} GB/s ({:.0} % of copy)",
@@ -273,7 +374,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             100.0 * run.ntt_gb_per_s / run.copy_gb_per_s
         );
         for (t, base) in run.timings.iter().zip(&baseline) {
-            out!("  {:<26} {:>10.4} ms   x{:.2}", t.op, t.ms, t.ms / base);
+            out!(
+                "  {:<26} {:>10.4} ms   {:>10.4} ms   x{:.2}",
+                t.op,
+                t.ms,
+                t.submit_ms,
+                t.ms / base
+            );
         }
     }
     Ok(())

@@ -11,6 +11,8 @@
 //! use the CPU plans' ψ, and repeat the CPU's floating-point sequence in
 //! ModDown.
 
+#[cfg(test)]
+mod emulate;
 mod tables;
 
 use std::collections::HashMap;
@@ -18,10 +20,14 @@ use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use hemem_gpu_kernels::Kernels;
+use hemem_gpu_kernels::launch::ckks::convert::CopyRows;
+use hemem_gpu_kernels::launch::ckks::ntt::{ForwardEpilogue, ForwardSource};
 use hemem_gpu_kernels::launch::ckks::{self as launch, ElementOp, LimbMap, PtrArray, Scalars};
 use hemem_memory::{Allocator, Buffer, GpuDevice, MemoryClass, StreamId};
 
-use self::tables::{DeviceConversion, conversion, modulus_table, twiddle_tables, upload_constant};
+use self::tables::{
+    DeviceConversion, conversion, modulus_table, scale_pairs, twiddle_tables, upload_constant,
+};
 use super::{
     Backend, BinaryOp, Device, Limbs, LimbsMut, contiguous, inner_product_by_parts, tensor_by_parts,
 };
@@ -29,8 +35,34 @@ use crate::ntt::{GaloisElement, NttPlan};
 use crate::zq::Modulus;
 use crate::{Error, Result};
 
-/// Source and target moduli of a conversion.
-type ConversionKey = (Vec<usize>, Vec<usize>);
+/// Two lists of moduli as one cache key (`first`, a separator, `second`),
+/// built on the stack so a cache hit allocates nothing.
+struct PairKey {
+    words: [usize; 2 * launch::MAX_LIMBS + 1],
+    len: usize,
+}
+
+impl PairKey {
+    fn new(first: &[usize], second: &[usize]) -> Result<Self> {
+        let len = first.len() + second.len() + 1;
+        let mut words = [0usize; 2 * launch::MAX_LIMBS + 1];
+        let slots = words.get_mut(..len).ok_or(Error::LengthMismatch {
+            expected: 2 * launch::MAX_LIMBS + 1,
+            actual: len,
+        })?;
+        for (slot, &m) in slots
+            .iter_mut()
+            .zip(first.iter().chain(&[usize::MAX]).chain(second))
+        {
+            *slot = m;
+        }
+        Ok(Self { words, len })
+    }
+
+    fn as_slice(&self) -> &[usize] {
+        self.words.get(..self.len).unwrap_or(&[])
+    }
+}
 
 /// The GPU implementation of [`Backend`]. `Send + Sync`: every operation
 /// queues on the device's compute stream, in call order; callers from
@@ -45,7 +77,10 @@ pub struct GpuBackend {
     consts: Buffer,
     twiddles: Buffer,
     n_inv: Buffer,
-    conversions: RwLock<HashMap<ConversionKey, Arc<DeviceConversion>>>,
+    /// Base conversions by `PairKey(from, to)`.
+    conversions: RwLock<HashMap<Vec<usize>, Arc<DeviceConversion>>>,
+    /// Rescaling's `(q_last^{-1} mod q_i, shoup)` pairs by `PairKey(kept, [last])`.
+    rescale_scales: RwLock<HashMap<Vec<usize>, Arc<Buffer>>>,
 }
 
 impl fmt::Debug for GpuBackend {
@@ -97,6 +132,7 @@ impl GpuBackend {
             twiddles,
             n_inv,
             conversions: RwLock::new(HashMap::new()),
+            rescale_scales: RwLock::new(HashMap::new()),
         })
     }
 
@@ -124,12 +160,12 @@ impl GpuBackend {
     }
 
     fn conversion(&self, from: &[usize], to: &[usize]) -> Result<Arc<DeviceConversion>> {
-        let key = (from.to_vec(), to.to_vec());
+        let key = PairKey::new(from, to)?;
         if let Some(t) = self
             .conversions
             .read()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(&key)
+            .get(key.as_slice())
         {
             return Ok(Arc::clone(t));
         }
@@ -145,8 +181,45 @@ impl GpuBackend {
         self.conversions
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(key, Arc::clone(&tables));
+            .insert(key.as_slice().to_vec(), Arc::clone(&tables));
         Ok(tables)
+    }
+
+    /// The device table of `(q_last^{-1} mod q_i, shoup)` for each kept
+    /// modulus, built once per `(kept, last)`.
+    fn rescale_scale(&self, kept: &[usize], last: usize) -> Result<Arc<Buffer>> {
+        let key = PairKey::new(kept, &[last])?;
+        if let Some(t) = self
+            .rescale_scales
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key.as_slice())
+        {
+            return Ok(Arc::clone(t));
+        }
+        let q_last = self.modulus(last)?;
+        let moduli = kept
+            .iter()
+            .map(|&i| self.modulus(i))
+            .collect::<Result<Vec<_>>>()?;
+        let inverses = moduli
+            .iter()
+            .map(|m| {
+                m.inv(q_last.value()).ok_or(Error::NotCoprime {
+                    first: m.value(),
+                    second: q_last.value(),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let table = Arc::new(upload_constant(
+            &self.allocator,
+            &scale_pairs(&moduli, &inverses),
+        )?);
+        self.rescale_scales
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.as_slice().to_vec(), Arc::clone(&table));
+        Ok(table)
     }
 
     /// A temporary buffer of `limbs` limbs on the compute stream.
@@ -186,41 +259,229 @@ impl GpuBackend {
         Ok(Scalars::new(&pairs)?)
     }
 
-    fn ntt(&self, buffer: u64, map: &LimbMap, forward: bool) -> Result<()> {
-        let (consts, twiddles) = (self.consts()?, address(&self.twiddles)?);
-        if forward {
-            // SAFETY: `buffer` holds the map's limbs (checked by the caller's
-            // view), allocated on the compute stream where every launch of
-            // this backend runs; the tables cover every modulus index (they
-            // are built for the whole global table).
-            unsafe {
-                launch::ntt::forward_async(
-                    &self.kernels,
-                    StreamId::Compute,
-                    buffer,
-                    map,
-                    consts,
-                    twiddles,
-                    self.geometry,
-                )
-            }?;
-        } else {
-            let n_inv = address(&self.n_inv)?;
-            // SAFETY: as above.
-            unsafe {
-                launch::ntt::inverse_async(
-                    &self.kernels,
-                    StreamId::Compute,
-                    buffer,
-                    map,
-                    consts,
-                    twiddles,
-                    n_inv,
-                    self.geometry,
-                )
-            }?;
-        }
+    /// Forward NTT of `source` into `dst`'s limbs, with the given last-phase
+    /// epilogue.
+    fn ntt_forward_raw(
+        &self,
+        dst: (u64, &LimbMap),
+        source: ForwardSource<'_>,
+        epilogue: ForwardEpilogue<'_>,
+    ) -> Result<()> {
+        // SAFETY: both addresses hold their maps' limbs (checked by the
+        // callers' views or fresh scratch), allocated on the compute stream
+        // where every launch of this backend runs; the source limbs are the
+        // destination's own or lie in another buffer; the tables cover every
+        // modulus index (they are built for the whole global table).
+        unsafe {
+            launch::ntt::forward_async(
+                &self.kernels,
+                StreamId::Compute,
+                dst,
+                source,
+                self.consts()?,
+                address(&self.twiddles)?,
+                self.geometry,
+                epilogue,
+            )
+        }?;
         Ok(())
+    }
+
+    /// Inverse NTT of `src`'s limbs into `dst`'s (the same for in place).
+    fn ntt_inverse_raw(&self, dst: (u64, &LimbMap), src: (u64, &LimbMap)) -> Result<()> {
+        // SAFETY: as `ntt_forward_raw`.
+        unsafe {
+            launch::ntt::inverse_async(
+                &self.kernels,
+                StreamId::Compute,
+                dst,
+                src,
+                self.consts()?,
+                address(&self.twiddles)?,
+                address(&self.n_inv)?,
+                self.geometry,
+            )
+        }?;
+        Ok(())
+    }
+
+    fn ntt(&self, buffer: u64, map: &LimbMap, forward: bool) -> Result<()> {
+        if forward {
+            self.ntt_forward_raw(
+                (buffer, map),
+                ForwardSource::Limbs { src: buffer, map },
+                ForwardEpilogue::Store,
+            )
+        } else {
+            self.ntt_inverse_raw((buffer, map), (buffer, map))
+        }
+    }
+
+    /// The fused inner product, over the digits after `galois` (1: none).
+    fn inner_product(
+        &self,
+        digits: &[Limbs<'_>],
+        galois: u64,
+        b: &[Limbs<'_>],
+        a: &[Limbs<'_>],
+        out0: LimbsMut<'_>,
+        out1: LimbsMut<'_>,
+    ) -> Result<()> {
+        let count = digits.len();
+        if count == 0 || count != b.len() || count != a.len() || count > launch::MAX_DIGITS {
+            return Err(Error::LengthMismatch {
+                expected: count,
+                actual: b.len().min(a.len()),
+            });
+        }
+        let (first, key) = (
+            digits.first().ok_or(Error::EmptyBasis)?,
+            b.first().ok_or(Error::EmptyBasis)?,
+        );
+        let uniform = |views: &[Limbs<'_>], like: &Limbs<'_>| {
+            views
+                .iter()
+                .all(|v| v.positions == like.positions && v.moduli == like.moduli)
+        };
+        if !uniform(digits, first)
+            || !uniform(b, key)
+            || !uniform(a, key)
+            || out0.positions != out1.positions
+        {
+            return if galois == 1 {
+                inner_product_by_parts(self, digits, b, a, out0, out1)
+            } else {
+                // The trait's default: rotate into temporaries, then the sum.
+                let rotated = digits
+                    .iter()
+                    .map(|d| {
+                        let mut buffer = self.allocate(MemoryClass::Temporary, d.len(), false)?;
+                        self.automorphism(
+                            *d,
+                            GaloisElement(galois),
+                            LimbsMut::new(&mut buffer, d.moduli)?,
+                        )?;
+                        Ok(buffer)
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                let views = rotated
+                    .iter()
+                    .zip(digits)
+                    .map(|(buffer, d)| Limbs::new(buffer, d.moduli))
+                    .collect::<Result<Vec<_>>>()?;
+                inner_product_by_parts(self, &views, b, a, out0, out1)
+            };
+        }
+        let addresses = |views: &[Limbs<'_>]| -> Result<PtrArray> {
+            let list = views
+                .iter()
+                .map(|v| {
+                    self.read_view(v)?;
+                    address(v.buffer)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok(PtrArray::new(&list)?)
+        };
+        let (pd, pb, pa) = (addresses(digits)?, addresses(b)?, addresses(a)?);
+        let digit_map = LimbMap::new(first.positions, first.moduli)?;
+        let key_map = LimbMap::new(key.positions, key.moduli)?;
+        let (o0, mo) = self.write_view(&out0)?;
+        let (o1, _) = self.write_view(&out1)?;
+        let mut touched: Vec<&Buffer> = digits.iter().chain(b).chain(a).map(|v| v.buffer).collect();
+        touched.push(&*out0.buffer);
+        touched.push(&*out1.buffer);
+        let _guard = self.allocator.prepare(&touched)?;
+        // SAFETY: every address holds its map's limbs (checked above) on the
+        // compute stream; the outputs are distinct buffers from the inputs; the
+        // Galois element is odd (a `GaloisElement`), so the gather stays in
+        // the limb.
+        unsafe {
+            launch::arith::key_switch_inner_product_async(
+                &self.kernels,
+                StreamId::Compute,
+                (o0, o1, &mo),
+                (&pd, &digit_map),
+                (&pb, &pa, &key_map),
+                count as u32,
+                self.consts()?,
+                self.n(),
+                galois,
+            )
+        }?;
+        Ok(())
+    }
+
+    /// ModDown, and with `addend` the addition after it, in the epilogue.
+    fn mod_down_then_add(
+        &self,
+        x: Limbs<'_>,
+        p_count: usize,
+        addend: Option<Limbs<'_>>,
+        out: LimbsMut<'_>,
+    ) -> Result<()> {
+        let q_count =
+            x.len()
+                .checked_sub(p_count)
+                .filter(|_| p_count > 0)
+                .ok_or(Error::LengthMismatch {
+                    expected: p_count + 1,
+                    actual: x.len(),
+                })?;
+        let (q_moduli, p_moduli) = x.moduli.split_at(q_count);
+        let (q_positions, p_positions) = x.positions.split_at(q_count);
+        if q_moduli != out.moduli {
+            return Err(Error::LengthMismatch {
+                expected: q_count,
+                actual: out.len(),
+            });
+        }
+        let (xa, _) = self.read_view(&x)?;
+        let (xo, mo) = self.write_view(&out)?;
+        let add = match &addend {
+            Some(e) if e.moduli == out.moduli => Some(self.read_view(e)?),
+            Some(e) => {
+                return Err(Error::LengthMismatch {
+                    expected: out.len(),
+                    actual: e.len(),
+                });
+            }
+            None => None,
+        };
+        let tables = self.conversion(p_moduli, q_moduli)?;
+        let p_part = self.scratch(p_count)?;
+        let _guard = self.allocator.prepare(&[
+            x.buffer,
+            out.buffer,
+            &p_part,
+            &tables.table,
+            &tables.scale,
+            addend.as_ref().map_or(x.buffer, |e| e.buffer),
+        ])?;
+        let p_addr = address(&p_part)?;
+        let p_map = LimbMap::new(contiguous(0, p_count)?, p_moduli)?;
+        // The P limbs to coefficients, out of place (no copy).
+        self.ntt_inverse_raw(
+            (p_addr, &p_map),
+            (xa, &LimbMap::new(p_positions, p_moduli)?),
+        )?;
+        // out = (x_i − NTT(convert(p_part))) · P^{-1} (+ addend): the
+        // conversion is computed as the transform loads its points, the
+        // subtraction, scaling and addition as it stores them.
+        self.ntt_forward_raw(
+            (xo, &mo),
+            ForwardSource::Convert {
+                input: p_addr,
+                map: &p_map,
+                table: address(&tables.table)?,
+                exact: true,
+            },
+            ForwardEpilogue::SubScale {
+                aux: xa,
+                aux_map: &LimbMap::new(q_positions, q_moduli)?,
+                scale: address(&tables.scale)?,
+                add: add.as_ref().map(|(a, m)| (*a, m)),
+            },
+        )
     }
 
     fn copy_raw(&self, dst: (u64, &LimbMap), src: (u64, &LimbMap)) -> Result<()> {
@@ -231,10 +492,18 @@ impl GpuBackend {
     }
 }
 
-/// The device address of a buffer on the compute stream.
+/// The device address of a buffer on the compute stream (16-byte aligned,
+/// as the kernels' vector accesses need; the driver aligns to 256).
 fn address(buffer: &Buffer) -> Result<u64> {
     match (buffer.device_ptr(), buffer.stream()) {
-        (Some(ptr), Some(StreamId::Compute)) => Ok(ptr.addr()),
+        (Some(ptr), Some(StreamId::Compute)) if ptr.addr() % 16 == 0 => Ok(ptr.addr()),
+        (Some(ptr), Some(StreamId::Compute)) => Err(hemem_gpu_kernels::Error::LaunchShape {
+            kernel: "gpu backend",
+            what: "buffer alignment",
+            expected: 16,
+            found: (ptr.addr() % 16) as usize,
+        }
+        .into()),
         (Some(_), Some(stream)) => Err(hemem_gpu_kernels::Error::WrongStream {
             kernel: "gpu backend",
             expected: StreamId::Compute,
@@ -247,6 +516,11 @@ fn address(buffer: &Buffer) -> Result<u64> {
         }
         .into()),
     }
+}
+
+/// The first `count` entries of a stack list.
+fn first(list: &[usize], count: usize) -> Result<&[usize]> {
+    list.get(..count).ok_or(Error::EmptyBasis)
 }
 
 fn same_length(a: usize, b: usize) -> Result<()> {
@@ -445,125 +719,57 @@ impl Backend for GpuBackend {
             x.positions.get(..kept.len()).ok_or(Error::EmptyBasis)?,
             kept,
         )?;
-        let q_last = self.modulus(last)?;
-        let inverses = kept
-            .iter()
-            .map(|&i| {
-                let m = self.modulus(i)?;
-                m.inv(q_last.value()).ok_or(Error::NotCoprime {
-                    first: m.value(),
-                    second: q_last.value(),
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let scalars = self.scalars(kept, &inverses)?;
+        let scale = self.rescale_scale(kept, last)?;
         let top = self.scratch(1)?;
-        let spread = self.scratch(kept.len())?;
         let _guard = self
             .allocator
-            .prepare(&[x.buffer, out.buffer, &top, &spread])?;
+            .prepare(&[x.buffer, out.buffer, &top, &scale])?;
         let top_addr = address(&top)?;
         let top_map = LimbMap::new(&[0], &[last])?;
-        self.copy_raw(
+        // The last limb to coefficients, out of place (no copy).
+        self.ntt_inverse_raw(
             (top_addr, &top_map),
             (xa, &LimbMap::new(&[last_position], &[last])?),
         )?;
-        self.ntt(top_addr, &top_map, false)?;
-        let spread_addr = address(&spread)?;
-        let spread_map = LimbMap::new(contiguous(0, kept.len())?, kept)?;
-        // SAFETY: `spread` holds `kept.len()` limbs and `top` one, both fresh
-        // on the compute stream; the source modulus index is valid.
+        // SAFETY: `top` holds one limb, `out` the kept limbs (checked view),
+        // distinct buffers on the compute stream; the source modulus index is
+        // valid.
         unsafe {
             launch::convert::spread_centered_async(
                 &self.kernels,
                 StreamId::Compute,
-                (spread_addr, &spread_map),
+                (xo, &mo),
                 top_addr,
                 last as u32,
                 self.consts()?,
                 self.n(),
             )
         }?;
-        self.ntt(spread_addr, &spread_map, true)?;
-        // SAFETY: as `binary`; `out` does not alias `x` (different buffers).
-        unsafe {
-            launch::arith::sub_then_scale_async(
-                &self.kernels,
-                StreamId::Compute,
-                (xo, &mo),
-                (xa, &kept_map),
-                (spread_addr, &spread_map),
-                &scalars,
-                self.consts()?,
-                self.n(),
-            )
-        }?;
-        Ok(())
+        // out = (x_i − NTT(spread)) · q_last^{-1}, fused into the transform.
+        self.ntt_forward_raw(
+            (xo, &mo),
+            ForwardSource::Limbs { src: xo, map: &mo },
+            ForwardEpilogue::SubScale {
+                aux: xa,
+                aux_map: &kept_map,
+                scale: address(&scale)?,
+                add: None,
+            },
+        )
     }
 
     fn mod_down(&self, x: Limbs<'_>, p_count: usize, out: LimbsMut<'_>) -> Result<()> {
-        let q_count =
-            x.len()
-                .checked_sub(p_count)
-                .filter(|_| p_count > 0)
-                .ok_or(Error::LengthMismatch {
-                    expected: p_count + 1,
-                    actual: x.len(),
-                })?;
-        let (q_moduli, p_moduli) = x.moduli.split_at(q_count);
-        let (q_positions, p_positions) = x.positions.split_at(q_count);
-        if q_moduli != out.moduli {
-            return Err(Error::LengthMismatch {
-                expected: q_count,
-                actual: out.len(),
-            });
-        }
-        let (xa, _) = self.read_view(&x)?;
-        let (xo, mo) = self.write_view(&out)?;
-        let tables = self.conversion(p_moduli, q_moduli)?;
-        let p_part = self.scratch(p_count)?;
-        let converted = self.scratch(q_count)?;
-        let _guard =
-            self.allocator
-                .prepare(&[x.buffer, out.buffer, &p_part, &converted, &tables.table])?;
-        let p_addr = address(&p_part)?;
-        let p_map = LimbMap::new(contiguous(0, p_count)?, p_moduli)?;
-        self.copy_raw(
-            (p_addr, &p_map),
-            (xa, &LimbMap::new(p_positions, p_moduli)?),
-        )?;
-        self.ntt(p_addr, &p_map, false)?;
-        let c_addr = address(&converted)?;
-        let c_map = LimbMap::new(contiguous(0, q_count)?, q_moduli)?;
-        // SAFETY: fresh scratch buffers on the compute stream hold the maps'
-        // limbs; the table was built for exactly these moduli.
-        unsafe {
-            launch::convert::base_convert_async(
-                &self.kernels,
-                StreamId::Compute,
-                (c_addr, &c_map),
-                (p_addr, &p_map),
-                address(&tables.table)?,
-                self.consts()?,
-                self.n(),
-                true,
-            )
-        }?;
-        self.ntt(c_addr, &c_map, true)?;
-        // SAFETY: as `binary`; `out` is another buffer than `x`.
-        unsafe {
-            launch::arith::sub_then_scale_async(
-                &self.kernels,
-                StreamId::Compute,
-                (xo, &mo),
-                (xa, &LimbMap::new(q_positions, q_moduli)?),
-                (c_addr, &c_map),
-                &tables.p_inv,
-                self.consts()?,
-                self.n(),
-            )
-        }?;
-        Ok(())
+        self.mod_down_then_add(x, p_count, None, out)
+    }
+
+    fn mod_down_add(
+        &self,
+        x: Limbs<'_>,
+        p_count: usize,
+        addend: Limbs<'_>,
+        out: LimbsMut<'_>,
+    ) -> Result<()> {
+        self.mod_down_then_add(x, p_count, Some(addend), out)
     }
 
     fn mod_up(
@@ -581,78 +787,124 @@ impl Backend for GpuBackend {
             });
         }
         let (da, dm) = self.read_view(&digit)?;
-        let (xo, _) = self.write_view(&out)?;
-        let (mut own_pos, mut own_src, mut own_mod) = (Vec::new(), Vec::new(), Vec::new());
-        let (mut target_pos, mut target_mod) = (Vec::new(), Vec::new());
+        let (xo, out_map) = self.write_view(&out)?;
+        if let Some(d) = &digit_ntt {
+            self.read_view(d)?;
+        }
+        // Split the output limbs into the digit's own (copied) and the
+        // targets (converted), on the stack.
+        let mut own_pos = [0usize; launch::MAX_LIMBS];
+        let mut own_src = [0usize; launch::MAX_LIMBS];
+        let mut own_mod = [0usize; launch::MAX_LIMBS];
+        let mut target_pos = [0usize; launch::MAX_LIMBS];
+        let mut target_mod = [0usize; launch::MAX_LIMBS];
+        let (mut owns, mut targets) = (0usize, 0usize);
+        let source_positions = digit_ntt.as_ref().map_or(digit.positions, |d| d.positions);
         for (&p, &m) in out.positions.iter().zip(out.moduli) {
             match digit.moduli.iter().position(|&d| d == m) {
                 Some(k) => {
-                    own_pos.push(p);
-                    own_src.push(k);
-                    own_mod.push(m);
+                    let (Some(a), Some(b), Some(c)) = (
+                        own_pos.get_mut(owns),
+                        own_src.get_mut(owns),
+                        own_mod.get_mut(owns),
+                    ) else {
+                        return Err(Error::EmptyBasis);
+                    };
+                    *a = p;
+                    *b = source_positions.get(k).copied().ok_or(Error::EmptyBasis)?;
+                    *c = m;
+                    owns += 1;
                 }
                 None => {
-                    target_pos.push(p);
-                    target_mod.push(m);
+                    let (Some(a), Some(b)) =
+                        (target_pos.get_mut(targets), target_mod.get_mut(targets))
+                    else {
+                        return Err(Error::EmptyBasis);
+                    };
+                    *a = p;
+                    *b = m;
+                    targets += 1;
                 }
             }
         }
-        let mut touched: Vec<&Buffer> = vec![digit.buffer, &*out.buffer];
-        if let Some(d) = &digit_ntt {
-            touched.push(d.buffer);
-        }
-        let tables = if target_mod.is_empty() {
+        let own_mod = first(&own_mod, owns)?;
+        let target_mod = first(&target_mod, targets)?;
+        let own_map = LimbMap::new(first(&own_pos, owns)?, own_mod)?;
+        let own_src_map = LimbMap::new(first(&own_src, owns)?, own_mod)?;
+        let target_map = LimbMap::new(first(&target_pos, targets)?, target_mod)?;
+        let source = match &digit_ntt {
+            Some(d) => address(d.buffer)?,
+            None => da,
+        };
+        let copies = (owns > 0).then_some(CopyRows {
+            src: source,
+            src_map: &own_src_map,
+            dst_map: &own_map,
+        });
+        let tables = if targets == 0 {
             None
         } else {
-            Some(self.conversion(digit.moduli, &target_mod)?)
+            Some(self.conversion(digit.moduli, target_mod)?)
         };
+        let mut touched: [&Buffer; 4] = [digit.buffer, &*out.buffer, digit.buffer, digit.buffer];
+        if let Some(d) = &digit_ntt {
+            touched[2] = d.buffer;
+        }
         if let Some(t) = &tables {
-            touched.push(&t.table);
+            touched[3] = &t.table;
         }
         let _guard = self.allocator.prepare(&touched)?;
-        // The digit's own limbs: copied from the NTT form, or copied and transformed.
-        if !own_pos.is_empty() {
-            let own_map = LimbMap::new(&own_pos, &own_mod)?;
-            let source_positions: Vec<usize> = own_src
-                .iter()
-                .map(|&k| {
-                    let positions = digit_ntt.as_ref().map_or(digit.positions, |d| d.positions);
-                    positions.get(k).copied().ok_or(Error::EmptyBasis)
-                })
-                .collect::<Result<_>>()?;
-            let source = match &digit_ntt {
-                Some(d) => address(d.buffer)?,
-                None => da,
-            };
-            self.copy_raw(
-                (xo, &own_map),
-                (source, &LimbMap::new(&source_positions, &own_mod)?),
-            )?;
-            if digit_ntt.is_none() {
-                self.ntt(xo, &own_map, true)?;
+        match (&tables, digit_ntt.is_some()) {
+            // The digit's NTT form is given (decompose): copy the own limbs,
+            // and transform the targets with the conversion fused into the
+            // transform's first phase.
+            (Some(t), true) => {
+                if owns > 0 {
+                    self.copy_raw((xo, &own_map), (source, &own_src_map))?;
+                }
+                self.ntt_forward_raw(
+                    (xo, &target_map),
+                    ForwardSource::Convert {
+                        input: da,
+                        map: &dm,
+                        table: address(&t.table)?,
+                        // Centred and exact, as on the CPU (see its `mod_up`).
+                        exact: true,
+                    },
+                    ForwardEpilogue::Store,
+                )
+            }
+            // Coefficients only: convert the targets and copy the own limbs
+            // in one launch, then transform every output limb at once.
+            (Some(t), false) => {
+                // SAFETY: the digit's limbs and the targets are distinct
+                // buffers (or, for `out`, limbs disjoint from the digit's own,
+                // which the conversion does not read); the copied limbs are
+                // `out`'s own limbs, disjoint from the targets; the table
+                // matches these moduli.
+                unsafe {
+                    launch::convert::base_convert_async(
+                        &self.kernels,
+                        StreamId::Compute,
+                        (xo, &target_map),
+                        (da, &dm),
+                        address(&t.table)?,
+                        self.consts()?,
+                        self.n(),
+                        // Centred and exact, as on the CPU.
+                        true,
+                        copies,
+                    )
+                }?;
+                self.ntt(xo, &out_map, true)
+            }
+            (None, _) if owns == 0 => Ok(()),
+            (None, true) => self.copy_raw((xo, &own_map), (source, &own_src_map)),
+            (None, false) => {
+                self.copy_raw((xo, &own_map), (source, &own_src_map))?;
+                self.ntt(xo, &own_map, true)
             }
         }
-        if let Some(t) = tables {
-            let target_map = LimbMap::new(&target_pos, &target_mod)?;
-            // SAFETY: the digit's limbs and the targets are distinct buffers
-            // (or, for `out`, limbs disjoint from the digit's own, which the
-            // conversion does not read); the table matches these moduli.
-            unsafe {
-                launch::convert::base_convert_async(
-                    &self.kernels,
-                    StreamId::Compute,
-                    (xo, &target_map),
-                    (da, &dm),
-                    address(&t.table)?,
-                    self.consts()?,
-                    self.n(),
-                    // Centred and exact, as on the CPU (see its `mod_up`).
-                    true,
-                )
-            }?;
-            self.ntt(xo, &target_map, true)?;
-        }
-        Ok(())
     }
 
     fn spread_centered(&self, src: Limbs<'_>, out: LimbsMut<'_>) -> Result<()> {
@@ -709,63 +961,34 @@ impl Backend for GpuBackend {
         out0: LimbsMut<'_>,
         out1: LimbsMut<'_>,
     ) -> Result<()> {
-        let count = digits.len();
-        if count == 0 || count != b.len() || count != a.len() || count > launch::MAX_DIGITS {
+        self.inner_product(digits, 1, b, a, out0, out1)
+    }
+
+    fn key_switch_inner_product_galois(
+        &self,
+        digits: &[Limbs<'_>],
+        g: GaloisElement,
+        b: &[Limbs<'_>],
+        a: &[Limbs<'_>],
+        out0: LimbsMut<'_>,
+        out1: LimbsMut<'_>,
+    ) -> Result<()> {
+        self.inner_product(digits, g.0, b, a, out0, out1)
+    }
+
+    fn ntt_inverse_into(&self, src: Limbs<'_>, dst: LimbsMut<'_>) -> Result<()> {
+        same_length(src.len(), dst.len())?;
+        if src.moduli != dst.moduli {
             return Err(Error::LengthMismatch {
-                expected: count,
-                actual: b.len().min(a.len()),
+                expected: src.len(),
+                actual: dst.len(),
             });
         }
-        let (first, key) = (
-            digits.first().ok_or(Error::EmptyBasis)?,
-            b.first().ok_or(Error::EmptyBasis)?,
-        );
-        let uniform = |views: &[Limbs<'_>], like: &Limbs<'_>| {
-            views
-                .iter()
-                .all(|v| v.positions == like.positions && v.moduli == like.moduli)
-        };
-        if !uniform(digits, first)
-            || !uniform(b, key)
-            || !uniform(a, key)
-            || out0.positions != out1.positions
-        {
-            return inner_product_by_parts(self, digits, b, a, out0, out1);
-        }
-        let addresses = |views: &[Limbs<'_>]| -> Result<PtrArray> {
-            let list = views
-                .iter()
-                .map(|v| {
-                    self.read_view(v)?;
-                    address(v.buffer)
-                })
-                .collect::<Result<Vec<_>>>()?;
-            Ok(PtrArray::new(&list)?)
-        };
-        let (pd, pb, pa) = (addresses(digits)?, addresses(b)?, addresses(a)?);
-        let digit_map = LimbMap::new(first.positions, first.moduli)?;
-        let key_map = LimbMap::new(key.positions, key.moduli)?;
-        let (o0, mo) = self.write_view(&out0)?;
-        let (o1, _) = self.write_view(&out1)?;
-        let mut touched: Vec<&Buffer> = digits.iter().chain(b).chain(a).map(|v| v.buffer).collect();
-        touched.push(&*out0.buffer);
-        touched.push(&*out1.buffer);
-        let _guard = self.allocator.prepare(&touched)?;
-        // SAFETY: every address holds its map's limbs (checked above) on the
-        // compute stream; the outputs are distinct buffers from the inputs.
-        unsafe {
-            launch::arith::key_switch_inner_product_async(
-                &self.kernels,
-                StreamId::Compute,
-                (o0, o1, &mo),
-                (&pd, &digit_map),
-                (&pb, &pa, &key_map),
-                count as u32,
-                self.consts()?,
-                self.n(),
-            )
-        }?;
-        Ok(())
+        let s = self.read_view(&src)?;
+        let d = self.write_view(&dst)?;
+        let _guard = self.allocator.prepare(&[src.buffer, dst.buffer])?;
+        // `src` and `dst` are distinct buffers (a shared and a mutable borrow).
+        self.ntt_inverse_raw((d.0, &d.1), (s.0, &s.1))
     }
 
     fn tensor(

@@ -3,7 +3,7 @@
 //! root and one output order), and base-conversion tables by source and
 //! target moduli. All `Constant`-class buffers.
 
-use hemem_gpu_kernels::launch::ckks::{ModConst, Scalars};
+use hemem_gpu_kernels::launch::ckks::ModConst;
 use hemem_memory::{Allocator, Buffer, MemoryClass};
 
 use crate::ntt::{NttPlan, TwiddleTables};
@@ -29,29 +29,39 @@ pub(super) fn modulus_table(moduli: &[Modulus]) -> Vec<u64> {
         .collect()
 }
 
-/// Twiddles of every modulus: `[forward, forward shoup, inverse, inverse
-/// shoup]` × N words each, moduli in global order; and `(N^{-1}, shoup)`
-/// pairs.
+/// Twiddles of every modulus: N forward `(W, W shoup)` pairs then N
+/// inverse pairs (4N words), moduli in global order; and `(N^{-1}, shoup)`
+/// pairs. One 16-byte load fetches a twiddle with its quotient.
 pub(super) fn twiddle_tables(plans: &[NttPlan]) -> (Vec<u64>, Vec<u64>) {
     let mut twiddles = Vec::new();
     let mut n_inv = Vec::new();
     for plan in plans {
         let t = TwiddleTables::new(plan);
-        twiddles.extend(t.forward.iter().map(|w| w.value()));
-        twiddles.extend(t.forward.iter().map(|w| w.quotient()));
-        twiddles.extend(t.inverse.iter().map(|w| w.value()));
-        twiddles.extend(t.inverse.iter().map(|w| w.quotient()));
+        twiddles.extend(t.forward.iter().flat_map(|w| [w.value(), w.quotient()]));
+        twiddles.extend(t.inverse.iter().flat_map(|w| [w.value(), w.quotient()]));
         n_inv.extend([t.n_inv.value(), t.n_inv.quotient()]);
     }
     (twiddles, n_inv)
 }
 
 /// A base conversion on the device: the kernel's table and, for ModDown,
-/// `P^{-1} mod q_i` per target.
+/// `(P^{-1} mod q_i, shoup)` per target (the fused NTT epilogue's scales).
 #[derive(Debug)]
 pub(super) struct DeviceConversion {
     pub(super) table: Buffer,
-    pub(super) p_inv: Scalars,
+    pub(super) scale: Buffer,
+}
+
+/// `(s_i, s_i shoup)` pairs of reduced scalars, one per modulus.
+pub(super) fn scale_pairs(moduli: &[Modulus], values: &[u64]) -> Vec<u64> {
+    moduli
+        .iter()
+        .zip(values)
+        .flat_map(|(m, &v)| {
+            let s = m.shoup(v);
+            [s.value(), s.quotient()]
+        })
+        .collect()
 }
 
 /// Builds the tables of the conversion from `from` to `to` (the same
@@ -61,6 +71,17 @@ pub(super) fn conversion(
     from: &[Modulus],
     to: &[Modulus],
 ) -> Result<DeviceConversion> {
+    let (table, scale) = conversion_words(from, to)?;
+    Ok(DeviceConversion {
+        table: upload_constant(allocator, &table)?,
+        scale: upload_constant(allocator, &scale)?,
+    })
+}
+
+/// The words of a conversion's kernel table (`3k + m + m·k`: q_hat_inv,
+/// its Shoup quotients, 1/q_i as f64 bits, Q mod p_j, then q_hat row by
+/// target) and of its `(P^{-1} mod p_j, shoup)` pairs.
+pub(super) fn conversion_words(from: &[Modulus], to: &[Modulus]) -> Result<(Vec<u64>, Vec<u64>)> {
     let converter = BaseConverter::new(from, to)?;
     let mut words = Vec::new();
     words.extend(converter.q_hat_inv().iter().map(|w| w.value()));
@@ -70,20 +91,15 @@ pub(super) fn conversion(
     for row in converter.q_hat() {
         words.extend_from_slice(row);
     }
-    let pairs = to
+    let inverses = to
         .iter()
         .zip(converter.q_mod())
         .map(|(m, &p_mod)| {
-            let inv = m.inv(p_mod).ok_or(Error::NotCoprime {
+            m.inv(p_mod).ok_or(Error::NotCoprime {
                 first: m.value(),
                 second: p_mod,
-            })?;
-            let s = m.shoup(inv);
-            Ok((s.value(), s.quotient()))
+            })
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(DeviceConversion {
-        table: upload_constant(allocator, &words)?,
-        p_inv: Scalars::new(&pairs)?,
-    })
+    Ok((words, scale_pairs(to, &inverses)))
 }

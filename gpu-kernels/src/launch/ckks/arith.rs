@@ -5,7 +5,7 @@
 use cudarc::driver::PushKernelArg;
 use hemem_memory::StreamId;
 
-use super::{ElementOp, LimbMap, PtrArray, Scalars, launched, limb_grid};
+use super::{ElementOp, LimbMap, PtrArray, Scalars, launched, limb_grid, pair_grid};
 use crate::{Error, Kernels, Result};
 
 fn same_count(kernel: &'static str, expected: &LimbMap, others: &[&LimbMap]) -> Result<()> {
@@ -44,6 +44,9 @@ pub unsafe fn binary_async(
     n: u32,
 ) -> Result<()> {
     same_count("binary_op", out_map, &[a_map, b_map])?;
+    if out_map.is_empty() {
+        return Ok(());
+    }
     let s = kernels.device.stream(stream);
     let mut launch = s.launch_builder(&kernels.ckks.binary_op);
     let code = op as u32;
@@ -59,7 +62,7 @@ pub unsafe fn binary_async(
         .arg(&code);
     // SAFETY: PTX signature (u64, LimbMap, u64, LimbMap, u64, LimbMap,
     // const ModConst*, u32, u32); the caller guarantees the memory.
-    unsafe { launch.launch(limb_grid(n as usize, out_map.len())) }
+    unsafe { launch.launch(pair_grid(n as usize, out_map.len())) }
         .map_err(launched("binary_op"))?;
     Ok(())
 }
@@ -82,6 +85,9 @@ pub unsafe fn mul_add_async(
     n: u32,
 ) -> Result<()> {
     same_count("mul_add", acc_map, &[a_map, b_map])?;
+    if acc_map.is_empty() {
+        return Ok(());
+    }
     let s = kernels.device.stream(stream);
     let mut launch = s.launch_builder(&kernels.ckks.mul_add);
     launch
@@ -95,7 +101,7 @@ pub unsafe fn mul_add_async(
         .arg(&n);
     // SAFETY: PTX signature (u64, LimbMap, u64, LimbMap, u64, LimbMap,
     // const ModConst*, u32); as binary_async.
-    unsafe { launch.launch(limb_grid(n as usize, acc_map.len())) }.map_err(launched("mul_add"))?;
+    unsafe { launch.launch(pair_grid(n as usize, acc_map.len())) }.map_err(launched("mul_add"))?;
     Ok(())
 }
 
@@ -113,11 +119,14 @@ pub unsafe fn negate_async(
     consts: u64,
     n: u32,
 ) -> Result<()> {
+    if map.is_empty() {
+        return Ok(());
+    }
     let s = kernels.device.stream(stream);
     let mut launch = s.launch_builder(&kernels.ckks.negate);
     launch.arg(&x).arg(map).arg(&consts).arg(&n);
     // SAFETY: PTX signature (u64, LimbMap, const ModConst*, u32).
-    unsafe { launch.launch(limb_grid(n as usize, map.len())) }.map_err(launched("negate"))?;
+    unsafe { launch.launch(pair_grid(n as usize, map.len())) }.map_err(launched("negate"))?;
     Ok(())
 }
 
@@ -137,6 +146,9 @@ pub unsafe fn scalar_async(
     consts: u64,
     n: u32,
 ) -> Result<()> {
+    if map.is_empty() {
+        return Ok(());
+    }
     let s = kernels.device.stream(stream);
     let mut launch = s.launch_builder(&kernels.ckks.scalar_op);
     let code = op as u32;
@@ -148,7 +160,7 @@ pub unsafe fn scalar_async(
         .arg(&n)
         .arg(&code);
     // SAFETY: PTX signature (u64, LimbMap, Scalars, const ModConst*, u32, u32).
-    unsafe { launch.launch(limb_grid(n as usize, map.len())) }.map_err(launched("scalar_op"))?;
+    unsafe { launch.launch(pair_grid(n as usize, map.len())) }.map_err(launched("scalar_op"))?;
     Ok(())
 }
 
@@ -174,6 +186,9 @@ pub unsafe fn sub_then_scale_async(
     n: u32,
 ) -> Result<()> {
     same_count("sub_then_scale", out_map, &[x_map, y_map])?;
+    if out_map.is_empty() {
+        return Ok(());
+    }
     let s = kernels.device.stream(stream);
     let mut launch = s.launch_builder(&kernels.ckks.sub_then_scale);
     launch
@@ -188,7 +203,7 @@ pub unsafe fn sub_then_scale_async(
         .arg(&n);
     // SAFETY: PTX signature (u64, LimbMap, u64, LimbMap, u64, LimbMap,
     // Scalars, const ModConst*, u32).
-    unsafe { launch.launch(limb_grid(n as usize, out_map.len())) }
+    unsafe { launch.launch(pair_grid(n as usize, out_map.len())) }
         .map_err(launched("sub_then_scale"))?;
     Ok(())
 }
@@ -208,11 +223,14 @@ pub unsafe fn copy_async(
     n: u32,
 ) -> Result<()> {
     same_count("copy_limbs", dst_map, &[src_map])?;
+    if dst_map.is_empty() {
+        return Ok(());
+    }
     let s = kernels.device.stream(stream);
     let mut launch = s.launch_builder(&kernels.ckks.copy_limbs);
     launch.arg(&dst).arg(dst_map).arg(&src).arg(src_map).arg(&n);
     // SAFETY: PTX signature (u64, LimbMap, u64, LimbMap, u32).
-    unsafe { launch.launch(limb_grid(n as usize, dst_map.len())) }
+    unsafe { launch.launch(pair_grid(n as usize, dst_map.len())) }
         .map_err(launched("copy_limbs"))?;
     Ok(())
 }
@@ -238,6 +256,9 @@ pub unsafe fn tensor_async(
     consts: u64,
     n: u32,
 ) -> Result<()> {
+    if map.is_empty() {
+        return Ok(());
+    }
     let s = kernels.device.stream(stream);
     let mut launch = s.launch_builder(&kernels.ckks.tensor);
     let [d0, d1, d2] = outputs;
@@ -254,13 +275,15 @@ pub unsafe fn tensor_async(
         .arg(&consts)
         .arg(&n);
     // SAFETY: PTX signature (7 × u64, LimbMap, const ModConst*, u32).
-    unsafe { launch.launch(limb_grid(n as usize, map.len())) }.map_err(launched("tensor"))?;
+    unsafe { launch.launch(pair_grid(n as usize, map.len())) }.map_err(launched("tensor"))?;
     Ok(())
 }
 
 /// Queues the fused key-switching inner product
 /// `out0 = Σ_j digit_j·b_j`, `out1 = Σ_j digit_j·a_j` over `count` digits:
-/// reads every digit and key limb once.
+/// reads every digit and key limb once. With `galois ≠ 1` the digits are
+/// read through the automorphism `X ↦ X^galois` (NTT domain, as
+/// [`automorphism_async`]), a gather per digit word.
 ///
 /// # Errors
 /// [`Error::LaunchShape`]; [`Error::Launch`].
@@ -281,8 +304,13 @@ pub unsafe fn key_switch_inner_product_async(
     count: u32,
     consts: u64,
     n: u32,
+    galois: u64,
 ) -> Result<()> {
     same_count("key_switch_inner_product", out_map, &[digit_map, key_map])?;
+    let log_n = n.trailing_zeros();
+    if out_map.is_empty() {
+        return Ok(());
+    }
     let s = kernels.device.stream(stream);
     let mut launch = s.launch_builder(&kernels.ckks.key_switch_inner_product);
     launch
@@ -296,10 +324,12 @@ pub unsafe fn key_switch_inner_product_async(
         .arg(key_map)
         .arg(&count)
         .arg(&consts)
-        .arg(&n);
+        .arg(&n)
+        .arg(&galois)
+        .arg(&log_n);
     // SAFETY: PTX signature (u64, u64, LimbMap, PtrArray, LimbMap, PtrArray,
-    // PtrArray, LimbMap, u32, const ModConst*, u32).
-    unsafe { launch.launch(limb_grid(n as usize, out_map.len())) }
+    // PtrArray, LimbMap, u32, const ModConst*, u32, u64, u32).
+    unsafe { launch.launch(pair_grid(n as usize, out_map.len())) }
         .map_err(launched("key_switch_inner_product"))?;
     Ok(())
 }
@@ -321,6 +351,9 @@ pub unsafe fn automorphism_async(
     log_n: u32,
 ) -> Result<()> {
     same_count("automorphism", out_map, &[in_map])?;
+    if out_map.is_empty() {
+        return Ok(());
+    }
     let s = kernels.device.stream(stream);
     let mut launch = s.launch_builder(&kernels.ckks.automorphism);
     launch

@@ -4,21 +4,38 @@
 use cudarc::driver::PushKernelArg;
 use hemem_memory::StreamId;
 
-use super::{LimbMap, MAX_SOURCES, launched, limb_grid};
+use super::{LimbMap, MAX_SOURCES, launched, limb_grid, pair_grid};
 use crate::{Error, Kernels, Result};
+
+/// Limbs a base conversion launch also copies into its output buffer
+/// (ModUp's own limbs, already in NTT form): limb `i` of `src_map` in `src`
+/// to limb `i` of `dst_map` in the output.
+#[derive(Clone, Copy, Debug)]
+pub struct CopyRows<'a> {
+    /// Address of the source buffer.
+    pub src: u64,
+    /// Its limbs.
+    pub src_map: &'a LimbMap,
+    /// Where they go in the conversion's output buffer.
+    pub dst_map: &'a LimbMap,
+}
 
 /// Queues a fast base conversion from the limbs of `in_map` to those of
 /// `out_map` (coefficient form): approximate, or with `exact` the HPS
-/// centred conversion with the CPU's `f64` sequence. One thread per
-/// coefficient reads `k` source words and writes `m` targets.
+/// centred conversion with the CPU's `f64` sequence; plus the copies of
+/// `copies`. Grid `(N/512, m + copies)`: each thread converts two
+/// coefficients of one target, reading `k` source words each (from L2 after
+/// the first target).
 ///
 /// # Errors
-/// [`Error::LaunchShape`] for more than [`MAX_SOURCES`] sources; [`Error::Launch`].
+/// [`Error::LaunchShape`] for more than [`MAX_SOURCES`] sources or copy maps
+/// of different lengths; [`Error::Launch`].
 ///
 /// # Safety
 /// The addresses must hold their maps' limbs and be usable on `stream`;
 /// `table` must address the conversion tables for exactly these source and
-/// target moduli (`3k + m + m·k` words); outputs must not alias inputs.
+/// target moduli (`3k + m + m·k` words); outputs must not alias inputs, and
+/// copied limbs must not overlap converted ones.
 #[allow(clippy::too_many_arguments, reason = "operands, tables and the mode")]
 pub unsafe fn base_convert_async(
     kernels: &Kernels,
@@ -29,6 +46,7 @@ pub unsafe fn base_convert_async(
     consts: u64,
     n: u32,
     exact: bool,
+    copies: Option<CopyRows<'_>>,
 ) -> Result<()> {
     if in_map.len() > MAX_SOURCES || in_map.is_empty() {
         return Err(Error::LaunchShape {
@@ -37,6 +55,22 @@ pub unsafe fn base_convert_async(
             expected: MAX_SOURCES,
             found: in_map.len(),
         });
+    }
+    let empty = LimbMap::new(&[], &[])?;
+    let (copy_src, copy_src_map, copy_map) = match copies {
+        Some(c) if c.src_map.count == c.dst_map.count => (c.src, c.src_map, c.dst_map),
+        Some(c) => {
+            return Err(Error::LaunchShape {
+                kernel: "base_convert",
+                what: "copied limbs",
+                expected: c.dst_map.len(),
+                found: c.src_map.len(),
+            });
+        }
+        None => (0, &empty, &empty),
+    };
+    if out_map.is_empty() && copy_map.is_empty() {
+        return Ok(());
     }
     let s = kernels.device.stream(stream);
     let mut launch = s.launch_builder(&kernels.ckks.base_convert);
@@ -49,10 +83,15 @@ pub unsafe fn base_convert_async(
         .arg(&table)
         .arg(&consts)
         .arg(&n)
-        .arg(&exact);
+        .arg(&exact)
+        .arg(&copy_src)
+        .arg(copy_src_map)
+        .arg(copy_map);
     // SAFETY: PTX signature (u64, LimbMap, u64, LimbMap, const u64*,
-    // const ModConst*, u32, u32); the caller guarantees the memory.
-    unsafe { launch.launch(limb_grid(n as usize, 1)) }.map_err(launched("base_convert"))?;
+    // const ModConst*, u32, u32, u64, LimbMap, LimbMap); the caller
+    // guarantees the memory.
+    unsafe { launch.launch(pair_grid(n as usize, out_map.len() + copy_map.len())) }
+        .map_err(launched("base_convert"))?;
     Ok(())
 }
 
@@ -73,6 +112,9 @@ pub unsafe fn spread_centered_async(
     consts: u64,
     n: u32,
 ) -> Result<()> {
+    if out_map.is_empty() {
+        return Ok(());
+    }
     let s = kernels.device.stream(stream);
     let mut launch = s.launch_builder(&kernels.ckks.spread_centered);
     launch

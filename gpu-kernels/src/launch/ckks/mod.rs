@@ -221,6 +221,12 @@ fn limb_grid(n: usize, limbs: usize) -> LaunchConfig {
     }
 }
 
+/// A grid of `limbs` rows, each covering `n` coefficients two per thread
+/// (16-byte accesses) with [`BLOCK`] threads per block.
+fn pair_grid(n: usize, limbs: usize) -> LaunchConfig {
+    limb_grid(n.div_ceil(2), limbs)
+}
+
 fn launched(kernel: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> Error {
     move |source| Error::Launch { kernel, source }
 }
