@@ -14,10 +14,10 @@ run() { # name timeout args...
 }
 for step in ${*:-fgb-device}; do
   case $step in
-    fgb-device) run fgb-device 240 bootstrap --preset FGb --device gpu --policy device --iterations 5 ;;
+    fgb-device) run fgb-device 150 bootstrap --preset FGb --device gpu --policy device --iterations 5 ;;
     fgb-complex) run fgb-complex 200 bootstrap --preset FGb --device gpu --policy device --iterations 3 --complex ;;
     fgb-budget) run fgb-budget 240 bootstrap --preset FGb --device gpu --policy static --budget 4GiB --iterations 2 ;;
-    ftb-device) run ftb-device 150 bootstrap --preset FTb --device gpu --policy device --iterations 3 ;;
+    ftb-device) run ftb-device 90 bootstrap --preset FTb --device gpu --policy device --iterations 5 ;;
     cupti) timeout 120 .gpu/tests/gpu_residency_cupti.test --nocapture 2>&1 | tail -12 ;;
     bench-static) timeout 150 .gpu/bin/hemem bench ckks --preset FGb --device gpu --iterations 20 --policies device,static 2>&1 | tail -22 ;;
   esac
