@@ -19,6 +19,10 @@ for step in ${*:-fgb-device}; do
     fgb-budget) run fgb-budget 240 bootstrap --preset FGb --device gpu --policy static --budget 4GiB --iterations 2 ;;
     ftb-device) run ftb-device 90 bootstrap --preset FTb --device gpu --policy device --iterations 5 ;;
     cupti) timeout 120 .gpu/tests/gpu_residency_cupti.test --nocapture 2>&1 | tail -12 ;;
+    dev:*) # dev:PRESET or dev:PRESET:complex, device policy, 3 iterations
+      IFS=: read -r _ preset kind <<<"$step"
+      extra=(); [[ $kind == complex ]] && extra=(--complex)
+      run "dev-$preset${kind:+-$kind}" 120 bootstrap --preset "$preset" --device gpu --policy device --iterations 3 "${extra[@]}" ;;
     bench-static) timeout 150 .gpu/bin/hemem bench ckks --preset FGb --device gpu --iterations 20 --policies device,static 2>&1 | tail -22 ;;
   esac
 done
