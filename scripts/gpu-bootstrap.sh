@@ -3,7 +3,7 @@
 # under a 4 GiB budget with the static policy; JSON to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
+FINAL=${OUT:-gpu-out}; OUT="$FINAL/boot"; mkdir -p "$OUT"
 export RUST_BACKTRACE=1
 run() { # name timeout args...
   local name=$1 t=$2; shift 2
@@ -26,3 +26,5 @@ for step in ${*:-fgb-device}; do
     bench-static) timeout 150 .gpu/bin/hemem bench ckks --preset FGb --device gpu --iterations 20 --policies device,static 2>&1 | tail -22 ;;
   esac
 done
+# The device tool returns at most 8 files: pack the runs.
+tar czf "$FINAL/boot-$(date +%H%M%S).tgz" -C "$OUT" . && rm -rf "$OUT"
