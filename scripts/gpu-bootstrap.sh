@@ -23,6 +23,10 @@ for step in ${*:-fgb-device}; do
       IFS=: read -r _ preset kind <<<"$step"
       extra=(); [[ $kind == complex ]] && extra=(--complex)
       run "dev-$preset${kind:+-$kind}" 120 bootstrap --preset "$preset" --device gpu --policy device --iterations 3 "${extra[@]}" ;;
+    bud:*) # bud:POLICY:BUDGET[:PRESET], 3 iterations
+      IFS=: read -r _ policy budget preset <<<"$step"
+      preset=${preset:-FGb}
+      run "bud-$preset-$policy-$budget" 200 bootstrap --preset "$preset" --device gpu --policy "$policy" --budget "$budget" --iterations 3 ;;
     bench-static) timeout 150 .gpu/bin/hemem bench ckks --preset FGb --device gpu --iterations 20 --policies device,static 2>&1 | tail -22 ;;
   esac
 done
