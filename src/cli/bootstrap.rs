@@ -1,6 +1,9 @@
 //! `hemem bootstrap`: K bootstraps on a preset, with time per bootstrap,
-//! precision, key-set and constant sizes, and peak memory per class.
+//! precision, key-set and constant sizes, and peak memory per class; with
+//! `--chain`, K successive bootstraps of one ciphertext with a
+//! multiplication between each.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice};
@@ -36,11 +39,27 @@ pub struct Args {
     /// Bootstrap complex values (two EvalMods) instead of real ones.
     #[arg(long)]
     complex: bool,
+    /// Chain the bootstraps: each output is multiplied by a fresh
+    /// encryption of random ±1 values, levelled down to 3 and bootstrapped
+    /// again; each bootstrap's own error (against its decrypted input) and
+    /// the end-to-end error are reported.
+    #[arg(long)]
+    chain: bool,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
     #[command(flatten)]
     memory: MemoryArgs,
+}
+
+/// One bootstrap of a chain.
+#[derive(Debug, Serialize)]
+struct ChainStep {
+    ms: f64,
+    /// Precision of this bootstrap alone: its output against its decrypted input.
+    bits: f64,
+    /// Precision against the exact product of the inputs so far.
+    end_to_end_bits: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -64,6 +83,29 @@ struct Report {
     peak_bytes_by_class: serde_json::Map<String, serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     peak_device_bytes_by_class: Option<serde_json::Map<String, serde_json::Value>>,
+    /// GPU runs: the most device-resident bytes the residency manager saw
+    /// (pool footprint plus resident managed bytes), against the budget.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    peak_device_resident_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    device_budget_bytes: Option<u64>,
+    /// The process's peak resident set (Linux `VmHWM`), host memory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    peak_rss_bytes: Option<u64>,
+    /// With `--chain`: every bootstrap of the chain.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    chain: Vec<ChainStep>,
+    /// With `--chain`: the first bootstrap's bits minus the worst one's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    chain_spread_bits: Option<f64>,
+}
+
+/// The process's peak resident set size, where Linux reports it.
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// Peak bytes per class; and on a GPU, pooled plus managed peaks per class.
@@ -127,6 +169,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let sse = schedule.choice.sse;
     let keys = BootstrapKeys::generate(&keygen, &secret, &schedule)?;
     let (key_count, key_bytes) = (keys.len(), keys.size_bytes());
+    let key_set = Arc::clone(keys.key_set());
     progress(&format!(
         "  {key_count} keys ({}) generated",
         human_bytes(key_bytes as u64)
@@ -161,30 +204,92 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let ct = Evaluator::new(&context).level_down(&ct, Level(3))?;
 
     let mut times = Vec::with_capacity(args.iterations.max(1));
+    let mut chain = Vec::new();
+    let decryptor = Decryptor::new(&context);
+    let decode = |ct: &Ciphertext| -> anyhow::Result<Vec<Complex64>> {
+        Ok(encoder.decode(&decryptor.decrypt(ct, &secret)?)?)
+    };
+    let error = |got: &[Complex64], want: &[Complex64]| -> f64 {
+        if args.complex {
+            max_abs_error(got, want)
+        } else {
+            got.iter()
+                .zip(want)
+                .map(|(a, b)| (a.re - b.re).abs())
+                .fold(0.0, f64::max)
+        }
+    };
+    let evaluator = Evaluator::with_keys(&context, key_set);
+    let post = params
+        .post_bootstrap_level()
+        .ok_or_else(|| anyhow::anyhow!("{preset} is not bootstrappable"))?;
+    let mut input = ct;
+    let mut expected = values.clone();
     let mut out = None;
     for i in 0..args.iterations.max(1) {
+        let before = if args.chain {
+            Some(decode(&input)?)
+        } else {
+            None
+        };
         let t = Instant::now();
         let result = if args.complex {
-            bootstrapper.bootstrap(&ct)?
+            bootstrapper.bootstrap(&input)?
         } else {
-            bootstrapper.bootstrap_real(&ct)?
+            bootstrapper.bootstrap_real(&input)?
         };
         context.backend().synchronize()?;
         let ms = t.elapsed().as_secs_f64() * 1e3;
-        progress(&format!("  bootstrap {i}: {ms:.1} ms"));
         times.push(ms);
+        if let Some(before) = before {
+            let after = decode(&result)?;
+            let step = ChainStep {
+                ms,
+                bits: precision_bits(error(&after, &before)),
+                end_to_end_bits: precision_bits(error(&after, &expected)),
+            };
+            progress(&format!(
+                "  bootstrap {i}: {ms:.1} ms, {:.2} bits ({:.2} end to end)",
+                step.bits, step.end_to_end_bits
+            ));
+            chain.push(step);
+            // Multiply by fresh ±1 values: the magnitudes stay in range.
+            let signs: Vec<Complex64> = (0..slots)
+                .map(|_| {
+                    let s = if sampler.uniform_f64() < 0.5 {
+                        -1.0
+                    } else {
+                        1.0
+                    };
+                    Complex64::new(s, 0.0)
+                })
+                .collect();
+            let factor = Encryptor::new(&context)?.encrypt(
+                &encoder.encode_at(&signs, post, params.default_scale(post)?, slots)?,
+                &public,
+            )?;
+            let product = evaluator.mult(&result, &factor)?;
+            for (e, f) in expected.iter_mut().zip(&signs) {
+                *e *= f;
+            }
+            input = evaluator.level_down(&product, Level(3))?;
+        } else {
+            progress(&format!("  bootstrap {i}: {ms:.1} ms"));
+        }
         out = Some(result);
     }
     let out = out.ok_or_else(|| anyhow::anyhow!("no bootstrap ran"))?;
-    let got = encoder.decode(&Decryptor::new(&context).decrypt(&out, &secret)?)?;
-    let err = if args.complex {
-        max_abs_error(&got, &values)
+    let got = decode(&out)?;
+    // End to end against the inputs (times the chain's factors but the last,
+    // which the output does not include yet).
+    let err = if args.chain {
+        chain.last().map_or(0.0, |s| 2f64.powf(-s.end_to_end_bits))
     } else {
-        got.iter()
-            .zip(&values)
-            .map(|(a, b)| (a.re - b.re).abs())
-            .fold(0.0, f64::max)
+        error(&got, &values)
     };
+    let chain_spread_bits = chain
+        .first()
+        .map(|first| first.bits - chain.iter().map(|s| s.bits).fold(f64::INFINITY, f64::min));
     let mut sorted = times.clone();
     sorted.sort_by(f64::total_cmp);
     let median_ms = sorted.get(sorted.len() / 2).copied().unwrap_or(0.0);
@@ -211,6 +316,19 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         sse,
         peak_bytes_by_class,
         peak_device_bytes_by_class,
+        peak_device_resident_bytes: context
+            .backend()
+            .allocator()
+            .residency_usage()
+            .map(|u| u.peak_device),
+        device_budget_bytes: context
+            .backend()
+            .allocator()
+            .residency_usage()
+            .map(|u| u.budget),
+        peak_rss_bytes: peak_rss_bytes(),
+        chain,
+        chain_spread_bits,
     };
     if args.json {
         out!("{}", serde_json::to_string_pretty(&report)?);
@@ -235,9 +353,28 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             human_bytes(report.constant_bytes as u64),
             if sse { "yes" } else { "no" }
         );
+        if let Some(spread) = report.chain_spread_bits {
+            out!(
+                "chain of {}: every bootstrap within {spread:.2} bits of the first",
+                report.chain.len()
+            );
+        }
         out!("peak memory by class:");
         for (class, bytes) in &report.peak_bytes_by_class {
             out!("  {class:<20} {}", human_bytes(bytes.as_u64().unwrap_or(0)));
+        }
+        if let Some(rss) = report.peak_rss_bytes {
+            out!("peak resident set (host): {}", human_bytes(rss));
+        }
+        if let (Some(peak), Some(budget)) = (
+            report.peak_device_resident_bytes,
+            report.device_budget_bytes,
+        ) {
+            out!(
+                "peak device-resident bytes: {} (budget {})",
+                human_bytes(peak),
+                human_bytes(budget)
+            );
         }
     }
     Ok(())
