@@ -183,43 +183,19 @@ fn main() {
         .encode_at(&stc, Level(0), Scale(schedule.delta0), slots)
         .unwrap();
     let ideal = level0_coefficients(ideal.poly(), params.q_moduli()[0].value());
-    let diffs: Vec<f64> = stc_coefficients
-        .iter()
-        .zip(&ideal)
-        .map(|(a, b)| (a - b) as f64 / schedule.delta0)
-        .collect();
-    let (worst_c, worst_d) = diffs
-        .iter()
-        .enumerate()
-        .max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()))
-        .map(|(i, d)| (i, *d))
-        .unwrap_or((0, 0.0));
-    let rms = (diffs.iter().map(|d| d * d).sum::<f64>() / diffs.len() as f64).sqrt();
-    println!(
-        "  SlotToCoeff coefficients vs ideal: rms {}, max {} at coefficient {worst_c}, coefficient 0: {}",
-        bits(rms),
-        bits(worst_d.abs()),
-        bits(diffs.first().copied().unwrap_or(0.0).abs())
+    coefficient_report(
+        "SlotToCoeff coefficients vs ideal",
+        &stc_coefficients,
+        &ideal,
+        schedule.delta0,
     );
     // ModRaise (with SSE's two key switches) must keep every coefficient
     // modulo q0.
-    let diffs: Vec<f64> = raised_coefficients
-        .iter()
-        .zip(&stc_coefficients)
-        .map(|(a, b)| (a - b) as f64 / schedule.delta0)
-        .collect();
-    let (worst_c, worst_d) = diffs
-        .iter()
-        .enumerate()
-        .max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()))
-        .map(|(i, d)| (i, *d))
-        .unwrap_or((0, 0.0));
-    let rms = (diffs.iter().map(|d| d * d).sum::<f64>() / diffs.len() as f64).sqrt();
-    println!(
-        "  ModRaise coefficients mod q0 vs SlotToCoeff's: rms {}, max {} at coefficient {worst_c}, coefficient 0: {}",
-        bits(rms),
-        bits(worst_d.abs()),
-        bits(diffs.first().copied().unwrap_or(0.0).abs())
+    coefficient_report(
+        "ModRaise coefficients mod q0 vs SlotToCoeff's",
+        &raised_coefficients,
+        &stc_coefficients,
+        schedule.delta0,
     );
     // EvalMod's input read in value units: (K·re − I)·2^ρ should be the
     // value (the coefficient over Δ0), before any approximation.
@@ -293,4 +269,27 @@ fn level0_coefficients(
             }
         })
         .collect()
+}
+
+/// Prints the RMS and largest difference of two coefficient vectors over
+/// `delta` (value units), and the constant coefficient's.
+fn coefficient_report(what: &str, got: &[i64], want: &[i64], delta: f64) {
+    let diffs: Vec<f64> = got
+        .iter()
+        .zip(want)
+        .map(|(a, b)| (a - b) as f64 / delta)
+        .collect();
+    let (worst_c, worst_d) = diffs
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()))
+        .map(|(i, d)| (i, *d))
+        .unwrap_or((0, 0.0));
+    let rms = (diffs.iter().map(|d| d * d).sum::<f64>() / diffs.len() as f64).sqrt();
+    println!(
+        "  {what}: rms {}, max {} at coefficient {worst_c}, coefficient 0: {}",
+        bits(rms),
+        bits(worst_d.abs()),
+        bits(diffs.first().copied().unwrap_or(0.0).abs())
+    );
 }
