@@ -71,11 +71,17 @@ fn demo_reports_precision_as_json() {
     for op in ["encrypt", "mult", "rotate", "conjugate", "add", "square"] {
         assert!(steps.iter().any(|s| s["op"] == op), "{op}");
     }
-    assert_eq!(
-        steps.last().unwrap()["level"],
-        3,
-        "the chain ends at level 3"
-    );
+    // The squaring chain ends at level 3, is bootstrapped to test-FGb's
+    // post-bootstrap level 12, and squared once more.
+    let boot = steps
+        .iter()
+        .position(|s| s["op"] == "bootstrap")
+        .expect("a bootstrap step");
+    assert_eq!(steps[boot - 1]["op"], "square");
+    assert_eq!(steps[boot - 1]["level"], 3, "the chain ends at level 3");
+    assert_eq!(steps[boot]["level"], 12, "the post-bootstrap level");
+    assert_eq!(steps.last().unwrap()["op"], "square");
+    assert_eq!(steps.last().unwrap()["level"], 11);
     for step in steps {
         assert!(step["precision_bits"].as_f64().unwrap() > 20.0, "{step}");
         assert!(step["ms"].as_f64().unwrap() >= 0.0);
@@ -83,6 +89,38 @@ fn demo_reports_precision_as_json() {
     let peaks = report["peak_bytes_by_class"].as_object().unwrap();
     assert!(peaks["ciphertext"].as_u64().unwrap() > 0);
     assert!(peaks.contains_key("bootstrap_constant"));
+}
+
+#[test]
+fn bootstrap_command_reports_a_chain_as_json() {
+    let out = hemem(&[
+        "bootstrap",
+        "--preset",
+        "test-FTb",
+        "--iterations",
+        "3",
+        "--chain",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["output_level"], 4, "test-FTb's post-bootstrap level");
+    assert_eq!(report["bootstrap_ms"].as_array().unwrap().len(), 3);
+    let chain = report["chain"].as_array().unwrap();
+    assert_eq!(chain.len(), 3);
+    for step in chain {
+        assert!(step["bits"].as_f64().unwrap() > 15.0, "{step}");
+    }
+    assert!(report["chain_spread_bits"].as_f64().unwrap() < 2.0);
+    assert!(report["keys"].as_u64().unwrap() > 0);
+    assert!(report["key_set_bytes"].as_u64().unwrap() > 0);
+    let peaks = report["peak_bytes_by_class"].as_object().unwrap();
+    assert!(peaks["evaluation_key"].as_u64().unwrap() > 0);
+    assert!(peaks["bootstrap_constant"].as_u64().unwrap() > 0);
 }
 
 #[test]
