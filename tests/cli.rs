@@ -71,11 +71,18 @@ fn demo_reports_precision_as_json() {
     for op in ["encrypt", "mult", "rotate", "conjugate", "add", "square"] {
         assert!(steps.iter().any(|s| s["op"] == op), "{op}");
     }
-    assert_eq!(
-        steps.last().unwrap()["level"],
-        3,
-        "the chain ends at level 3"
-    );
+    // The squarings end at the lowest user level; test-FGb bootstraps there
+    // and squares once more, one level below the level bootstrapping restores.
+    let boot = steps
+        .iter()
+        .position(|s| s["op"] == "bootstrap")
+        .expect("test-FGb bootstraps");
+    assert!(boot > 0 && boot + 2 == steps.len(), "{steps:?}");
+    assert_eq!(steps[boot - 1]["level"], 3, "the chain ends at level 3");
+    let restored = steps[boot]["level"].as_u64().unwrap();
+    assert!(restored > 3, "bootstrapping restores levels: {restored}");
+    assert_eq!(steps[boot + 1]["op"], "square");
+    assert_eq!(steps[boot + 1]["level"], restored - 1);
     for step in steps {
         assert!(step["precision_bits"].as_f64().unwrap() > 20.0, "{step}");
         assert!(step["ms"].as_f64().unwrap() >= 0.0);
