@@ -73,7 +73,7 @@ pub use error::{
     ConfigError, DeviceError, DriverVersion, Error, InUse, Result, TraceError, TraceFault,
 };
 pub use policy::{PlacementPolicy, PolicyKind};
-pub use residency::{Residency, ResidencyGuard, ResidencyUsage};
+pub use residency::{Eviction, Residency, ResidencyGuard, ResidencyUsage};
 pub use resource::{
     AllocRequest, Allocation, AllocationId, DeviceMemory, DevicePtr, Memory, MemoryResource,
     StreamId,
