@@ -112,7 +112,7 @@ impl Allocator {
         let residency = Arc::new(Residency::new(
             budget,
             policy.prefetches_on_use(),
-            policy.eviction(),
+            config.eviction.unwrap_or_else(|| policy.eviction()),
             Box::new(GpuResidencyDriver {
                 gpu: device.clone(),
                 pool: Some(Arc::clone(&pool)),

@@ -80,7 +80,8 @@
 //! above least recently used elsewhere.
 //!
 //! [`Eviction::LeastRecentlyUsed`] is kept for the `managed` policy, the
-//! baseline of plain Unified Memory, whose driver evicts oldest pages first.
+//! baseline of plain Unified Memory, whose driver evicts oldest pages first;
+//! and as a setting (`--eviction lru`, `HEMEM_EVICTION=lru`) to compare.
 
 use std::fmt;
 use std::str::FromStr;
@@ -104,7 +105,7 @@ impl Eviction {
     /// Every order.
     pub const ALL: [Self; 2] = [Self::LeastRecentlyUsed, Self::PredictedNextUse];
 
-    /// The order's name.
+    /// The name on the command line and in `HEMEM_EVICTION`.
     pub const fn name(self) -> &'static str {
         match self {
             Self::LeastRecentlyUsed => "lru",
