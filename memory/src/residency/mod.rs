@@ -39,6 +39,8 @@
 
 pub(crate) mod driver;
 pub mod eviction;
+#[cfg(test)]
+mod workloads;
 
 pub(crate) use driver::GpuResidencyDriver;
 #[cfg(test)]
