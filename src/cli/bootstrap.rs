@@ -64,6 +64,15 @@ struct Report {
     peak_bytes_by_class: serde_json::Map<String, serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     peak_device_bytes_by_class: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The residency manager's eviction order (GPU runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    eviction: Option<String>,
+    /// Managed bytes prefetched back to the device during each bootstrap
+    /// (buffers that had been evicted; 0 under `managed`, whose pages fault
+    /// in instead).
+    to_device_bytes: Vec<u64>,
+    /// Managed bytes evicted to the host during each bootstrap.
+    evicted_bytes: Vec<u64>,
 }
 
 /// Peak bytes per class; and on a GPU, pooled plus managed peaks per class.
@@ -161,8 +170,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let ct = Evaluator::new(&context).level_down(&ct, Level(3))?;
 
     let mut times = Vec::with_capacity(args.iterations.max(1));
+    let (mut to_device_bytes, mut evicted_bytes) = (Vec::new(), Vec::new());
     let mut out = None;
     for i in 0..args.iterations.max(1) {
+        let before = context.memory_statistics().total();
         let t = Instant::now();
         let result = if args.complex {
             bootstrapper.bootstrap(&ct)?
@@ -171,8 +182,17 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         };
         context.backend().synchronize()?;
         let ms = t.elapsed().as_secs_f64() * 1e3;
-        progress(&format!("  bootstrap {i}: {ms:.1} ms"));
+        let after = context.memory_statistics().total();
+        let back = after.prefetched_to_device - before.prefetched_to_device;
+        let evicted = after.prefetched_to_host - before.prefetched_to_host;
+        progress(&format!(
+            "  bootstrap {i}: {ms:.1} ms, {} back to the device, {} evicted",
+            human_bytes(back),
+            human_bytes(evicted)
+        ));
         times.push(ms);
+        to_device_bytes.push(back);
+        evicted_bytes.push(evicted);
         out = Some(result);
     }
     let out = out.ok_or_else(|| anyhow::anyhow!("no bootstrap ran"))?;
@@ -211,6 +231,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         sse,
         peak_bytes_by_class,
         peak_device_bytes_by_class,
+        eviction: context
+            .backend()
+            .allocator()
+            .residency()
+            .map(|r| r.eviction().name().to_owned()),
+        to_device_bytes,
+        evicted_bytes,
     };
     if args.json {
         out!("{}", serde_json::to_string_pretty(&report)?);
