@@ -10,7 +10,7 @@ run() { # name timeout args...
   echo "== $name: hemem $*"
   timeout "$t" .gpu/bin/hemem "$@" --json >"$OUT/$name.json" 2>"$OUT/$name.err"
   echo "rc=$?"; tail -4 "$OUT/$name.err"
-  python3 -c "import json;r=json.load(open('$OUT/$name.json'));print({k:r[k] for k in ['device','memory_policy','median_ms','bootstrap_ms','precision_bits','key_setup_ms','keys','key_set_bytes','constant_bytes']});print('peak', r['peak_bytes_by_class']);print('device peak', r.get('peak_device_bytes_by_class'))" 2>&1 | tail -3
+  python3 -c "import json;r=json.load(open('$OUT/$name.json'));print({k:r[k] for k in ['device','memory_policy','median_ms','bootstrap_ms','precision_bits','key_setup_ms','keys','key_set_bytes','constant_bytes']});print('eviction', r.get('eviction'), 'to device', r.get('to_device_bytes'), 'evicted', r.get('evicted_bytes'));print('peak', r['peak_bytes_by_class']);print('device peak', r.get('peak_device_bytes_by_class'))" 2>&1 | tail -4
 }
 for step in ${*:-fgb-device}; do
   case $step in
@@ -23,10 +23,11 @@ for step in ${*:-fgb-device}; do
       IFS=: read -r _ preset kind <<<"$step"
       extra=(); [[ $kind == complex ]] && extra=(--complex)
       run "dev-$preset${kind:+-$kind}" 120 bootstrap --preset "$preset" --device gpu --policy device --iterations 3 "${extra[@]}" ;;
-    bud:*) # bud:POLICY:BUDGET[:PRESET], 3 iterations
-      IFS=: read -r _ policy budget preset <<<"$step"
+    bud:*) # bud:POLICY:BUDGET[:PRESET[:EVICTION]], 3 iterations
+      IFS=: read -r _ policy budget preset eviction <<<"$step"
       preset=${preset:-FGb}
-      run "bud-$preset-$policy-$budget" 200 bootstrap --preset "$preset" --device gpu --policy "$policy" --budget "$budget" --iterations 3 ;;
+      extra=(); [[ -n $eviction ]] && extra=(--eviction "$eviction")
+      run "bud-$preset-$policy-$budget${eviction:+-$eviction}" 200 bootstrap --preset "$preset" --device gpu --policy "$policy" --budget "$budget" --iterations 3 "${extra[@]}" ;;
     bench-static) timeout 150 .gpu/bin/hemem bench ckks --preset FGb --device gpu --iterations 20 --policies device,static 2>&1 | tail -22 ;;
   esac
 done

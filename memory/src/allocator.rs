@@ -112,6 +112,7 @@ impl Allocator {
         let residency = Arc::new(Residency::new(
             budget,
             policy.prefetches_on_use(),
+            config.eviction.unwrap_or_else(|| policy.eviction()),
             Box::new(GpuResidencyDriver {
                 gpu: device.clone(),
                 pool: Some(Arc::clone(&pool)),
@@ -616,6 +617,7 @@ pub(crate) mod tests {
         let residency = Arc::new(Residency::new(
             budget,
             policy.prefetches_on_use(),
+            policy.eviction(),
             driver,
             statistics.clone(),
         ));

@@ -1,5 +1,6 @@
-//! The memory system's settings: policy, device budget, oversubscription and
-//! trace recording, from the API or parsed once from `HEMEM_*` variables.
+//! The memory system's settings: policy, device budget, eviction order,
+//! oversubscription and trace recording, from the API or parsed once from
+//! `HEMEM_*` variables.
 //!
 //! | variable | values | default |
 //! |---|---|---|
@@ -8,6 +9,7 @@
 //! | `HEMEM_POLICY_TRACE` | a trace CSV (for `profiled`) | none |
 //! | `HEMEM_RECORD_TRACE` | where to write this run's trace | none |
 //! | `HEMEM_MANAGED_OVERSUBSCRIPTION` | `refuse`, `allow` | `refuse` |
+//! | `HEMEM_EVICTION` | `lru`, `next-use` | the policy's (`lru` for `managed`, else `next-use`) |
 
 use std::fmt;
 use std::path::PathBuf;
@@ -19,6 +21,7 @@ use crate::policy::{
     DevicePolicy, Divergence, DynamicPolicy, ManagedPolicy, PlacementPolicy, PolicyKind,
     ProfiledPolicy, StaticPolicy,
 };
+use crate::residency::Eviction;
 use crate::trace::{ProfileSettings, Trace};
 use crate::{ConfigError, Error, Result};
 
@@ -268,6 +271,9 @@ pub struct MemoryConfig {
     /// Bytes of pinned host memory allocated up front for the `PinnedHost`
     /// placement (default 64 MiB).
     pub pinned_bytes: u64,
+    /// The residency manager's eviction order; `None` (the default) takes
+    /// the policy's ([`PlacementPolicy::eviction`]).
+    pub eviction: Option<Eviction>,
 }
 
 impl Default for MemoryConfig {
@@ -279,6 +285,7 @@ impl Default for MemoryConfig {
             oversubscription: Oversubscription::Refuse,
             record_trace: None,
             pinned_bytes: 64 * ByteSize::MIB,
+            eviction: None,
         }
     }
 }
@@ -313,6 +320,9 @@ impl MemoryConfig {
         }
         if let Some(over) = var("HEMEM_MANAGED_OVERSUBSCRIPTION") {
             config.oversubscription = over.parse()?;
+        }
+        if let Some(eviction) = var("HEMEM_EVICTION") {
+            config.eviction = Some(eviction.trim().parse()?);
         }
         Ok(config)
     }
@@ -411,8 +421,10 @@ mod tests {
             ("HEMEM_MEMORY_POLICY", "dynamic"),
             ("HEMEM_MANAGED_OVERSUBSCRIPTION", "allow"),
             ("HEMEM_RECORD_TRACE", "run.csv"),
+            ("HEMEM_EVICTION", "lru"),
         ]))
         .expect("valid");
+        assert_eq!(c.eviction, Some(Eviction::LeastRecentlyUsed));
         assert_eq!(c.budget, BudgetSetting::Bytes(4 << 30));
         assert_eq!(c.policy, PolicyConfig::Dynamic { threshold: 4 });
         assert_eq!(c.oversubscription, Oversubscription::AllowDriverManaged);
@@ -433,6 +445,10 @@ mod tests {
             (
                 vec![("HEMEM_MEMORY_POLICY", "profiled")],
                 ConfigError::MissingTrace.into(),
+            ),
+            (
+                vec![("HEMEM_EVICTION", "mru")],
+                ConfigError::UnknownEviction { name: "mru".into() }.into(),
             ),
             (
                 vec![("HEMEM_DEVICE_BUDGET", "lots")],

@@ -206,6 +206,12 @@ pub enum ConfigError {
         /// The name given.
         name: String,
     },
+    /// An eviction order that is not one of `lru`, `next-use`.
+    #[error("unknown eviction order {name:?} (expected lru or next-use)")]
+    UnknownEviction {
+        /// The name given.
+        name: String,
+    },
     /// A byte size that does not parse (`4GiB`, `512MiB`, `1073741824`).
     #[error(
         "invalid byte size {text:?} (expected a number with an optional unit: B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
@@ -564,6 +570,10 @@ mod tests {
             (
                 ConfigError::UnknownPolicy { name: "lru".into() }.into(),
                 "unknown memory policy \"lru\" (expected device, managed, static, profiled or dynamic)",
+            ),
+            (
+                ConfigError::UnknownEviction { name: "mru".into() }.into(),
+                "unknown eviction order \"mru\" (expected lru or next-use)",
             ),
             (
                 ConfigError::InvalidByteSize {

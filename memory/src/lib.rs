@@ -24,6 +24,21 @@
 //! Buffers that hold secret-key material are requested as *sensitive*; their
 //! memory is zeroed before it is released, in every placement.
 //!
+//! # Eviction
+//!
+//! Under a device budget the [`Residency`] manager evicts managed buffers
+//! that no operation holds. Bootstrapping touches its keys and diagonals in
+//! the same order every time, and least recently used evicts, in such a
+//! cycle, exactly the buffer needed soonest, so a larger budget bought
+//! nothing. The default order, [`Eviction::PredictedNextUse`], predicts each
+//! buffer's next use from its reuse intervals and evicts the farthest: a
+//! stable part of the cycle stays resident and the traffic per cycle falls
+//! to about the working set minus the budget, while buffers reused at once
+//! stay and workloads without a loop are evicted as least recently used
+//! would. The `managed` policy keeps [`Eviction::LeastRecentlyUsed`];
+//! `--eviction` / `HEMEM_EVICTION` override either. [`residency::eviction`]
+//! weighs the alternatives; its tests simulate both orders against Belady's.
+//!
 //! ```
 //! use hemem_memory::{Allocator, BudgetSetting, MemoryClass, MemoryConfig, Placement};
 //!
@@ -73,7 +88,7 @@ pub use error::{
     ConfigError, DeviceError, DriverVersion, Error, InUse, Result, TraceError, TraceFault,
 };
 pub use policy::{PlacementPolicy, PolicyKind};
-pub use residency::{Residency, ResidencyGuard, ResidencyUsage};
+pub use residency::{Eviction, Residency, ResidencyGuard, ResidencyUsage};
 pub use resource::{
     AllocRequest, Allocation, AllocationId, DeviceMemory, DevicePtr, Memory, MemoryResource,
     StreamId,

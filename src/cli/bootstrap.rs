@@ -98,6 +98,15 @@ struct Report {
     /// With `--chain`: the first bootstrap's bits minus the worst one's.
     #[serde(skip_serializing_if = "Option::is_none")]
     chain_spread_bits: Option<f64>,
+    /// The residency manager's eviction order (GPU runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    eviction: Option<String>,
+    /// Managed bytes prefetched back to the device during each bootstrap
+    /// (buffers that had been evicted; 0 under `managed`, whose pages fault
+    /// in instead).
+    to_device_bytes: Vec<u64>,
+    /// Managed bytes evicted to the host during each bootstrap.
+    evicted_bytes: Vec<u64>,
 }
 
 /// The process's peak resident set size, where Linux reports it.
@@ -226,12 +235,14 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let mut input = ct;
     let mut expected = values.clone();
     let mut out = None;
+    let (mut to_device_bytes, mut evicted_bytes) = (Vec::new(), Vec::new());
     for i in 0..args.iterations.max(1) {
         let before = if args.chain {
             Some(decode(&input)?)
         } else {
             None
         };
+        let moved_before = context.memory_statistics().total();
         let t = Instant::now();
         let result = if args.complex {
             bootstrapper.bootstrap(&input)?
@@ -240,7 +251,17 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         };
         context.backend().synchronize()?;
         let ms = t.elapsed().as_secs_f64() * 1e3;
+        let moved_after = context.memory_statistics().total();
+        let back = moved_after.prefetched_to_device - moved_before.prefetched_to_device;
+        let evicted = moved_after.prefetched_to_host - moved_before.prefetched_to_host;
+        let moved = format!(
+            "{} back to the device, {} evicted",
+            human_bytes(back),
+            human_bytes(evicted)
+        );
         times.push(ms);
+        to_device_bytes.push(back);
+        evicted_bytes.push(evicted);
         if let Some(before) = before {
             let after = decode(&result)?;
             let step = ChainStep {
@@ -249,7 +270,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 end_to_end_bits: precision_bits(error(&after, &expected)),
             };
             progress(&format!(
-                "  bootstrap {i}: {ms:.1} ms, {:.2} bits ({:.2} end to end)",
+                "  bootstrap {i}: {ms:.1} ms, {:.2} bits ({:.2} end to end), {moved}",
                 step.bits, step.end_to_end_bits
             ));
             chain.push(step);
@@ -274,7 +295,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             }
             input = evaluator.level_down(&product, Level(3))?;
         } else {
-            progress(&format!("  bootstrap {i}: {ms:.1} ms"));
+            progress(&format!("  bootstrap {i}: {ms:.1} ms, {moved}"));
         }
         out = Some(result);
     }
@@ -329,6 +350,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         peak_rss_bytes: peak_rss_bytes(),
         chain,
         chain_spread_bits,
+        eviction: context
+            .backend()
+            .allocator()
+            .residency()
+            .map(|r| r.eviction().name().to_owned()),
+        to_device_bytes,
+        evicted_bytes,
     };
     if args.json {
         out!("{}", serde_json::to_string_pretty(&report)?);

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use hemem_memory::policy::{Divergence, PolicyKind};
-use hemem_memory::{BudgetSetting, ByteSize, MemoryConfig, PolicyConfig, ProfiledConfig};
+use hemem_memory::{BudgetSetting, ByteSize, Eviction, MemoryConfig, PolicyConfig, ProfiledConfig};
 
 /// What to do when a profiled replay leaves its recording.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -29,6 +29,11 @@ pub struct MemoryArgs {
     /// the GPU's free memory minus 512 MiB). GPU runs only.
     #[arg(long)]
     budget: Option<String>,
+    /// Eviction order under the budget: next-use or lru (default:
+    /// HEMEM_EVICTION, else the policy's: lru for managed, next-use for the
+    /// others). GPU runs only.
+    #[arg(long)]
+    eviction: Option<String>,
     /// The recorded trace the profiled policy replays.
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
@@ -59,6 +64,9 @@ impl MemoryArgs {
         let mut config = MemoryConfig::from_env().context("reading HEMEM_* variables")?;
         if let Some(budget) = &self.budget {
             config.budget = budget.parse::<BudgetSetting>()?;
+        }
+        if let Some(eviction) = &self.eviction {
+            config.eviction = Some(eviction.parse::<Eviction>()?);
         }
         if let Some(path) = &self.record_trace {
             config.record_trace = Some(path.clone());
@@ -133,6 +141,8 @@ mod tests {
             "2GiB",
             "--record-trace",
             "out.csv",
+            "--eviction",
+            "lru",
         ])
         .expect("valid");
         assert_eq!(
@@ -146,10 +156,15 @@ mod tests {
         );
         assert_eq!(c.budget, BudgetSetting::Bytes(2 << 30));
         assert_eq!(c.record_trace, Some(PathBuf::from("out.csv")));
+        assert_eq!(c.eviction, Some(Eviction::LeastRecentlyUsed));
+        let c = config(&["--eviction", "next-use"]).expect("valid");
+        assert_eq!(c.eviction, Some(Eviction::PredictedNextUse));
+        assert_eq!(config(&[]).expect("valid").eviction, None);
         for bad in [
             &["--policy", "lru"][..],
             &["--policy", "profiled"][..],
             &["--budget", "lots"][..],
+            &["--eviction", "mru"][..],
             &["--trace", "t.csv", "--lifetime-threshold", "-1"][..],
         ] {
             assert!(config(bad).is_err(), "{bad:?}");

@@ -1,6 +1,7 @@
 //! The `managed` policy: plain Unified Memory.
 
 use super::{Advice, PlacementPolicy};
+use crate::residency::Eviction;
 use crate::{AllocRequest, MemoryClass, Placement, Result};
 
 /// Everything managed, without advice, and never prefetched: pages move on
@@ -26,5 +27,9 @@ impl PlacementPolicy for ManagedPolicy {
 
     fn advice(&self, _class: MemoryClass) -> Advice {
         Advice::NONE
+    }
+
+    fn eviction(&self) -> Eviction {
+        Eviction::LeastRecentlyUsed
     }
 }

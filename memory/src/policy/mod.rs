@@ -30,6 +30,7 @@ pub use r#static::StaticPolicy;
 use std::fmt;
 use std::str::FromStr;
 
+use crate::residency::Eviction;
 use crate::{AllocRequest, ConfigError, Error, MemoryClass, Placement, Result};
 
 /// Advice given to a managed buffer of some class.
@@ -104,6 +105,15 @@ pub trait PlacementPolicy: Send + Sync + fmt::Debug {
     /// The advice a managed buffer of `class` gets.
     fn advice(&self, class: MemoryClass) -> Advice {
         Advice::for_class(class)
+    }
+
+    /// The order in which the residency manager evicts managed buffers
+    /// under the budget (unless the configuration overrides it): predicted
+    /// next use, which keeps a stable part of a repeating working set
+    /// resident; least recently used for `managed`, as the Unified Memory
+    /// driver does.
+    fn eviction(&self) -> Eviction {
+        Eviction::PredictedNextUse
     }
 }
 
@@ -207,6 +217,8 @@ pub(crate) mod tests {
             assert_eq!(fixed.advice(class), Advice::for_class(class));
         }
         assert!(!managed.prefetches_on_use());
+        assert_eq!(managed.eviction(), Eviction::LeastRecentlyUsed);
+        assert_eq!(fixed.eviction(), Eviction::PredictedNextUse);
         assert!(fixed.prefetches_on_use() && device.prefetches_on_use());
         assert!(Advice::for_class(MemoryClass::Constant).prefer_device);
         assert!(Advice::for_class(MemoryClass::EvaluationKey).read_mostly);

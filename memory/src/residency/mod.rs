@@ -11,9 +11,10 @@
 //! Those that are not resident are brought to the device — prefetched on the
 //! copy stream, except under the `managed` policy, which lets pages fault in
 //! as plain Unified Memory does — and, to stay under the budget, the pool is
-//! trimmed and then the least recently used managed buffers that no current
-//! operation declared are evicted (prefetched to the host). Buffers declared
-//! by an operation whose [`ResidencyGuard`] is alive are never evicted.
+//! trimmed and then managed buffers that no current operation declared are
+//! evicted (prefetched to the host), in the manager's [`Eviction`] order.
+//! Buffers declared by an operation whose [`ResidencyGuard`] is alive are
+//! never evicted.
 //!
 //! An eviction must really leave the device. A read-mostly buffer prefetched
 //! to the host keeps its device replica (measured on the H200: 1 GiB came back
@@ -22,14 +23,32 @@
 //!
 //! Every device operation goes through a [`ResidencyDriver`], so the
 //! decisions can be checked on the CPU against a recording mock.
+//!
+//! # Eviction
+//!
+//! Least recently used evicts, in a cycle larger than the budget, exactly
+//! the buffer the cycle needs soonest: a bootstrap's keys and diagonals then
+//! all cross PCIe every bootstrap, whatever the budget. The default order,
+//! [`Eviction::PredictedNextUse`], predicts each buffer's next use from its
+//! reuse intervals and evicts the farthest (most recently used first within
+//! a loop, reused-at-once buffers last, least recently used where nothing
+//! repeats), so a larger budget keeps a stable part of the cycle resident
+//! and the traffic per cycle falls to about the working set minus the
+//! budget. [`eviction`] weighs the alternatives; the `managed` policy keeps
+//! [`Eviction::LeastRecentlyUsed`], like the Unified Memory driver.
 
 pub(crate) mod driver;
+pub mod eviction;
+#[cfg(test)]
+mod workloads;
 
 pub(crate) use driver::GpuResidencyDriver;
 #[cfg(test)]
 pub(crate) use driver::NullDriver;
 pub use driver::{ManagedRange, ResidencyDriver};
+pub use eviction::Eviction;
 
+use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -37,6 +56,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use crate::policy::Advice;
 use crate::statistics::{StatisticsHandle, Traffic};
 use crate::{AllocationId, DevicePtr, Error, InUse, MemoryClass, Placement, Result};
+use eviction::Uses;
 
 /// The budget's figures now.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -73,7 +93,7 @@ struct Entry {
     populated: bool,
     read_mostly_wanted: bool,
     read_mostly_set: bool,
-    last_use: u64,
+    uses: Uses,
     pins: u32,
 }
 
@@ -105,6 +125,7 @@ enum Action {
 #[derive(Debug, Default)]
 struct State {
     budget: u64,
+    eviction: Eviction,
     pool_used: u64,
     pool_reserved: u64,
     pool_by_class: [u64; 6],
@@ -175,8 +196,8 @@ impl State {
         self.evict_until_fits(extra_pool, extra_managed, actions, statistics)
     }
 
-    /// Plans evictions of least recently used, unpinned, resident buffers
-    /// until the extra bytes fit; `false` when they cannot.
+    /// Plans evictions of unpinned resident buffers, in the [`Eviction`]
+    /// order, until the extra bytes fit; `false` when they cannot.
     fn evict_until_fits(
         &mut self,
         extra_pool: u64,
@@ -184,12 +205,21 @@ impl State {
         actions: &mut Vec<Action>,
         statistics: &StatisticsHandle,
     ) -> bool {
+        let (eviction, now) = (self.eviction, self.clock);
         while self.over(extra_pool, extra_managed) {
+            // The longest expected wait first; ties: least recently used,
+            // then the lowest id.
             let victim = self
                 .managed
                 .iter()
                 .filter(|(_, e)| e.resident && e.pins == 0)
-                .min_by_key(|(id, e)| (e.last_use, **id))
+                .max_by_key(|(id, e)| {
+                    (
+                        e.uses.expected_wait(eviction, now),
+                        Reverse(e.uses.last()),
+                        Reverse(**id),
+                    )
+                })
                 .map(|(id, _)| *id);
             let Some(id) = victim else {
                 return false;
@@ -241,17 +271,19 @@ impl fmt::Debug for Residency {
 
 impl Residency {
     /// A manager for `budget` bytes. `prefetch_on_use` is false under the
-    /// `managed` policy (pages fault in instead). Traffic, evictions and trims
-    /// are counted in `statistics`.
+    /// `managed` policy (pages fault in instead); `eviction` orders the
+    /// victims. Traffic, evictions and trims are counted in `statistics`.
     pub fn new(
         budget: u64,
         prefetch_on_use: bool,
+        eviction: Eviction,
         driver: Box<dyn ResidencyDriver>,
         statistics: StatisticsHandle,
     ) -> Self {
         Self {
             state: Mutex::new(State {
                 budget,
+                eviction,
                 ..State::default()
             }),
             driver,
@@ -267,6 +299,11 @@ impl Residency {
     /// The budget in bytes.
     pub fn budget(&self) -> u64 {
         self.lock().budget
+    }
+
+    /// The order in which victims are evicted.
+    pub fn eviction(&self) -> Eviction {
+        self.lock().eviction
     }
 
     /// The accounting now.
@@ -441,7 +478,7 @@ impl Residency {
                 populated: false,
                 read_mostly_wanted: advice.read_mostly,
                 read_mostly_set: false,
-                last_use: 0,
+                uses: Uses::default(),
                 pins: 0,
             },
         );
@@ -516,7 +553,7 @@ impl Residency {
             let Some(e) = s.managed.get_mut(id) else {
                 continue;
             };
-            e.last_use = clock;
+            e.uses.record(clock);
             if e.resident {
                 continue;
             }
@@ -605,11 +642,20 @@ mod tests {
     const MIB: u64 = 1 << 20;
 
     fn manager(budget: u64, prefetch: bool) -> (Arc<Residency>, RecordingDriver, StatisticsHandle) {
+        manager_with(budget, prefetch, Eviction::default())
+    }
+
+    pub(super) fn manager_with(
+        budget: u64,
+        prefetch: bool,
+        eviction: Eviction,
+    ) -> (Arc<Residency>, RecordingDriver, StatisticsHandle) {
         let driver = RecordingDriver::default();
         let stats = StatisticsHandle::default();
         let r = Arc::new(Residency::new(
             budget,
             prefetch,
+            eviction,
             Box::new(driver.clone()),
             stats.clone(),
         ));
@@ -627,7 +673,8 @@ mod tests {
 
     #[test]
     fn least_recently_used_buffers_are_evicted_and_declared_ones_never() {
-        let (r, d, stats) = manager(3 * MIB, true);
+        let (r, d, stats) = manager_with(3 * MIB, true, Eviction::LeastRecentlyUsed);
+        assert_eq!(r.eviction(), Eviction::LeastRecentlyUsed);
         for n in 1..=4 {
             register(&r, n, MemoryClass::Ciphertext, MIB);
         }
@@ -672,6 +719,55 @@ mod tests {
         assert_eq!(cell.prefetched_to_host, 2 * MIB);
         // Only buffer 2 came back with data (the first fetches populate).
         assert_eq!(cell.prefetched_to_device, MIB);
+    }
+
+    #[test]
+    fn predicted_next_use_evicts_the_farthest_reuse_and_declared_ones_never() {
+        let (r, d, stats) = manager(3 * MIB, true);
+        assert_eq!(r.eviction(), Eviction::PredictedNextUse);
+        for n in 1..=4 {
+            register(&r, n, MemoryClass::Ciphertext, MIB);
+        }
+        // Ticks 1, 2, 3: buffers 1, 2, 3 fill the budget exactly.
+        drop(r.prepare(&[id(1), id(2), id(3)]).expect("fits"));
+        d.take();
+        // Tick 4: buffer 1 again, three ticks after its first use.
+        drop(r.prepare(&[id(1)]).expect("resident"));
+        // Buffer 1 is expected back at tick 7 (wait 3), buffers 2 and 3,
+        // used once, by their ages (2 and 1): least recently used would
+        // evict 2, this order evicts 1.
+        let g4 = r.prepare(&[id(4)]).expect("evicts 1");
+        assert_eq!(
+            d.take(),
+            vec![Call::Begin, Call::ToHost(1), Call::ToDevice(4), Call::End]
+        );
+        // Buffer 1 returns while 4 is declared by a live guard: of 2 and 3
+        // (used once, ages 3 and 2), 2 leaves.
+        let g1 = r.prepare(&[id(1)]).expect("evicts 2");
+        assert_eq!(
+            d.take(),
+            vec![Call::Begin, Call::ToHost(2), Call::ToDevice(1), Call::End]
+        );
+        // 1 and 4 are held: 2 can only come back in place of 3.
+        let g2 = r.prepare(&[id(2)]).expect("evicts 3");
+        assert_eq!(
+            d.take(),
+            vec![Call::Begin, Call::ToHost(3), Call::ToDevice(2), Call::End]
+        );
+        // Everything resident is declared: nothing can make room for 3.
+        assert!(matches!(
+            r.prepare(&[id(3)]),
+            Err(Error::OverBudget { requested, .. }) if requested == MIB
+        ));
+        assert_eq!(d.take(), vec![]);
+        drop((g4, g1, g2));
+        assert_eq!(r.usage().peak_device, 3 * MIB);
+        let cell = stats
+            .snapshot()
+            .get(MemoryClass::Ciphertext, Placement::Managed);
+        assert_eq!((cell.evictions, cell.prefetched_to_host), (3, 3 * MIB));
+        // Buffers 1 and 2 came back with data.
+        assert_eq!(cell.prefetched_to_device, 2 * MIB);
     }
 
     #[test]
