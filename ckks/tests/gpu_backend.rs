@@ -495,6 +495,112 @@ fn primitives(name: &str, preset: Preset) {
             &qp,
         );
     }
+    // The batched forms: both parts of a rescale, of a key switch's
+    // ModDown (with an addend for the first part only, as a rotation, and
+    // for both, as relinearisation), and the whole decomposition (at the
+    // top level and at one whose last digit is shorter).
+    for l in [q_count - 1, q_count / 2] {
+        let moduli: Vec<usize> = (0..=l).collect();
+        let kept: Vec<usize> = (0..l).collect();
+        let (mut o0, mut o1) = (poisoned(&cpu, &gpu, l), poisoned(&cpu, &gpu, l));
+        for (backend, x0, x1, d0, d1) in [
+            (&cpu, &a.cpu, &b.cpu, &mut o0.cpu, &mut o1.cpu),
+            (&gpu, &a.gpu, &b.gpu, &mut o0.gpu, &mut o1.gpu),
+        ] {
+            backend
+                .rescale_pair(
+                    [view(x0, &moduli, &moduli), view(x1, &moduli, &moduli)],
+                    [
+                        LimbsMut::new(d0, &kept).unwrap(),
+                        LimbsMut::new(d1, &kept).unwrap(),
+                    ],
+                )
+                .unwrap();
+        }
+        compare(
+            &format!("rescale_pair part 0 at level {l}"),
+            &o0,
+            &kept,
+            &kept,
+        );
+        compare(
+            &format!("rescale_pair part 1 at level {l}"),
+            &o1,
+            &kept,
+            &kept,
+        );
+    }
+    for (l, adds) in [
+        (q_count - 1, [true, false]),
+        (3.min(q_count - 1), [true, true]),
+    ] {
+        let qp_l = params.qp_indices(Level(l));
+        let positions: Vec<usize> = (0..=l).chain(q_count..total).collect();
+        let q: Vec<usize> = (0..=l).collect();
+        let (mut o0, mut o1) = (poisoned(&cpu, &gpu, l + 1), poisoned(&cpu, &gpu, l + 1));
+        for (backend, x0, x1, e, d0, d1) in [
+            (&cpu, &a.cpu, &b.cpu, &a.cpu, &mut o0.cpu, &mut o1.cpu),
+            (&gpu, &a.gpu, &b.gpu, &a.gpu, &mut o0.gpu, &mut o1.gpu),
+        ] {
+            let addend = |on: bool| on.then(|| view(e, &q, &q));
+            backend
+                .mod_down_pair(
+                    [view(x0, &positions, &qp_l), view(x1, &positions, &qp_l)],
+                    p_count,
+                    [addend(adds[0]), addend(adds[1])],
+                    [
+                        LimbsMut::new(d0, &q).unwrap(),
+                        LimbsMut::new(d1, &q).unwrap(),
+                    ],
+                )
+                .unwrap();
+        }
+        compare(
+            &format!("mod_down_pair part 0 at level {l} ({adds:?})"),
+            &o0,
+            &q,
+            &q,
+        );
+        compare(
+            &format!("mod_down_pair part 1 at level {l} ({adds:?})"),
+            &o1,
+            &q,
+            &q,
+        );
+    }
+    for l in [q_count - 1, (q_count / 2) | 1] {
+        let qp_l = params.qp_indices(Level(l));
+        let q: Vec<usize> = (0..=l).collect();
+        let digits = params.digits_at(Level(l));
+        let mut outs: Vec<Pair> = (0..digits)
+            .map(|_| poisoned(&cpu, &gpu, qp_l.len()))
+            .collect();
+        let positions: Vec<usize> = (0..qp_l.len()).collect();
+        for (backend, c, gpu_side) in [(&cpu, &a.cpu, false), (&gpu, &a.gpu, true)] {
+            let mut views: Vec<LimbsMut<'_>> = outs
+                .iter_mut()
+                .map(|o| {
+                    let buffer = if gpu_side { &mut o.gpu } else { &mut o.cpu };
+                    LimbsMut {
+                        buffer,
+                        positions: &positions,
+                        moduli: &qp_l,
+                    }
+                })
+                .collect();
+            backend
+                .decompose_mod_up(view(c, &q, &q), alpha, &mut views)
+                .unwrap();
+        }
+        for (j, o) in outs.iter().enumerate() {
+            compare(
+                &format!("decompose_mod_up digit {j} of {digits} at level {l}"),
+                o,
+                &positions,
+                &qp_l,
+            );
+        }
+    }
     // Automorphisms.
     for (g, label) in [
         (GaloisElement::rotation(1, n), "rotation 1"),

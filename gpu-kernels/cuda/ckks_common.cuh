@@ -11,6 +11,7 @@ typedef unsigned int u32;
 #define HEMEM_MAX_LIMBS 64
 #define HEMEM_MAX_DIGITS 16
 #define HEMEM_MAX_SOURCES 16
+#define HEMEM_MAX_PARTS 16
 
 // Constants of one modulus (global index), uploaded once per context.
 struct ModConst {
@@ -34,6 +35,30 @@ struct LimbMap {
 struct PtrArray {
     u64 ptr[HEMEM_MAX_DIGITS];
 };
+
+// Independent parts of one batched launch, along blockIdx.z (the NTT
+// kernels): part z writes buffer dst[z]; aux[z] and extra[z] are what each
+// kernel says (a source, a minuend, a conversion table, an addend). With
+// per > 0, part z owns the entries [z*per, z*per + span) of the source list
+// (span = min(per, total - z*per)): a gadget digit, or one polynomial's
+// limbs of a pair; with skip, those entries of the output list are the
+// digit's own limbs (ModUp), which the part copies instead of converting.
+struct Parts {
+    u64 dst[HEMEM_MAX_PARTS];
+    u64 aux[HEMEM_MAX_PARTS];
+    u64 extra[HEMEM_MAX_PARTS];
+    u32 per;
+    u32 total;
+    u32 skip;
+    u32 pad;
+};
+
+__device__ __forceinline__ u32 part_start(const Parts& p, u32 z) { return z * p.per; }
+
+__device__ __forceinline__ u32 part_span(const Parts& p, u32 z) {
+    const u32 start = z * p.per;
+    return start >= p.total ? 0u : min(p.per, p.total - start);
+}
 
 __device__ __forceinline__ u64 add_mod(u64 a, u64 b, u64 q) {
     u64 s = a + b;

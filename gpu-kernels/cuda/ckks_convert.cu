@@ -3,7 +3,8 @@
 //
 // Table layout for a conversion from k source moduli to m targets
 // (u64 words): q_hat_inv[k], q_hat_inv_shoup[k], inv_q[k] (f64 bits),
-// q_mod[m], q_hat[m][k].
+// q_mod[m], q_hat[m][k], q_mod_shoup[m] (the last read by the NTT's fused
+// conversion only).
 #include "ckks_common.cuh"
 
 // out_j = sum_i y_i * q_hat[j][i] with y_i = x_i * q_hat_inv_i mod q_i; with

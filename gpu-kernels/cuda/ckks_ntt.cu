@@ -37,8 +37,7 @@
 
 // Epilogues of the forward rows phase.
 #define NTT_STORE 0u         // out = v (fully reduced)
-#define NTT_SUB_SCALE 1u     // out = (aux - v) * s_limb, ModDown's last step
-#define NTT_SUB_SCALE_ADD 2u // out = (aux - v) * s_limb + add, and the addition after it
+#define NTT_SUB_SCALE 1u     // out = (aux - v) * s_limb (+ add): ModDown's and rescaling's last step
 
 typedef ulonglong2 Twiddle;  // (W, W_shoup)
 
@@ -251,80 +250,160 @@ __device__ __forceinline__ const Twiddle* twiddles_of(const u64* tw, u32 mod, u3
     return reinterpret_cast<const Twiddle*>(tw + (size_t)mod * 4 * n) + (inverse ? n : 0);
 }
 
-// Constants of one source modulus of a fused base conversion, staged in
-// shared memory: q, q_hat_inv and its Shoup quotient, 1/q (f64 bits), and
-// q_hat mod the block's target prime.
+// Constants of one source of a fused base conversion, staged in shared
+// memory: its limb's address, q, q_hat_inv and its Shoup quotient, 1/q (f64
+// bits), and q_hat mod the block's target prime.
 struct ConvSource {
+    const u64* limb;
     u64 q, qhi, qhis, inv_q, q_hat;
 };
 
-#define NTT_LOAD 0u            // x = src
-#define NTT_CONVERT 1u         // x = approximate base conversion of conv_in (ModUp)
-#define NTT_CONVERT_EXACT 2u   // x = exact (HPS) base conversion of conv_in (ModDown)
+// What the forward columns phase reads (mode & 3), and a flag.
+#define NTT_LOAD 0u            // x = limb of aux[z] (src_map)
+#define NTT_CONVERT 1u         // x = approximate base conversion of conv_in
+#define NTT_CONVERT_EXACT 2u   // x = exact (HPS, centred) base conversion of conv_in
+#define NTT_SPREAD 3u          // x = centred lift of one limb of conv_in (rescale)
+#define NTT_PRESCALED 4u       // conversions: conv_in holds y_i = x_i q_hat_inv_i already
 
-// Forward, columns phase (stages 0 .. log_r-1, LOG_M = log_r): reads the
-// limbs of `src`, writes those of `dst` (may be the same buffer and map).
-// With NTT_CONVERT / NTT_CONVERT_EXACT the input of target limb y (the
-// block row) is instead the fast base conversion of the limbs of `conv_in`
-// (conv_map, k <= HEMEM_MAX_SOURCES sources, coefficient form) with the
-// table of ckks_convert.cu (`table`, targets in dst_map order): the
-// converted limbs are never written. Same arithmetic as base_convert.
+// The output-list entry of limb t of part z in the rows phase: with skip,
+// the part's own entries (copied by the columns phase) are passed over.
+__device__ __forceinline__ u32 rows_entry(const Parts& parts, u32 z, u32 t) {
+    if (parts.skip && t >= part_start(parts, z)) return t + part_span(parts, z);
+    return t;
+}
+
+// Forward, columns phase (stages 0 .. log_r-1, LOG_M = log_r), part z =
+// blockIdx.z, output entry blockIdx.y of dst_map, written to parts.dst[z].
+// NTT_LOAD reads the entry's limb of parts.aux[z] (src_map; the output
+// itself for an in-place transform). The conversions compute the input of
+// the entry's limb as the block loads its points (the converted limbs are
+// never written): from part z's sources (conv_map entries
+// [z*per, z*per + span), coefficient form, or y_i with NTT_PRESCALED) with
+// part z's table (parts.extra[z], ckks_convert.cu's layout, targets in
+// dst_map order less the part's own entries when parts.skip). With skip,
+// the part's own entries copy the limb of parts.aux[z] (src_map: the
+// digit's NTT form) instead. NTT_SPREAD lifts conv_map entry z (centred)
+// into the entry's prime. Same arithmetic as base_convert and
+// spread_centered.
 template <int LOG_M>
-__device__ __forceinline__ void fwd_columns(u64 dst, const LimbMap& dst_map, u64 src, const LimbMap& src_map,
+__device__ __forceinline__ void fwd_columns(const Parts& parts, const LimbMap& dst_map, const LimbMap& src_map,
                                             const ModConst* __restrict__ consts, const u64* __restrict__ tw,
-                                            u32 log_c, u32 log_s, u64 conv_in, const LimbMap& conv_map,
-                                            const u64* __restrict__ table, u32 mode) {
+                                            u32 log_c, u32 log_s, u64 conv_in, const LimbMap& conv_map, u32 mode) {
     __shared__ ConvSource sources[HEMEM_MAX_SOURCES];
+    extern __shared__ u64 smem[];
     u32 sub, j;
     thread_coords<LOG_M, true>(log_s, sub, j);
-    const u32 limb = blockIdx.y;
-    const u32 mod = dst_map.mod[limb];
+    const u32 z = blockIdx.z;
+    const u32 entry = blockIdx.y;
+    const u32 mod = dst_map.mod[entry];
     const u32 n = 1u << (LOG_M + log_c);
     const ModConst m = consts[mod];
     const u32 c = (blockIdx.x << log_s) + sub;
-    u64* out = limb_ptr(dst, dst_map.pos[limb], n) + c;
+    u64* out = limb_ptr(parts.dst[z], dst_map.pos[entry], n) + c;
     const u32 b0 = point_base<LOG_M>(0, j), d0 = point_stride<LOG_M>(0);
+    const u32 kind = mode & 3u;
+    const u32 first = part_start(parts, z), ks = part_span(parts, z);
+    const bool own = parts.skip && entry >= first && entry < first + ks;
     u64 x[8];
-    if (mode == NTT_LOAD) {
-        const u64* in = limb_ptr(src, src_map.pos[limb], n) + c;
+    if (kind == NTT_LOAD || own) {
+        const u64* in = limb_ptr(parts.aux[z], src_map.pos[entry], n) + c;
 #pragma unroll
         for (int k = 0; k < 8; ++k) x[k] = in[(size_t)(b0 + k * d0) << log_c];
+        if (own) {
+            // ModUp's own limb: already in NTT form, copied.
+#pragma unroll
+            for (int k = 0; k < 8; ++k) out[(size_t)(b0 + k * d0) << log_c] = x[k];
+            return;
+        }
+    } else if (kind == NTT_SPREAD) {
+        const u64* in = limb_ptr(conv_in, conv_map.pos[first], n) + c;
+        const u64 p = consts[conv_map.mod[first]].q;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            const u64 v = in[(size_t)(b0 + k * d0) << log_c];
+            // Centre in (-p/2, p/2], then reduce modulo q.
+            if (v > p / 2) {
+                const u64 neg = reduce_u128(0, p - v, m);
+                x[k] = neg == 0 ? 0 : m.q - neg;
+            } else {
+                x[k] = reduce_u128(0, v, m);
+            }
+        }
     } else {
-        const u32 ks = conv_map.count, targets = dst_map.count;
+        const u64* table = reinterpret_cast<const u64*>(parts.extra[z]);
+        const u32 targets = dst_map.count - (parts.skip ? ks : 0u);
+        const u32 row = parts.skip && entry >= first ? entry - ks : entry;
         if (threadIdx.x < ks) {
             const u32 i = threadIdx.x;
-            sources[i].q = consts[conv_map.mod[i]].q;
+            sources[i].limb = limb_ptr(conv_in, conv_map.pos[first + i], n);
+            sources[i].q = consts[conv_map.mod[first + i]].q;
             sources[i].qhi = table[i];
             sources[i].qhis = table[ks + i];
             sources[i].inv_q = table[2 * ks + i];
-            sources[i].q_hat = table[3 * ks + targets + (size_t)limb * ks + i];
+            sources[i].q_hat = table[3 * ks + targets + (size_t)row * ks + i];
         }
         __syncthreads();
-        const u64 q_mod = table[3 * ks + limb];
-        const bool exact = mode == NTT_CONVERT_EXACT;
-        // Converted points go through this thread's own slots of the second
-        // exchange buffer (first used after a barrier every thread passes
-        // later), so the point loop need not be unrolled around the source
-        // loop: fewer live registers.
-        extern __shared__ u64 smem[];
-#pragma unroll 1
-        for (int k = 0; k < 8; ++k) {
-            const u32 p = b0 + k * d0;
-            const size_t e = c + ((size_t)p << log_c);
-            Acc128 acc = {0, 0};
-            double sum = 0.0;
+        const u64 q_mod = table[3 * ks + row];
+        const u64 q_mod_shoup = table[3 * ks + targets + (size_t)targets * ks + row];
+        const bool exact = kind == NTT_CONVERT_EXACT;
+        const bool prescaled = (mode & NTT_PRESCALED) != 0;
+        // Sum of the source primes below 2^64: the 128-bit sum is below
+        // q * 2^64 and one Barrett reduction finishes it (the CPU's
+        // narrow_sum).
+        bool narrow = true;
+        {
+            u64 total = 0;
             for (u32 i = 0; i < ks; ++i) {
-                const ConvSource s = sources[i];
-                const u64 y = mul_shoup(limb_ptr(conv_in, conv_map.pos[i], n)[e], s.qhi, s.qhis, s.q);
-                if (exact) sum = __dadd_rn(sum, __dmul_rn(__ull2double_rn(y), __longlong_as_double((long long)s.inv_q)));
-                acc_mul(acc, y, s.q_hat);
+                const u64 q = sources[i].q;
+                total += q;
+                narrow = narrow && total >= q;
             }
-            u64 r = reduce_wide(acc.hi, acc.lo, m);
-            if (exact) {
-                const u64 v = (u64)__dadd_rn(sum, 0.5);
-                r = sub_mod(r, mul_mod(reduce_u128(0, v, m), q_mod, m), m.q);
+        }
+        // Four points at a time, their loads issued together; converted
+        // points go through this thread's own slots of the second exchange
+        // buffer (first used after a barrier every thread passes later), so
+        // the point loop need not be unrolled around the source loop.
+#pragma unroll 1
+        for (int k0 = 0; k0 < 8; k0 += 4) {
+            Acc128 acc[4];
+            double sum[4];
+#pragma unroll
+            for (int kk = 0; kk < 4; ++kk) {
+                acc[kk].lo = 0;
+                acc[kk].hi = 0;
+                sum[kk] = 0.0;
             }
-            smem[smem_index<LOG_M, true>(p, sub, log_s)] = r;
+#pragma unroll 1
+            for (u32 i = 0; i < ks; ++i) {
+                const ConvSource& s = sources[i];
+                const u64* limb = s.limb + c;
+                u64 y[4];
+#pragma unroll
+                for (int kk = 0; kk < 4; ++kk) y[kk] = limb[(size_t)(b0 + (k0 + kk) * d0) << log_c];
+                if (!prescaled) {
+                    const u64 q = s.q, qhi = s.qhi, qhis = s.qhis;
+#pragma unroll
+                    for (int kk = 0; kk < 4; ++kk) y[kk] = mul_shoup(y[kk], qhi, qhis, q);
+                }
+                if (exact) {
+                    const double inv_q = __longlong_as_double((long long)s.inv_q);
+#pragma unroll
+                    for (int kk = 0; kk < 4; ++kk)
+                        sum[kk] = __dadd_rn(sum[kk], __dmul_rn(__ull2double_rn(y[kk]), inv_q));
+                }
+                const u64 q_hat = s.q_hat;
+#pragma unroll
+                for (int kk = 0; kk < 4; ++kk) acc_mul(acc[kk], y[kk], q_hat);
+            }
+#pragma unroll
+            for (int kk = 0; kk < 4; ++kk) {
+                u64 r = narrow ? reduce_u128(acc[kk].hi, acc[kk].lo, m) : reduce_wide(acc[kk].hi, acc[kk].lo, m);
+                if (exact) {
+                    const u64 v = (u64)__dadd_rn(sum[kk], 0.5);
+                    r = sub_mod(r, mul_shoup(v, q_mod, q_mod_shoup, m.q), m.q);
+                }
+                smem[smem_index<LOG_M, true>(b0 + (k0 + kk) * d0, sub, log_s)] = r;
+            }
         }
 #pragma unroll
         for (int k = 0; k < 8; ++k) x[k] = smem[smem_index<LOG_M, true>(b0 + k * d0, sub, log_s)];
@@ -336,26 +415,28 @@ __device__ __forceinline__ void fwd_columns(u64 dst, const LimbMap& dst_map, u64
     for (int k = 0; k < 8; ++k) out[(size_t)(b + k * d) << log_c] = x[k];
 }
 
-// Forward, rows phase (stages log_r .. log_n-1, LOG_M = log_c): reads
-// `data` (the columns phase's output), writes `dst` (may be `data`), fully
-// reduced; with NTT_SUB_SCALE, dst = (aux - v) * scale[limb] instead (aux
-// read through aux_map, scale = (s, s_shoup) per limb of the maps); with
-// NTT_SUB_SCALE_ADD, plus the limb of `add` (add_map), reduced.
+// Forward, rows phase (stages log_r .. log_n-1, LOG_M = log_c), part z =
+// blockIdx.z, limb blockIdx.y of the part (rows_entry: with parts.skip the
+// part's own entries are passed over): transforms the entry's limb of
+// parts.dst[z] in place, fully reduced; with NTT_SUB_SCALE,
+// dst = (aux - v) * scale[entry] instead (aux: parts.aux[z] through
+// aux_map, scale = (s, s_shoup) per entry), plus the entry's limb of
+// parts.extra[z] (add_map, reduced) where that is not 0.
 template <int LOG_M>
-__device__ __forceinline__ void fwd_rows(u64 dst, const LimbMap& dst_map, u64 data, const LimbMap& map,
-                                         const ModConst* __restrict__ consts,
-                                         const u64* __restrict__ tw, u32 log_r, u32 log_s, u64 aux,
-                                         const LimbMap& aux_map, const Twiddle* __restrict__ scale, u32 mode,
-                                         u64 add, const LimbMap& add_map) {
+__device__ __forceinline__ void fwd_rows(const Parts& parts, const LimbMap& map, const ModConst* __restrict__ consts,
+                                         const u64* __restrict__ tw, u32 log_r, u32 log_s, const LimbMap& aux_map,
+                                         const Twiddle* __restrict__ scale, u32 mode, const LimbMap& add_map) {
     u32 sub, j;
     thread_coords<LOG_M, false>(log_s, sub, j);
-    const u32 limb = blockIdx.y;
-    const u32 mod = map.mod[limb];
+    const u32 z = blockIdx.z;
+    const u32 entry = rows_entry(parts, z, blockIdx.y);
+    if (entry >= map.count) return;
+    const u32 mod = map.mod[entry];
     const u32 n = 1u << (LOG_M + log_r);
     const u64 q = consts[mod].q;
     const u64 two_q = 2 * q;
     const u32 r = (blockIdx.x << log_s) + sub;
-    const u64* row = limb_ptr(data, map.pos[limb], n) + ((size_t)r << LOG_M);
+    u64* row = limb_ptr(parts.dst[z], map.pos[entry], n) + ((size_t)r << LOG_M);
     u64 x[8];
     {
         const u32 b = point_base<LOG_M>(0, j), d = point_stride<LOG_M>(0);
@@ -370,44 +451,48 @@ __device__ __forceinline__ void fwd_rows(u64 dst, const LimbMap& dst_map, u64 da
         v = v >= two_q ? v - two_q : v;
         x[k] = v >= q ? v - q : v;
     }
-    u64* out = limb_ptr(dst, dst_map.pos[limb], n) + ((size_t)r << LOG_M) + 8 * j;
-    if (mode == NTT_SUB_SCALE || mode == NTT_SUB_SCALE_ADD) {
-        const Twiddle s = scale[limb];
-        const u64* a = limb_ptr(aux, aux_map.pos[limb], n) + ((size_t)r << LOG_M) + 8 * j;
+    u64* out = row + 8 * j;
+    if (mode == NTT_SUB_SCALE) {
+        const Twiddle s = scale[entry];
+        const u64* a = limb_ptr(parts.aux[z], aux_map.pos[entry], n) + ((size_t)r << LOG_M) + 8 * j;
 #pragma unroll
         for (int k = 0; k < 8; k += 2) {
             const ulonglong2 av = *reinterpret_cast<const ulonglong2*>(a + k);
             x[k] = mul_shoup(sub_mod(av.x, x[k], q), s.x, s.y, q);
             x[k + 1] = mul_shoup(sub_mod(av.y, x[k + 1], q), s.x, s.y, q);
         }
-    }
-    if (mode == NTT_SUB_SCALE_ADD) {
-        const u64* e = limb_ptr(add, add_map.pos[limb], n) + ((size_t)r << LOG_M) + 8 * j;
+        const u64 add = parts.extra[z];
+        if (add != 0) {
+            const u64* e = limb_ptr(add, add_map.pos[entry], n) + ((size_t)r << LOG_M) + 8 * j;
 #pragma unroll
-        for (int k = 0; k < 8; k += 2) {
-            const ulonglong2 ev = *reinterpret_cast<const ulonglong2*>(e + k);
-            x[k] = add_mod(x[k], ev.x, q);
-            x[k + 1] = add_mod(x[k + 1], ev.y, q);
+            for (int k = 0; k < 8; k += 2) {
+                const ulonglong2 ev = *reinterpret_cast<const ulonglong2*>(e + k);
+                x[k] = add_mod(x[k], ev.x, q);
+                x[k + 1] = add_mod(x[k + 1], ev.y, q);
+            }
         }
     }
 #pragma unroll
     for (int k = 0; k < 8; k += 2) *reinterpret_cast<ulonglong2*>(out + k) = make_ulonglong2(x[k], x[k + 1]);
 }
 
-// Inverse, rows phase (stages log_n-1 .. log_r): reads `src`, writes `dst`.
+// Inverse, rows phase (stages log_n-1 .. log_r), part z = blockIdx.z: reads
+// limb blockIdx.y of parts.aux[z] (src_map), writes that of parts.dst[z]
+// (dst_map).
 template <int LOG_M>
-__device__ __forceinline__ void inv_rows(u64 dst, const LimbMap& dst_map, u64 src, const LimbMap& src_map,
+__device__ __forceinline__ void inv_rows(const Parts& parts, const LimbMap& dst_map, const LimbMap& src_map,
                                          const ModConst* __restrict__ consts, const u64* __restrict__ tw, u32 log_r,
                                          u32 log_s) {
     u32 sub, j;
     thread_coords<LOG_M, false>(log_s, sub, j);
+    const u32 z = blockIdx.z;
     const u32 limb = blockIdx.y;
     const u32 mod = dst_map.mod[limb];
     const u32 n = 1u << (LOG_M + log_r);
     const u64 q = consts[mod].q;
     const u32 r = (blockIdx.x << log_s) + sub;
-    const u64* in = limb_ptr(src, src_map.pos[limb], n) + ((size_t)r << LOG_M);
-    u64* out = limb_ptr(dst, dst_map.pos[limb], n) + ((size_t)r << LOG_M);
+    const u64* in = limb_ptr(parts.aux[z], src_map.pos[limb], n) + ((size_t)r << LOG_M);
+    u64* out = limb_ptr(parts.dst[z], dst_map.pos[limb], n) + ((size_t)r << LOG_M);
     u64 x[8];
     inverse_phase<LOG_M, false>(x, in, 1u, twiddles_of(tw, mod, n, true), (1u << log_r) + r, q, sub, j, log_s);
     const u32 b = point_base<LOG_M>(0, j), d = point_stride<LOG_M>(0);
@@ -415,23 +500,27 @@ __device__ __forceinline__ void inv_rows(u64 dst, const LimbMap& dst_map, u64 sr
     for (int k = 0; k < 8; ++k) out[b + k * d] = x[k];
 }
 
-// Inverse, columns phase (stages log_r-1 .. 0), in place, then times N^-1
-// (fully reduced).
+// Inverse, columns phase (stages log_r-1 .. 0), in place on limb blockIdx.y
+// of parts.dst[z], then times the (s, s_shoup) pair of `scale` at the
+// limb's modulus (the N^-1 table) or, with by_limb, at the limb (N^-1
+// q_hat_inv: the y_i of a conversion), fully reduced.
 template <int LOG_M>
-__device__ __forceinline__ void inv_columns(u64 data, const LimbMap& map, const ModConst* __restrict__ consts,
-                                            const u64* __restrict__ tw, const u64* __restrict__ n_inv, u32 log_c,
-                                            u32 log_s) {
+__device__ __forceinline__ void inv_columns(const Parts& parts, const LimbMap& map,
+                                            const ModConst* __restrict__ consts, const u64* __restrict__ tw,
+                                            const u64* __restrict__ scale, u32 by_limb, u32 log_c, u32 log_s) {
     u32 sub, j;
     thread_coords<LOG_M, true>(log_s, sub, j);
+    const u32 z = blockIdx.z;
     const u32 limb = blockIdx.y;
     const u32 mod = map.mod[limb];
     const u32 n = 1u << (LOG_M + log_c);
     const u64 q = consts[mod].q;
     const u32 c = (blockIdx.x << log_s) + sub;
-    u64* col = limb_ptr(data, map.pos[limb], n) + c;
+    u64* col = limb_ptr(parts.dst[z], map.pos[limb], n) + c;
     u64 x[8];
     inverse_phase<LOG_M, true>(x, col, 1u << log_c, twiddles_of(tw, mod, n, true), 1u, q, sub, j, log_s);
-    const u64 ni = n_inv[2 * mod], nis = n_inv[2 * mod + 1];
+    const u32 at = 2 * (by_limb ? limb : mod);
+    const u64 ni = scale[at], nis = scale[at + 1];
     const u32 b = point_base<LOG_M>(0, j), d = point_stride<LOG_M>(0);
 #pragma unroll
     for (int k = 0; k < 8; ++k) col[(size_t)(b + k * d) << log_c] = mul_shoup(x[k], ni, nis, q);
@@ -439,44 +528,46 @@ __device__ __forceinline__ void inv_columns(u64 data, const LimbMap& map, const 
 
 // Entry points, one per phase size: columns LOG_M = log_r in 5..8, rows
 // LOG_M = log_c in 5..9 (NttGeometry in src/launch/ckks/ntt.rs). At most
-// 64 registers (4 blocks of 256 threads per SM): the forward kernels ask
-// for it (76 otherwise, no spills at 64); the inverse ones fit already.
-// Exceptions, which would spill at 64: the rows kernel of N = 2^17 (log M 9,
-// with the epilogue's addend) asks for 3 blocks (78 registers), and the
-// columns kernels of small N (log M 5, 6: test sizes) ask for nothing.
-#define HEMEM_NTT_COLUMNS(L, MIN_BLOCKS)                                                                            \
-    extern "C" __global__ void __launch_bounds__(256, MIN_BLOCKS) ntt_fwd_cols_##L(                                            \
-        u64 dst, LimbMap dst_map, u64 src, LimbMap src_map, const ModConst* __restrict__ consts,                  \
-        const u64* __restrict__ tw, u32 log_c, u32 log_s, u64 conv_in, LimbMap conv_map,                          \
-        const u64* __restrict__ table, u32 mode) {                                                                 \
-        fwd_columns<L>(dst, dst_map, src, src_map, consts, tw, log_c, log_s, conv_in, conv_map, table, mode);      \
-    }                                                                                                              \
-    extern "C" __global__ void __launch_bounds__(256) ntt_inv_cols_##L(                                            \
-        u64 data, LimbMap map, const ModConst* __restrict__ consts, const u64* __restrict__ tw,                   \
-        const u64* __restrict__ n_inv, u32 log_c, u32 log_s) {                                                     \
-        inv_columns<L>(data, map, consts, tw, n_inv, log_c, log_s);                                                \
+// 64 registers (4 blocks of 256 threads per SM), asked for by the forward
+// and the inverse kernels alike (no spills at 64). Exceptions, which would
+// spill at 64: the forward rows kernel of N = 2^17 (log M 9, with the
+// epilogue's addend) asks for 3 blocks (80 registers), and the columns
+// kernels of small N (forward log M 5, 6; inverse log M 5: test sizes) ask
+// for nothing.
+#define HEMEM_NTT_COLUMNS(L, MIN_BLOCKS, INV_MIN_BLOCKS)                                                                \
+    extern "C" __global__ void __launch_bounds__(256, MIN_BLOCKS)                                            \
+        ntt_fwd_cols_##L(Parts parts, LimbMap dst_map, LimbMap src_map, const ModConst* __restrict__ consts, \
+                         const u64* __restrict__ tw, u32 log_c, u32 log_s, u64 conv_in, LimbMap conv_map,    \
+                         u32 mode) {                                                                         \
+        fwd_columns<L>(parts, dst_map, src_map, consts, tw, log_c, log_s, conv_in, conv_map, mode);           \
+    }                                                                                                        \
+    extern "C" __global__ void __launch_bounds__(256, INV_MIN_BLOCKS)                                        \
+        ntt_inv_cols_##L(Parts parts, LimbMap map, const ModConst* __restrict__ consts,                      \
+                         const u64* __restrict__ tw, const u64* __restrict__ scale, u32 by_limb, u32 log_c,  \
+                         u32 log_s) {                                                                        \
+        inv_columns<L>(parts, map, consts, tw, scale, by_limb, log_c, log_s);                                 \
     }
 
-#define HEMEM_NTT_ROWS(L, MIN_BLOCKS)                                                                               \
-    extern "C" __global__ void __launch_bounds__(256, MIN_BLOCKS) ntt_fwd_rows_##L(                                            \
-        u64 dst, LimbMap dst_map, u64 data, LimbMap map, const ModConst* __restrict__ consts,                     \
-        const u64* __restrict__ tw, u32 log_r, u32 log_s, u64 aux, LimbMap aux_map, const u64* __restrict__ scale, \
-        u32 mode, u64 add, LimbMap add_map) {                                                                      \
-        fwd_rows<L>(dst, dst_map, data, map, consts, tw, log_r, log_s, aux, aux_map,                              \
-                    reinterpret_cast<const Twiddle*>(scale), mode, add, add_map);                                  \
-    }                                                                                                              \
-    extern "C" __global__ void __launch_bounds__(256) ntt_inv_rows_##L(                                            \
-        u64 dst, LimbMap dst_map, u64 src, LimbMap src_map, const ModConst* __restrict__ consts,                  \
-        const u64* __restrict__ tw, u32 log_r, u32 log_s) {                                                        \
-        inv_rows<L>(dst, dst_map, src, src_map, consts, tw, log_r, log_s);                                         \
+#define HEMEM_NTT_ROWS(L, MIN_BLOCKS, INV_MIN_BLOCKS)                                                         \
+    extern "C" __global__ void __launch_bounds__(256, MIN_BLOCKS)                                            \
+        ntt_fwd_rows_##L(Parts parts, LimbMap map, const ModConst* __restrict__ consts,                      \
+                         const u64* __restrict__ tw, u32 log_r, u32 log_s, LimbMap aux_map,                  \
+                         const u64* __restrict__ scale, u32 mode, LimbMap add_map) {                         \
+        fwd_rows<L>(parts, map, consts, tw, log_r, log_s, aux_map, reinterpret_cast<const Twiddle*>(scale),   \
+                    mode, add_map);                                                                          \
+    }                                                                                                        \
+    extern "C" __global__ void __launch_bounds__(256, INV_MIN_BLOCKS)                                        \
+        ntt_inv_rows_##L(Parts parts, LimbMap dst_map, LimbMap src_map, const ModConst* __restrict__ consts, \
+                         const u64* __restrict__ tw, u32 log_r, u32 log_s) {                                 \
+        inv_rows<L>(parts, dst_map, src_map, consts, tw, log_r, log_s);                                       \
     }
 
-HEMEM_NTT_COLUMNS(5, 1)
-HEMEM_NTT_COLUMNS(6, 1)
-HEMEM_NTT_COLUMNS(7, 4)
-HEMEM_NTT_COLUMNS(8, 4)
-HEMEM_NTT_ROWS(5, 4)
-HEMEM_NTT_ROWS(6, 4)
-HEMEM_NTT_ROWS(7, 4)
-HEMEM_NTT_ROWS(8, 4)
-HEMEM_NTT_ROWS(9, 3)
+HEMEM_NTT_COLUMNS(5, 1, 1)
+HEMEM_NTT_COLUMNS(6, 1, 4)
+HEMEM_NTT_COLUMNS(7, 4, 4)
+HEMEM_NTT_COLUMNS(8, 4, 4)
+HEMEM_NTT_ROWS(5, 4, 4)
+HEMEM_NTT_ROWS(6, 4, 4)
+HEMEM_NTT_ROWS(7, 4, 4)
+HEMEM_NTT_ROWS(8, 4, 4)
+HEMEM_NTT_ROWS(9, 3, 4)

@@ -250,6 +250,61 @@ pub trait Backend: Send + Sync + fmt::Debug {
         self.binary_assign(BinaryOp::Add, out, addend)
     }
 
+    /// ModDown of the two parts of a key switch, each followed by its
+    /// addition when one is given: `out[i] = round(x[i] / P) (+ addend[i])`,
+    /// as [`Backend::mod_down`] and [`Backend::mod_down_add`].
+    ///
+    /// The default runs them one part after the other; the GPU backend runs
+    /// both parts in one launch per kernel.
+    ///
+    /// # Errors
+    /// Shape or placement errors.
+    fn mod_down_pair(
+        &self,
+        x: [Limbs<'_>; 2],
+        p_count: usize,
+        addend: [Option<Limbs<'_>>; 2],
+        out: [LimbsMut<'_>; 2],
+    ) -> Result<()> {
+        for ((x, addend), out) in x.into_iter().zip(addend).zip(out) {
+            match addend {
+                Some(e) => self.mod_down_add(x, p_count, e, out)?,
+                None => self.mod_down(x, p_count, out)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Backend::rescale`] of the two parts of a ciphertext.
+    ///
+    /// The default rescales one part after the other; the GPU backend runs
+    /// both parts in one launch per kernel.
+    ///
+    /// # Errors
+    /// Shape or placement errors.
+    fn rescale_pair(&self, x: [Limbs<'_>; 2], out: [LimbsMut<'_>; 2]) -> Result<()> {
+        for (x, out) in x.into_iter().zip(out) {
+            self.rescale(x, out)?;
+        }
+        Ok(())
+    }
+
+    /// The gadget decomposition of `c` (NTT form) into digits of `alpha`
+    /// consecutive limbs (the last may have fewer), each raised by
+    /// [`Backend::mod_up`] to the moduli of its view of `out` (one view per
+    /// digit, in order): key switching's first step.
+    ///
+    /// The default takes the coefficient form of `c` into a temporary and
+    /// raises one digit after the other; the GPU backend raises every digit
+    /// in one launch per kernel from an inverse transform whose last
+    /// multiplication also does the conversion's first step.
+    ///
+    /// # Errors
+    /// Shape or placement errors; a digit count other than `⌈len/alpha⌉`.
+    fn decompose_mod_up(&self, c: Limbs<'_>, alpha: usize, out: &mut [LimbsMut<'_>]) -> Result<()> {
+        decompose_by_parts(self, c, alpha, out)
+    }
+
     /// ModUp of one gadget digit: `digit` holds the digit's limbs in
     /// **coefficient** form; `out` receives every modulus of its view in NTT
     /// form — the digit's own limbs copied (and transformed), the others by
@@ -387,6 +442,51 @@ pub fn inner_product_by_parts<B: Backend + ?Sized>(
             backend.mul_add_assign(out0.reborrow(), *d, *bj)?;
             backend.mul_add_assign(out1.reborrow(), *d, *aj)?;
         }
+    }
+    Ok(())
+}
+
+/// The gadget decomposition digit by digit: the default of
+/// [`Backend::decompose_mod_up`], and a fallback for backends whose fused
+/// kernels do not fit the views.
+///
+/// # Errors
+/// Shape or placement errors; a digit count other than `⌈len/alpha⌉`.
+pub fn decompose_by_parts<B: Backend + ?Sized>(
+    backend: &B,
+    c: Limbs<'_>,
+    alpha: usize,
+    out: &mut [LimbsMut<'_>],
+) -> Result<()> {
+    let count = c.len();
+    if alpha == 0 || out.len() != count.div_ceil(alpha) {
+        return Err(crate::Error::LengthMismatch {
+            expected: count.div_ceil(alpha.max(1)),
+            actual: out.len(),
+        });
+    }
+    let mut coeff = backend.allocate(MemoryClass::Temporary, count, c.buffer.is_sensitive())?;
+    backend.ntt_inverse_into(c, LimbsMut::new(&mut coeff, c.moduli)?)?;
+    for (j, o) in out.iter_mut().enumerate() {
+        let start = j * alpha;
+        let end = (start + alpha).min(count);
+        let moduli = c.moduli.get(start..end).ok_or(crate::Error::EmptyBasis)?;
+        backend.mod_up(
+            Limbs {
+                buffer: &coeff,
+                positions: contiguous(start, end - start)?,
+                moduli,
+            },
+            Some(Limbs {
+                buffer: c.buffer,
+                positions: c
+                    .positions
+                    .get(start..end)
+                    .ok_or(crate::Error::EmptyBasis)?,
+                moduli,
+            }),
+            o.reborrow(),
+        )?;
     }
     Ok(())
 }

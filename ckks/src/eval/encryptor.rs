@@ -117,8 +117,12 @@ impl Encryptor {
         let q_indices = params.q_indices(level);
         let mut d0 = RnsPoly::<Ntt>::allocate(backend, &q_indices, MemoryClass::Ciphertext, false)?;
         let mut d1 = RnsPoly::<Ntt>::allocate(backend, &q_indices, MemoryClass::Ciphertext, false)?;
-        backend.mod_down(c0.limbs()?, p_count, d0.limbs_mut()?)?;
-        backend.mod_down(c1.limbs()?, p_count, d1.limbs_mut()?)?;
+        backend.mod_down_pair(
+            [c0.limbs()?, c1.limbs()?],
+            p_count,
+            [None, None],
+            [d0.limbs_mut()?, d1.limbs_mut()?],
+        )?;
         Ciphertext::from_parts(
             &self.context,
             d0,

@@ -8,7 +8,7 @@
 
 use hemem_memory::MemoryClass;
 
-use crate::backend::{Limbs, contiguous};
+use crate::backend::Limbs;
 use crate::keys::{SwitchingKey, UniformHalves};
 use crate::ntt::GaloisElement;
 use crate::params::{Level, Parameters};
@@ -49,32 +49,16 @@ pub(crate) fn decompose(
             actual: c.limb_count(),
         });
     }
-    let coeff = c.to_coeff(MemoryClass::Temporary)?;
     let qp = params.qp_indices(level);
-    let alpha = params.alpha();
-    let digits = (0..params.digits_at(level))
-        .map(|j| {
-            let start = j * alpha;
-            let end = (start + alpha).min(q_count);
-            let positions = contiguous(start, end - start)?;
-            let moduli = c.moduli().get(start..end).ok_or(Error::EmptyBasis)?;
-            let mut out = RnsPoly::<Ntt>::allocate(backend, &qp, MemoryClass::Temporary, false)?;
-            backend.mod_up(
-                Limbs {
-                    buffer: coeff.buffer(),
-                    positions,
-                    moduli,
-                },
-                Some(Limbs {
-                    buffer: c.buffer(),
-                    positions,
-                    moduli,
-                }),
-                out.limbs_mut()?,
-            )?;
-            Ok(out)
-        })
+    let mut digits = (0..params.digits_at(level))
+        .map(|_| RnsPoly::<Ntt>::allocate(backend, &qp, MemoryClass::Temporary, false))
         .collect::<Result<Vec<_>>>()?;
+    let mut outs = digits
+        .iter_mut()
+        .map(RnsPoly::limbs_mut)
+        .collect::<Result<Vec<_>>>()?;
+    backend.decompose_mod_up(c.limbs()?, params.alpha(), &mut outs)?;
+    drop(outs);
     Ok(Decomposition { digits, level })
 }
 
@@ -157,17 +141,19 @@ pub(crate) fn apply_key(
     let mut k0 = RnsPoly::<Ntt>::allocate(backend, &q, class, false)?;
     let mut k1 = RnsPoly::<Ntt>::allocate(backend, &q, class, false)?;
     let [add0, add1] = add;
-    for ((acc, k), extra) in [(&acc0, &mut k0), (&acc1, &mut k1)]
-        .into_iter()
-        .zip([add0, add1])
-    {
-        match extra {
-            Some(e) => {
-                k.check_compatible(e)?;
-                backend.mod_down_add(acc.limbs()?, p_count, e.limbs()?, k.limbs_mut()?)?;
-            }
-            None => backend.mod_down(acc.limbs()?, p_count, k.limbs_mut()?)?,
+    for (k, extra) in [(&k0, add0), (&k1, add1)] {
+        if let Some(e) = extra {
+            k.check_compatible(e)?;
         }
     }
+    backend.mod_down_pair(
+        [acc0.limbs()?, acc1.limbs()?],
+        p_count,
+        [
+            add0.map(RnsPoly::limbs).transpose()?,
+            add1.map(RnsPoly::limbs).transpose()?,
+        ],
+        [k0.limbs_mut()?, k1.limbs_mut()?],
+    )?;
     Ok((k0, k1))
 }

@@ -116,14 +116,8 @@ impl Evaluator {
     pub fn rescale(&self, a: &Ciphertext) -> Result<Ciphertext> {
         self.context.check_same(&a.context)?;
         let scale = self.context.params().check_rescale(a.level, a.scale)?;
-        Ciphertext::from_parts(
-            &self.context,
-            a.c0.rescale(self.output_class)?,
-            a.c1.rescale(self.output_class)?,
-            Level(a.level.0 - 1),
-            scale,
-            a.slots,
-        )
+        let (c0, c1) = a.c0.rescale_pair(&a.c1, self.output_class)?;
+        Ciphertext::from_parts(&self.context, c0, c1, Level(a.level.0 - 1), scale, a.slots)
     }
 
     /// Divides by `q_l` like [`Evaluator::rescale`] but without the scale
@@ -143,10 +137,11 @@ impl Evaluator {
             .into());
         }
         let q = self.context.params().q_modulus(a.level)?.value() as f64;
+        let (c0, c1) = a.c0.rescale_pair(&a.c1, self.output_class)?;
         Ciphertext::from_parts(
             &self.context,
-            a.c0.rescale(self.output_class)?,
-            a.c1.rescale(self.output_class)?,
+            c0,
+            c1,
             Level(a.level.0 - 1),
             Scale(a.scale.0 / q),
             a.slots,

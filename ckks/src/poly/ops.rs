@@ -120,6 +120,30 @@ impl RnsPoly<Ntt> {
         Ok(out)
     }
 
+    /// [`RnsPoly::rescale`] of two polynomials of the same moduli (a
+    /// ciphertext's parts) through one [`crate::backend::Backend::rescale_pair`].
+    ///
+    /// # Errors
+    /// Operands on different backends or moduli; a single-limb polynomial;
+    /// allocation errors.
+    pub fn rescale_pair(&self, other: &Self, class: MemoryClass) -> Result<(Self, Self)> {
+        self.check_compatible(other)?;
+        let kept = self.moduli.len().checked_sub(1).filter(|&k| k > 0).ok_or(
+            crate::Error::LengthMismatch {
+                expected: 2,
+                actual: self.moduli.len(),
+            },
+        )?;
+        let moduli: Vec<usize> = self.moduli.iter().take(kept).copied().collect();
+        let mut out0 = Self::allocate(&self.backend, &moduli, class, false)?;
+        let mut out1 = Self::allocate(&self.backend, &moduli, class, false)?;
+        self.backend.rescale_pair(
+            [self.limbs()?, other.limbs()?],
+            [out0.limbs_mut()?, out1.limbs_mut()?],
+        )?;
+        Ok((out0, out1))
+    }
+
     /// `X ↦ X^g` in a new buffer of `class`.
     ///
     /// # Errors

@@ -136,6 +136,11 @@ impl BaseConverter {
         &self.inv_q
     }
 
+    /// `Q mod p_j` with its Shoup quotient (the `v·Q` correction).
+    pub fn q_mod_shoup(&self) -> &[ShoupConstant] {
+        &self.q_mod_shoup
+    }
+
     fn check(&self, input: &[&[u64]], output: &[&mut [u64]]) -> Result<usize> {
         if input.len() != self.from.len() {
             return Err(Error::LengthMismatch {

@@ -20,7 +20,7 @@
 use hemem_gpu_kernels::launch::ckks::ntt::NttGeometry;
 use rand_core::Rng;
 
-use super::tables::{conversion_words, twiddle_tables};
+use super::tables::{conversion_words, twiddle_tables, y_scale_words};
 use crate::ntt::{NttPlan, TwiddleTables, forward_staged, inverse_staged};
 use crate::rns::BaseConverter;
 use crate::testing::seeded_rng;
@@ -672,10 +672,12 @@ fn ntt_kernels_match_the_staged_reference() {
     }
 }
 
-/// `fwd_columns`' conversion of one coefficient `e` for target row `row`,
-/// from the kernel's table words (same reads, same arithmetic: 128-bit
-/// accumulation reduced once, the f64 sum in source order without fused
-/// multiply-add).
+/// `fwd_columns`' conversion of one coefficient `e` for target row `row`
+/// of a table of `targets` rows, from the kernel's table words (same reads,
+/// same arithmetic: 128-bit accumulation reduced once, by one Barrett step
+/// when the sources' primes sum below 2^64; the f64 sum in source order
+/// without fused multiply-add; the `v·Q` correction by Shoup). With
+/// `prescaled` the sources hold `y_i` already.
 #[allow(clippy::too_many_arguments, reason = "the kernel's arguments")]
 fn convert_one(
     table: &[u64],
@@ -685,28 +687,338 @@ fn convert_one(
     row: usize,
     target_q: u64,
     exact: bool,
+    prescaled: bool,
     e: usize,
 ) -> u64 {
     let ks = sources.len();
+    let narrow = source_q
+        .iter()
+        .try_fold(0u64, |acc, &q| acc.checked_add(q))
+        .is_some();
     let mut acc = 0u128;
     let mut sum = 0f64;
     for i in 0..ks {
         let (qhi, qhis, inv_q) = (table[i], table[ks + i], f64::from_bits(table[2 * ks + i]));
         let q_hat = table[3 * ks + targets + row * ks + i];
-        let y = mul_shoup(sources[i].load(e), qhi, qhis, source_q[i]);
+        let x = sources[i].load(e);
+        let y = if prescaled {
+            x
+        } else {
+            mul_shoup(x, qhi, qhis, source_q[i])
+        };
         if exact {
             sum += y as f64 * inv_q;
         }
         acc += u128::from(y) * u128::from(q_hat);
     }
-    let mut r = (acc % u128::from(target_q)) as u64;
+    let t = u128::from(target_q);
+    if narrow {
+        // One Barrett step is exact only below q·2^64.
+        assert!(acc >> 64 < t, "narrow sum");
+    }
+    let mut r = (acc % t) as u64;
     if exact {
         let v = (sum + 0.5) as u64;
         let q_mod = table[3 * ks + row];
-        let t = ((u128::from(v % target_q) * u128::from(q_mod)) % u128::from(target_q)) as u64;
-        r = sub_mod(r, t, target_q);
+        let q_mod_shoup = table[3 * ks + targets + targets * ks + row];
+        assert_eq!(
+            q_mod_shoup,
+            ((u128::from(q_mod) << 64) / t) as u64,
+            "table layout"
+        );
+        r = sub_mod(r, mul_shoup(v, q_mod, q_mod_shoup, target_q), target_q);
     }
     r
+}
+
+/// `fwd_columns`' NTT_SPREAD: the centred lift of `v` (modulo `p`) into `q`.
+fn spread_one(v: u64, p: u64, q: u64) -> u64 {
+    if v > p / 2 {
+        let neg = (p - v) % q;
+        if neg == 0 { 0 } else { q - neg }
+    } else {
+        v % q
+    }
+}
+
+/// `part_span` of `ckks_common.cuh`.
+fn part_span(per: u32, total: u32, z: u32) -> u32 {
+    let start = z * per;
+    if start >= total {
+        0
+    } else {
+        per.min(total - start)
+    }
+}
+
+/// `rows_entry` of `ckks_ntt.cu`.
+fn rows_entry(skip: bool, per: u32, total: u32, z: u32, t: u32) -> u32 {
+    if skip && t >= z * per {
+        t + part_span(per, total, z)
+    } else {
+        t
+    }
+}
+
+/// The forward and inverse twiddle pairs and the `(N^{-1}, shoup)` pair of
+/// one modulus, as uploaded.
+fn tables_of(n: usize, m: Modulus) -> (Vec<Twiddle>, Vec<Twiddle>, Twiddle, NttPlan) {
+    let plan = NttPlan::new(n, m).unwrap();
+    let (words, n_inv) = twiddle_tables(std::slice::from_ref(&plan));
+    let fwd = words[..2 * n].chunks(2).map(|p| (p[0], p[1])).collect();
+    let inv = words[2 * n..].chunks(2).map(|p| (p[0], p[1])).collect();
+    (fwd, inv, (n_inv[0], n_inv[1]), plan)
+}
+
+/// The whole decomposition as the batched launches index it: the inverse
+/// transform with the per-limb `y` scales (`y_scale_words` per digit), then
+/// one forward launch pair over every digit (grid z), whose columns phase
+/// copies each digit's own limbs and converts the others (table row
+/// `entry` less the digit's own) and whose rows phase passes over the own
+/// limbs (`rows_entry`). Against the CPU's digit-by-digit ModUp
+/// (`convert_centered` of the coefficients, then the staged NTT).
+#[test]
+fn batched_decomposition_matches_mod_up() {
+    for (log_n, alpha) in [(10u32, 3usize), (12, 2), (16, 5)] {
+        let n = 1usize << log_n;
+        let g = NttGeometry::new(log_n).unwrap();
+        let q_count = if log_n == 16 { 7 } else { 5 };
+        let q: Vec<Modulus> = PrimeGenerator::new(42, 2 * n as u64)
+            .take(q_count)
+            .map(|p| Modulus::new(p).unwrap())
+            .collect();
+        let p_moduli: Vec<Modulus> = PrimeGenerator::new(60, 2 * n as u64)
+            .take(2)
+            .map(|p| Modulus::new(p).unwrap())
+            .collect();
+        let qp: Vec<Modulus> = q.iter().chain(&p_moduli).copied().collect();
+        let tables: Vec<_> = qp.iter().map(|&m| tables_of(n, m)).collect();
+        let mut rng = seeded_rng(7000 + u64::from(log_n));
+        let c: Vec<Vec<u64>> = q
+            .iter()
+            .map(|m| (0..n).map(|_| rng.next_u64() % m.value()).collect())
+            .collect();
+        let parts = q_count.div_ceil(alpha);
+        let (per, total) = (alpha as u32, q_count as u32);
+        // The inverse with the digits' y scales.
+        let mut y_scale = Vec::new();
+        for digit in q.chunks(alpha) {
+            y_scale.extend(y_scale_words(n, digit).unwrap());
+        }
+        let y: Vec<Vec<u64>> = (0..q_count)
+            .map(|i| {
+                let (_, inv, _, _) = &tables[i];
+                let pair = (y_scale[2 * i], y_scale[2 * i + 1]);
+                inverse(g, &c[i], inv, q[i].value(), pair)
+            })
+            .collect();
+        // Column-phase blocks per entry and rows-phase blocks per entry.
+        let least = (0..parts as u32)
+            .map(|z| part_span(per, total, z))
+            .min()
+            .unwrap();
+        let rows_limbs = qp.len() as u32 - least;
+        for z in 0..parts as u32 {
+            let (start, span) = ((z * per) as usize, part_span(per, total, z) as usize);
+            let digit = &q[start..start + span];
+            let targets: Vec<Modulus> = qp
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| i < start || i >= start + span)
+                .map(|(_, &m)| m)
+                .collect();
+            let (table, _) = conversion_words(digit, &targets).unwrap();
+            // The CPU's ModUp of this digit.
+            let coeff: Vec<Vec<u64>> = (start..start + span)
+                .map(|i| {
+                    let mut v = c[i].clone();
+                    inverse_staged(&mut v, &TwiddleTables::new(&tables[i].3), &q[i]);
+                    v
+                })
+                .collect();
+            let refs: Vec<&[u64]> = coeff.iter().map(Vec::as_slice).collect();
+            let mut converted = vec![vec![0u64; n]; targets.len()];
+            {
+                let mut outs: Vec<&mut [u64]> =
+                    converted.iter_mut().map(Vec::as_mut_slice).collect();
+                BaseConverter::new(digit, &targets)
+                    .unwrap()
+                    .convert_centered(&refs, &mut outs)
+                    .unwrap();
+            }
+            let mut rows_seen = vec![0u32; qp.len()];
+            for t in 0..rows_limbs {
+                let entry = rows_entry(true, per, total, z, t);
+                if entry < qp.len() as u32 {
+                    rows_seen[entry as usize] += 1;
+                }
+            }
+            for entry in 0..qp.len() {
+                let own = entry >= start && entry < start + span;
+                assert_eq!(rows_seen[entry], u32::from(!own), "rows phase, part {z}");
+                if own {
+                    continue; // copied from c by the columns phase
+                }
+                let row = if entry >= start { entry - span } else { entry };
+                let m = qp[entry];
+                let (fwd, _, _, plan) = &tables[entry];
+                let mut sources: Vec<Global> = y[start..start + span]
+                    .iter()
+                    .map(|v| Global::new(v.clone()))
+                    .collect();
+                let source_q: Vec<u64> = digit.iter().map(Modulus::value).collect();
+                let mut convert = |e: usize| {
+                    convert_one(
+                        &table,
+                        &mut sources,
+                        &source_q,
+                        targets.len(),
+                        row,
+                        m.value(),
+                        true,
+                        true,
+                        e,
+                    )
+                };
+                let got = forward(g, &vec![0; n], fwd, m.value(), Some(&mut convert), None);
+                for s in &sources {
+                    s.read_once("decomposition sources");
+                }
+                let mut reference = converted[row].clone();
+                forward_staged(&mut reference, &TwiddleTables::new(plan), &m);
+                assert_eq!(got, reference, "N = 2^{log_n}, part {z}, entry {entry}");
+            }
+        }
+    }
+}
+
+/// The ModDown pair: the P limbs' inverse transform with the conversion's
+/// y scales, then the prescaled exact conversion (part z's sources are
+/// entries `[z·p, z·p + p)` of the doubled source list) and the
+/// sub-scale epilogue, with an addend for part 0 only (a rotation); and
+/// rescaling's NTT_SPREAD. Against the CPU's `convert_centered` and
+/// `center`/`reduce_i64`.
+#[test]
+fn prescaled_mod_down_and_spread_match_the_cpu() {
+    for log_n in [10u32, 16] {
+        let n = 1usize << log_n;
+        let g = NttGeometry::new(log_n).unwrap();
+        let q: Vec<Modulus> = PrimeGenerator::new(42, 2 * n as u64)
+            .take(3)
+            .map(|p| Modulus::new(p).unwrap())
+            .collect();
+        let p_moduli: Vec<Modulus> = PrimeGenerator::new(60, 2 * n as u64)
+            .take(5)
+            .map(|p| Modulus::new(p).unwrap())
+            .collect();
+        let (table, scale) = conversion_words(&p_moduli, &q).unwrap();
+        let y_scale = y_scale_words(n, &p_moduli).unwrap();
+        let mut rng = seeded_rng(9000 + u64::from(log_n));
+        for part in 0..2u32 {
+            assert_eq!(part_span(5, 10, part), 5);
+            let x_p: Vec<Vec<u64>> = p_moduli
+                .iter()
+                .map(|m| (0..n).map(|_| rng.next_u64() % m.value()).collect())
+                .collect();
+            let y: Vec<Vec<u64>> = x_p
+                .iter()
+                .enumerate()
+                .map(|(i, limb)| {
+                    let (_, inv, _, _) = tables_of(n, p_moduli[i]);
+                    let pair = (y_scale[2 * i], y_scale[2 * i + 1]);
+                    inverse(g, limb, &inv, p_moduli[i].value(), pair)
+                })
+                .collect();
+            let coeff: Vec<Vec<u64>> = x_p
+                .iter()
+                .zip(&p_moduli)
+                .map(|(limb, m)| {
+                    let mut v = limb.clone();
+                    inverse_staged(
+                        &mut v,
+                        &TwiddleTables::new(&NttPlan::new(n, *m).unwrap()),
+                        m,
+                    );
+                    v
+                })
+                .collect();
+            let refs: Vec<&[u64]> = coeff.iter().map(Vec::as_slice).collect();
+            let mut converted = vec![vec![0u64; n]; q.len()];
+            {
+                let mut outs: Vec<&mut [u64]> =
+                    converted.iter_mut().map(Vec::as_mut_slice).collect();
+                BaseConverter::new(&p_moduli, &q)
+                    .unwrap()
+                    .convert_centered(&refs, &mut outs)
+                    .unwrap();
+            }
+            let source_q: Vec<u64> = p_moduli.iter().map(Modulus::value).collect();
+            for (row, &m) in q.iter().enumerate() {
+                let (fwd, _, _, plan) = tables_of(n, m);
+                let aux: Vec<u64> = (0..n).map(|_| rng.next_u64() % m.value()).collect();
+                let extra: Vec<u64> = (0..n).map(|_| rng.next_u64() % m.value()).collect();
+                let s = (scale[2 * row], scale[2 * row + 1]);
+                let add = (part == 0).then_some(extra.as_slice());
+                let mut sources: Vec<Global> = y.iter().map(|v| Global::new(v.clone())).collect();
+                let mut convert = |e: usize| {
+                    convert_one(
+                        &table,
+                        &mut sources,
+                        &source_q,
+                        q.len(),
+                        row,
+                        m.value(),
+                        true,
+                        true,
+                        e,
+                    )
+                };
+                let got = forward(
+                    g,
+                    &vec![0; n],
+                    &fwd,
+                    m.value(),
+                    Some(&mut convert),
+                    Some((&aux, s, add)),
+                );
+                let mut v = converted[row].clone();
+                forward_staged(&mut v, &TwiddleTables::new(&plan), &m);
+                let sh = m.shoup(s.0);
+                let reference: Vec<u64> = aux
+                    .iter()
+                    .zip(&v)
+                    .zip(&extra)
+                    .map(|((&a, &w), &e)| {
+                        let r = m.mul_shoup(m.sub(a, w), &sh);
+                        if part == 0 { m.add(r, e) } else { r }
+                    })
+                    .collect();
+                assert_eq!(
+                    got, reference,
+                    "ModDown, N = 2^{log_n}, part {part}, limb {row}"
+                );
+            }
+        }
+        // NTT_SPREAD (rescale): the top limb's centred lift, transformed.
+        let top = PrimeGenerator::new(58, 2 * n as u64).next().unwrap();
+        let top_m = Modulus::new(top).unwrap();
+        let mut src: Vec<u64> = (0..n).map(|_| rng.next_u64() % top).collect();
+        // The boundary values.
+        src[0] = top / 2;
+        src[1] = top / 2 + 1;
+        src[2] = top - 1;
+        src[3] = 0;
+        for &m in &q {
+            let (fwd, _, _, plan) = tables_of(n, m);
+            let mut global = Global::new(src.clone());
+            let mut lift = |e: usize| spread_one(global.load(e), top, m.value());
+            let got = forward(g, &vec![0; n], &fwd, m.value(), Some(&mut lift), None);
+            let mut reference: Vec<u64> =
+                src.iter().map(|&v| m.reduce_i64(top_m.center(v))).collect();
+            forward_staged(&mut reference, &TwiddleTables::new(&plan), &m);
+            assert_eq!(got, reference, "spread, N = 2^{log_n}");
+        }
+    }
 }
 
 #[test]
@@ -760,6 +1072,7 @@ fn fused_conversion_prologue_matches_convert_then_ntt() {
                         row,
                         m.value(),
                         exact,
+                        false,
                         e,
                     )
                 };

@@ -27,9 +27,11 @@ use hemem_memory::{Allocator, Buffer, GpuDevice, MemoryClass, StreamId};
 
 use self::tables::{
     DeviceConversion, conversion, modulus_table, scale_pairs, twiddle_tables, upload_constant,
+    y_scale_words,
 };
 use super::{
-    Backend, BinaryOp, Device, Limbs, LimbsMut, contiguous, inner_product_by_parts, tensor_by_parts,
+    Backend, BinaryOp, Device, Limbs, LimbsMut, contiguous, decompose_by_parts,
+    inner_product_by_parts, tensor_by_parts,
 };
 use crate::ntt::{GaloisElement, NttPlan};
 use crate::zq::Modulus;
@@ -81,6 +83,8 @@ pub struct GpuBackend {
     conversions: RwLock<HashMap<Vec<usize>, Arc<DeviceConversion>>>,
     /// Rescaling's `(q_last^{-1} mod q_i, shoup)` pairs by `PairKey(kept, [last])`.
     rescale_scales: RwLock<HashMap<Vec<usize>, Arc<Buffer>>>,
+    /// Decomposition's `(N^{-1}·q̂_i^{-1}, shoup)` pairs by `PairKey(moduli, [alpha])`.
+    decompose_scales: RwLock<HashMap<Vec<usize>, Arc<Buffer>>>,
 }
 
 impl fmt::Debug for GpuBackend {
@@ -133,6 +137,7 @@ impl GpuBackend {
             n_inv,
             conversions: RwLock::new(HashMap::new()),
             rescale_scales: RwLock::new(HashMap::new()),
+            decompose_scales: RwLock::new(HashMap::new()),
         })
     }
 
@@ -177,7 +182,7 @@ impl GpuBackend {
             .iter()
             .map(|&i| self.modulus(i))
             .collect::<Result<Vec<_>>>()?;
-        let tables = Arc::new(conversion(&self.allocator, &from_m, &to_m)?);
+        let tables = Arc::new(conversion(&self.allocator, self.degree, &from_m, &to_m)?);
         self.conversions
             .write()
             .unwrap_or_else(PoisonError::into_inner)
@@ -259,19 +264,22 @@ impl GpuBackend {
         Ok(Scalars::new(&pairs)?)
     }
 
-    /// Forward NTT of `source` into `dst`'s limbs, with the given last-phase
-    /// epilogue.
+    /// Forward NTT of `source` into `dst`'s limbs (one part per buffer),
+    /// with the given last-phase epilogue.
     fn ntt_forward_raw(
         &self,
-        dst: (u64, &LimbMap),
+        dst: (&[u64], &LimbMap),
         source: ForwardSource<'_>,
         epilogue: ForwardEpilogue<'_>,
     ) -> Result<()> {
-        // SAFETY: both addresses hold their maps' limbs (checked by the
+        // SAFETY: every address holds its map's limbs (checked by the
         // callers' views or fresh scratch), allocated on the compute stream
         // where every launch of this backend runs; the source limbs are the
-        // destination's own or lie in another buffer; the tables cover every
-        // modulus index (they are built for the whole global table).
+        // destination's own or lie in another buffer, and the parts'
+        // destinations are distinct buffers or disjoint limbs of scratch;
+        // the tables cover every modulus index (they are built for the
+        // whole global table) and the conversion tables match their
+        // sources and targets (built from the same lists).
         unsafe {
             launch::ntt::forward_async(
                 &self.kernels,
@@ -287,9 +295,16 @@ impl GpuBackend {
         Ok(())
     }
 
-    /// Inverse NTT of `src`'s limbs into `dst`'s (the same for in place).
-    fn ntt_inverse_raw(&self, dst: (u64, &LimbMap), src: (u64, &LimbMap)) -> Result<()> {
-        // SAFETY: as `ntt_forward_raw`.
+    /// Inverse NTT of `src`'s limbs into `dst`'s (the same for in place),
+    /// one part per buffer; with `y_scale`, a conversion's `y_i` instead of
+    /// the coefficients.
+    fn ntt_inverse_raw(
+        &self,
+        dst: (&[u64], &LimbMap),
+        src: (&[u64], &LimbMap),
+        y_scale: Option<u64>,
+    ) -> Result<()> {
+        // SAFETY: as `ntt_forward_raw`; `y_scale` holds a pair per limb.
         unsafe {
             launch::ntt::inverse_async(
                 &self.kernels,
@@ -299,6 +314,7 @@ impl GpuBackend {
                 self.consts()?,
                 address(&self.twiddles)?,
                 address(&self.n_inv)?,
+                y_scale,
                 self.geometry,
             )
         }?;
@@ -308,12 +324,15 @@ impl GpuBackend {
     fn ntt(&self, buffer: u64, map: &LimbMap, forward: bool) -> Result<()> {
         if forward {
             self.ntt_forward_raw(
-                (buffer, map),
-                ForwardSource::Limbs { src: buffer, map },
+                (&[buffer], map),
+                ForwardSource::Limbs {
+                    src: &[buffer],
+                    map,
+                },
                 ForwardEpilogue::Store,
             )
         } else {
-            self.ntt_inverse_raw((buffer, map), (buffer, map))
+            self.ntt_inverse_raw((&[buffer], map), (&[buffer], map), None)
         }
     }
 
@@ -411,77 +430,315 @@ impl GpuBackend {
         Ok(())
     }
 
-    /// ModDown, and with `addend` the addition after it, in the epilogue.
-    fn mod_down_then_add(
+    /// ModDown of one or two parts (the same views but for their buffers),
+    /// each with the addition after it in the epilogue where `addend` has
+    /// one: one launch per kernel for every part. `Ok(false)` when the
+    /// views differ (the caller falls back to one part at a time).
+    fn mod_down_parts(
         &self,
-        x: Limbs<'_>,
+        x: &[Limbs<'_>],
         p_count: usize,
-        addend: Option<Limbs<'_>>,
-        out: LimbsMut<'_>,
-    ) -> Result<()> {
-        let q_count =
-            x.len()
-                .checked_sub(p_count)
-                .filter(|_| p_count > 0)
-                .ok_or(Error::LengthMismatch {
-                    expected: p_count + 1,
-                    actual: x.len(),
-                })?;
-        let (q_moduli, p_moduli) = x.moduli.split_at(q_count);
-        let (q_positions, p_positions) = x.positions.split_at(q_count);
-        if q_moduli != out.moduli {
+        addend: &[Option<Limbs<'_>>],
+        out: &[LimbsMut<'_>],
+    ) -> Result<bool> {
+        let (Some(x0), Some(o0)) = (x.first(), out.first()) else {
+            return Err(Error::EmptyBasis);
+        };
+        let q_count = x0
+            .len()
+            .checked_sub(p_count)
+            .filter(|_| p_count > 0)
+            .ok_or(Error::LengthMismatch {
+                expected: p_count + 1,
+                actual: x0.len(),
+            })?;
+        let (q_moduli, p_moduli) = x0.moduli.split_at(q_count);
+        let (q_positions, p_positions) = x0.positions.split_at(q_count);
+        if q_moduli != o0.moduli {
             return Err(Error::LengthMismatch {
                 expected: q_count,
-                actual: out.len(),
+                actual: o0.len(),
             });
         }
-        let (xa, _) = self.read_view(&x)?;
-        let (xo, mo) = self.write_view(&out)?;
-        let add = match &addend {
-            Some(e) if e.moduli == out.moduli => Some(self.read_view(e)?),
-            Some(e) => {
-                return Err(Error::LengthMismatch {
-                    expected: out.len(),
-                    actual: e.len(),
-                });
+        let first_add = addend.iter().flatten().next();
+        if let Some(e) = addend.iter().flatten().find(|e| e.moduli != o0.moduli) {
+            return Err(Error::LengthMismatch {
+                expected: o0.len(),
+                actual: e.len(),
+            });
+        }
+        let uniform = x
+            .iter()
+            .all(|v| v.positions == x0.positions && v.moduli == x0.moduli)
+            && out
+                .iter()
+                .all(|v| v.positions == o0.positions && v.moduli == o0.moduli)
+            && addend
+                .iter()
+                .flatten()
+                .all(|e| first_add.is_some_and(|f| f.positions == e.positions))
+            && x.len() == out.len()
+            && x.len() == addend.len()
+            && x.len() <= 2;
+        if !uniform {
+            return Ok(false);
+        }
+        let parts = x.len();
+        let mut xs = [0u64; 2];
+        let mut outs = [0u64; 2];
+        let mut adds = [0u64; 2];
+        for (((v, o), e), (xa, (oa, ea))) in x
+            .iter()
+            .zip(out)
+            .zip(addend)
+            .zip(xs.iter_mut().zip(outs.iter_mut().zip(adds.iter_mut())))
+        {
+            *xa = self.read_view(v)?.0;
+            *oa = self.write_view(o)?.0;
+            if let Some(e) = e {
+                *ea = self.read_view(e)?.0;
             }
-            None => None,
-        };
+        }
+        let (xs, outs, adds) = (
+            first_u64(&xs, parts)?,
+            first_u64(&outs, parts)?,
+            first_u64(&adds, parts)?,
+        );
         let tables = self.conversion(p_moduli, q_moduli)?;
-        let p_part = self.scratch(p_count)?;
-        let _guard = self.allocator.prepare(&[
-            x.buffer,
-            out.buffer,
-            &p_part,
-            &tables.table,
-            &tables.scale,
-            addend.as_ref().map_or(x.buffer, |e| e.buffer),
-        ])?;
+        let p_part = self.scratch(parts * p_count)?;
+        let mut touched: Vec<&Buffer> = x.iter().map(|v| v.buffer).collect();
+        touched.extend(out.iter().map(|o| &*o.buffer));
+        touched.extend(addend.iter().flatten().map(|e| e.buffer));
+        touched.extend([&p_part, &tables.table, &tables.scale, &tables.y_scale]);
+        let _guard = self.allocator.prepare(&touched)?;
         let p_addr = address(&p_part)?;
+        let limb_bytes = (p_count * self.degree * 8) as u64;
+        let p_parts = [p_addr, p_addr + limb_bytes];
         let p_map = LimbMap::new(contiguous(0, p_count)?, p_moduli)?;
-        // The P limbs to coefficients, out of place (no copy).
+        // The P limbs to coefficients, out of place (no copy), times
+        // N^{-1}·P̂_i^{-1}: the conversion's y_i, once per coefficient.
         self.ntt_inverse_raw(
-            (p_addr, &p_map),
-            (xa, &LimbMap::new(p_positions, p_moduli)?),
+            (first_u64(&p_parts, parts)?, &p_map),
+            (xs, &LimbMap::new(p_positions, p_moduli)?),
+            Some(address(&tables.y_scale)?),
         )?;
-        // out = (x_i − NTT(convert(p_part))) · P^{-1} (+ addend): the
+        // out = (x_i − NTT(convert(y))) · P^{-1} (+ addend): the
         // conversion is computed as the transform loads its points, the
         // subtraction, scaling and addition as it stores them.
+        let mut all_p = [0usize; 2 * launch::MAX_SOURCES];
+        for (slot, &m) in all_p
+            .iter_mut()
+            .zip(p_moduli.iter().cycle())
+            .take(parts * p_count)
+        {
+            *slot = m;
+        }
+        let conv_map = LimbMap::new(
+            contiguous(0, parts * p_count)?,
+            first(&all_p, parts * p_count)?,
+        )?;
+        let table = address(&tables.table)?;
+        let add_map = match first_add {
+            Some(e) => LimbMap::new(e.positions, e.moduli)?,
+            None => LimbMap::new(&[], &[])?,
+        };
         self.ntt_forward_raw(
-            (xo, &mo),
+            (outs, &LimbMap::new(o0.positions, o0.moduli)?),
             ForwardSource::Convert {
                 input: p_addr,
-                map: &p_map,
-                table: address(&tables.table)?,
+                map: &conv_map,
+                per: p_count,
+                tables: first_u64(&[table, table], parts)?,
                 exact: true,
+                prescaled: true,
+                own: None,
             },
             ForwardEpilogue::SubScale {
-                aux: xa,
+                aux: xs,
                 aux_map: &LimbMap::new(q_positions, q_moduli)?,
                 scale: address(&tables.scale)?,
-                add: add.as_ref().map(|(a, m)| (*a, m)),
+                add: if first_add.is_some() { adds } else { &[] },
+                add_map: &add_map,
             },
-        )
+        )?;
+        Ok(true)
+    }
+
+    /// Rescale of one or two parts (the same views but for their
+    /// buffers): one launch per kernel for every part; `Ok(false)` when the
+    /// views differ.
+    fn rescale_parts(&self, x: &[Limbs<'_>], out: &[LimbsMut<'_>]) -> Result<bool> {
+        let (Some(x0), Some(o0)) = (x.first(), out.first()) else {
+            return Err(Error::EmptyBasis);
+        };
+        let (&last, kept) = x0.moduli.split_last().ok_or(Error::LengthMismatch {
+            expected: 1,
+            actual: 0,
+        })?;
+        let &last_position = x0.positions.last().ok_or(Error::EmptyBasis)?;
+        if kept != o0.moduli {
+            return Err(Error::LengthMismatch {
+                expected: kept.len(),
+                actual: o0.len(),
+            });
+        }
+        let uniform = x
+            .iter()
+            .all(|v| v.positions == x0.positions && v.moduli == x0.moduli)
+            && out
+                .iter()
+                .all(|v| v.positions == o0.positions && v.moduli == o0.moduli)
+            && x.len() == out.len()
+            && x.len() <= 2;
+        if !uniform {
+            return Ok(false);
+        }
+        let parts = x.len();
+        let mut xs = [0u64; 2];
+        let mut outs = [0u64; 2];
+        for ((v, o), (xa, oa)) in x.iter().zip(out).zip(xs.iter_mut().zip(outs.iter_mut())) {
+            *xa = self.read_view(v)?.0;
+            *oa = self.write_view(o)?.0;
+        }
+        let (xs, outs) = (first_u64(&xs, parts)?, first_u64(&outs, parts)?);
+        let kept_map = LimbMap::new(
+            x0.positions.get(..kept.len()).ok_or(Error::EmptyBasis)?,
+            kept,
+        )?;
+        let scale = self.rescale_scale(kept, last)?;
+        let top = self.scratch(parts)?;
+        let mut touched: Vec<&Buffer> = x.iter().map(|v| v.buffer).collect();
+        touched.extend(out.iter().map(|o| &*o.buffer));
+        touched.extend([&top, &*scale]);
+        let _guard = self.allocator.prepare(&touched)?;
+        let top_addr = address(&top)?;
+        let tops = [top_addr, top_addr + (self.degree * 8) as u64];
+        // The last limb of each part to coefficients, out of place (no copy).
+        self.ntt_inverse_raw(
+            (first_u64(&tops, parts)?, &LimbMap::new(&[0], &[last])?),
+            (xs, &LimbMap::new(&[last_position], &[last])?),
+            None,
+        )?;
+        // out = (x_i − NTT(centred lift of the top limb)) · q_last^{-1}: the
+        // lift as the transform loads its points, the rest as it stores.
+        self.ntt_forward_raw(
+            (outs, &LimbMap::new(o0.positions, o0.moduli)?),
+            ForwardSource::Spread {
+                input: top_addr,
+                map: &LimbMap::new(contiguous(0, parts)?, first(&[last, last], parts)?)?,
+            },
+            ForwardEpilogue::SubScale {
+                aux: xs,
+                aux_map: &kept_map,
+                scale: address(&scale)?,
+                add: &[],
+                add_map: &LimbMap::new(&[], &[])?,
+            },
+        )?;
+        Ok(true)
+    }
+
+    /// The fused decomposition (see [`Backend::decompose_mod_up`]);
+    /// `Ok(false)` when the views do not fit its kernels.
+    fn decompose_fused(&self, c: Limbs<'_>, alpha: usize, out: &[LimbsMut<'_>]) -> Result<bool> {
+        let count = c.len();
+        let Some(o0) = out.first() else {
+            return Ok(false);
+        };
+        let fits = alpha > 0
+            && alpha <= launch::MAX_SOURCES
+            && out.len() == count.div_ceil(alpha)
+            && out.len() <= launch::ntt::MAX_PARTS
+            && o0.moduli.get(..count) == Some(c.moduli)
+            && out
+                .iter()
+                .all(|o| o.positions == o0.positions && o.moduli == o0.moduli);
+        if !fits {
+            return Ok(false);
+        }
+        let (ca, cm) = self.read_view(&c)?;
+        let mut outs = [0u64; launch::ntt::MAX_PARTS];
+        let mut tables = Vec::with_capacity(out.len());
+        let mut table_addresses = [0u64; launch::ntt::MAX_PARTS];
+        let mut targets = [0usize; launch::MAX_LIMBS];
+        for (j, o) in out.iter().enumerate() {
+            let (Some(slot), Some(table_slot)) = (outs.get_mut(j), table_addresses.get_mut(j))
+            else {
+                return Ok(false);
+            };
+            *slot = self.write_view(o)?.0;
+            let start = j * alpha;
+            let end = (start + alpha).min(count);
+            let digit = c.moduli.get(start..end).ok_or(Error::EmptyBasis)?;
+            let mut t = 0usize;
+            for &m in o0.moduli.iter().filter(|m| !digit.contains(m)) {
+                *targets.get_mut(t).ok_or(Error::EmptyBasis)? = m;
+                t += 1;
+            }
+            let table = self.conversion(digit, first(&targets, t)?)?;
+            *table_slot = address(&table.table)?;
+            tables.push(table);
+        }
+        let parts = out.len();
+        let y_scale = self.decompose_scale(c.moduli, alpha)?;
+        let y = self.scratch(count)?;
+        let mut touched: Vec<&Buffer> = vec![c.buffer, &y, &y_scale];
+        touched.extend(out.iter().map(|o| &*o.buffer));
+        touched.extend(tables.iter().map(|t| &t.table));
+        let _guard = self.allocator.prepare(&touched)?;
+        let ya = address(&y)?;
+        let y_map = LimbMap::new(contiguous(0, count)?, c.moduli)?;
+        // c to y_i = [x_i · q̂_i^{-1}]_{q_i} (q̂ of the limb's digit), out of
+        // place: the conversion's first step, once per coefficient.
+        self.ntt_inverse_raw((&[ya], &y_map), (&[ca], &cm), Some(address(&y_scale)?))?;
+        // Every digit at once: its own limbs copied from c, the others
+        // converted (exact, centred, as on the CPU) as the transform loads
+        // its points.
+        self.ntt_forward_raw(
+            (
+                first_u64(&outs, parts)?,
+                &LimbMap::new(o0.positions, o0.moduli)?,
+            ),
+            ForwardSource::Convert {
+                input: ya,
+                map: &y_map,
+                per: alpha,
+                tables: first_u64(&table_addresses, parts)?,
+                exact: true,
+                prescaled: true,
+                own: Some((ca, &cm)),
+            },
+            ForwardEpilogue::Store,
+        )?;
+        Ok(true)
+    }
+
+    /// The per-limb `(N^{-1}·q̂_i^{-1}, shoup)` pairs of a decomposition of
+    /// `moduli` into digits of `alpha` limbs, built once per pair.
+    fn decompose_scale(&self, moduli: &[usize], alpha: usize) -> Result<Arc<Buffer>> {
+        let key = PairKey::new(moduli, &[alpha])?;
+        if let Some(t) = self
+            .decompose_scales
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key.as_slice())
+        {
+            return Ok(Arc::clone(t));
+        }
+        let mut words = Vec::with_capacity(2 * moduli.len());
+        for digit in moduli.chunks(alpha.max(1)) {
+            let m = digit
+                .iter()
+                .map(|&i| self.modulus(i))
+                .collect::<Result<Vec<_>>>()?;
+            words.extend(y_scale_words(self.degree, &m)?);
+        }
+        let table = Arc::new(upload_constant(&self.allocator, &words)?);
+        self.decompose_scales
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.as_slice().to_vec(), Arc::clone(&table));
+        Ok(table)
     }
 
     fn copy_raw(&self, dst: (u64, &LimbMap), src: (u64, &LimbMap)) -> Result<()> {
@@ -520,6 +777,11 @@ fn address(buffer: &Buffer) -> Result<u64> {
 
 /// The first `count` entries of a stack list.
 fn first(list: &[usize], count: usize) -> Result<&[usize]> {
+    list.get(..count).ok_or(Error::EmptyBasis)
+}
+
+/// The first `count` addresses of a stack list.
+fn first_u64(list: &[u64], count: usize) -> Result<&[u64]> {
     list.get(..count).ok_or(Error::EmptyBasis)
 }
 
@@ -702,64 +964,22 @@ impl Backend for GpuBackend {
     }
 
     fn rescale(&self, x: Limbs<'_>, out: LimbsMut<'_>) -> Result<()> {
-        let (&last, kept) = x.moduli.split_last().ok_or(Error::LengthMismatch {
-            expected: 1,
-            actual: 0,
-        })?;
-        let &last_position = x.positions.last().ok_or(Error::EmptyBasis)?;
-        if kept != out.moduli {
-            return Err(Error::LengthMismatch {
-                expected: kept.len(),
-                actual: out.len(),
-            });
+        self.rescale_parts(&[x], &[out]).map(|_| ())
+    }
+
+    fn rescale_pair(&self, x: [Limbs<'_>; 2], out: [LimbsMut<'_>; 2]) -> Result<()> {
+        if self.rescale_parts(&x, &out)? {
+            return Ok(());
         }
-        let (xa, _) = self.read_view(&x)?;
-        let (xo, mo) = self.write_view(&out)?;
-        let kept_map = LimbMap::new(
-            x.positions.get(..kept.len()).ok_or(Error::EmptyBasis)?,
-            kept,
-        )?;
-        let scale = self.rescale_scale(kept, last)?;
-        let top = self.scratch(1)?;
-        let _guard = self
-            .allocator
-            .prepare(&[x.buffer, out.buffer, &top, &scale])?;
-        let top_addr = address(&top)?;
-        let top_map = LimbMap::new(&[0], &[last])?;
-        // The last limb to coefficients, out of place (no copy).
-        self.ntt_inverse_raw(
-            (top_addr, &top_map),
-            (xa, &LimbMap::new(&[last_position], &[last])?),
-        )?;
-        // SAFETY: `top` holds one limb, `out` the kept limbs (checked view),
-        // distinct buffers on the compute stream; the source modulus index is
-        // valid.
-        unsafe {
-            launch::convert::spread_centered_async(
-                &self.kernels,
-                StreamId::Compute,
-                (xo, &mo),
-                top_addr,
-                last as u32,
-                self.consts()?,
-                self.n(),
-            )
-        }?;
-        // out = (x_i − NTT(spread)) · q_last^{-1}, fused into the transform.
-        self.ntt_forward_raw(
-            (xo, &mo),
-            ForwardSource::Limbs { src: xo, map: &mo },
-            ForwardEpilogue::SubScale {
-                aux: xa,
-                aux_map: &kept_map,
-                scale: address(&scale)?,
-                add: None,
-            },
-        )
+        for (x, out) in x.into_iter().zip(out) {
+            self.rescale(x, out)?;
+        }
+        Ok(())
     }
 
     fn mod_down(&self, x: Limbs<'_>, p_count: usize, out: LimbsMut<'_>) -> Result<()> {
-        self.mod_down_then_add(x, p_count, None, out)
+        self.mod_down_parts(&[x], p_count, &[None], &[out])
+            .map(|_| ())
     }
 
     fn mod_down_add(
@@ -769,7 +989,31 @@ impl Backend for GpuBackend {
         addend: Limbs<'_>,
         out: LimbsMut<'_>,
     ) -> Result<()> {
-        self.mod_down_then_add(x, p_count, Some(addend), out)
+        self.mod_down_parts(&[x], p_count, &[Some(addend)], &[out])
+            .map(|_| ())
+    }
+
+    fn mod_down_pair(
+        &self,
+        x: [Limbs<'_>; 2],
+        p_count: usize,
+        addend: [Option<Limbs<'_>>; 2],
+        out: [LimbsMut<'_>; 2],
+    ) -> Result<()> {
+        if self.mod_down_parts(&x, p_count, &addend, &out)? {
+            return Ok(());
+        }
+        for ((x, addend), out) in x.into_iter().zip(addend).zip(out) {
+            self.mod_down_parts(&[x], p_count, &[addend], &[out])?;
+        }
+        Ok(())
+    }
+
+    fn decompose_mod_up(&self, c: Limbs<'_>, alpha: usize, out: &mut [LimbsMut<'_>]) -> Result<()> {
+        if self.decompose_fused(c, alpha, out)? {
+            return Ok(());
+        }
+        decompose_by_parts(self, c, alpha, out)
     }
 
     fn mod_up(
@@ -863,13 +1107,16 @@ impl Backend for GpuBackend {
                     self.copy_raw((xo, &own_map), (source, &own_src_map))?;
                 }
                 self.ntt_forward_raw(
-                    (xo, &target_map),
+                    (&[xo], &target_map),
                     ForwardSource::Convert {
                         input: da,
                         map: &dm,
-                        table: address(&t.table)?,
+                        per: dm.len(),
+                        tables: &[address(&t.table)?],
                         // Centred and exact, as on the CPU (see its `mod_up`).
                         exact: true,
+                        prescaled: false,
+                        own: None,
                     },
                     ForwardEpilogue::Store,
                 )
@@ -988,7 +1235,7 @@ impl Backend for GpuBackend {
         let d = self.write_view(&dst)?;
         let _guard = self.allocator.prepare(&[src.buffer, dst.buffer])?;
         // `src` and `dst` are distinct buffers (a shared and a mutable borrow).
-        self.ntt_inverse_raw((d.0, &d.1), (s.0, &s.1))
+        self.ntt_inverse_raw((&[d.0], &d.1), (&[s.0], &s.1), None)
     }
 
     fn tensor(

@@ -44,12 +44,15 @@ pub(super) fn twiddle_tables(plans: &[NttPlan]) -> (Vec<u64>, Vec<u64>) {
     (twiddles, n_inv)
 }
 
-/// A base conversion on the device: the kernel's table and, for ModDown,
-/// `(P^{-1} mod q_i, shoup)` per target (the fused NTT epilogue's scales).
+/// A base conversion on the device: the kernel's table, for ModDown
+/// `(P^{-1} mod q_i, shoup)` per target (the fused NTT epilogue's scales),
+/// and `(N^{-1}·q_hat_inv_i mod q_i, shoup)` per source (the inverse NTT's
+/// last multiplication when it yields the conversion's `y_i` directly).
 #[derive(Debug)]
 pub(super) struct DeviceConversion {
     pub(super) table: Buffer,
     pub(super) scale: Buffer,
+    pub(super) y_scale: Buffer,
 }
 
 /// `(s_i, s_i shoup)` pairs of reduced scalars, one per modulus.
@@ -64,23 +67,48 @@ pub(super) fn scale_pairs(moduli: &[Modulus], values: &[u64]) -> Vec<u64> {
         .collect()
 }
 
-/// Builds the tables of the conversion from `from` to `to` (the same
-/// [`BaseConverter`] the CPU uses) and uploads them.
+/// Builds the tables of the conversion from `from` to `to` at degree `n`
+/// (the same [`BaseConverter`] the CPU uses) and uploads them.
 pub(super) fn conversion(
     allocator: &Allocator,
+    n: usize,
     from: &[Modulus],
     to: &[Modulus],
 ) -> Result<DeviceConversion> {
     let (table, scale) = conversion_words(from, to)?;
+    let y_scale = y_scale_words(n, from)?;
     Ok(DeviceConversion {
         table: upload_constant(allocator, &table)?,
         scale: upload_constant(allocator, &scale)?,
+        y_scale: upload_constant(allocator, &y_scale)?,
     })
 }
 
-/// The words of a conversion's kernel table (`3k + m + m·k`: q_hat_inv,
-/// its Shoup quotients, 1/q_i as f64 bits, Q mod p_j, then q_hat row by
-/// target) and of its `(P^{-1} mod p_j, shoup)` pairs.
+/// `(N^{-1}·q_hat_inv_i mod q_i, shoup)` for each source `q_i` of the
+/// conversion from `from`: an inverse NTT that multiplies by these instead
+/// of `N^{-1}` leaves `y_i = [x_i·q_hat_inv_i]_{q_i}`, the first step of the
+/// conversion, computed once per coefficient instead of once per target.
+pub(super) fn y_scale_words(n: usize, from: &[Modulus]) -> Result<Vec<u64>> {
+    // Any target will do: q_hat_inv depends on the sources only.
+    let converter = BaseConverter::new(from, from)?;
+    let values = from
+        .iter()
+        .zip(converter.q_hat_inv())
+        .map(|(m, w)| {
+            let n_inv = m.inv(m.reduce(n as u64)).ok_or(Error::NotCoprime {
+                first: m.value(),
+                second: n as u64,
+            })?;
+            Ok(m.mul(n_inv, w.value()))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(scale_pairs(from, &values))
+}
+
+/// The words of a conversion's kernel table (`3k + m + m·k + m`:
+/// q_hat_inv, its Shoup quotients, 1/q_i as f64 bits, Q mod p_j, q_hat row
+/// by target, then the Shoup quotients of Q mod p_j) and of its
+/// `(P^{-1} mod p_j, shoup)` pairs.
 pub(super) fn conversion_words(from: &[Modulus], to: &[Modulus]) -> Result<(Vec<u64>, Vec<u64>)> {
     let converter = BaseConverter::new(from, to)?;
     let mut words = Vec::new();
@@ -91,6 +119,7 @@ pub(super) fn conversion_words(from: &[Modulus], to: &[Modulus]) -> Result<(Vec<
     for row in converter.q_hat() {
         words.extend_from_slice(row);
     }
+    words.extend(converter.q_mod_shoup().iter().map(|w| w.quotient()));
     let inverses = to
         .iter()
         .zip(converter.q_mod())

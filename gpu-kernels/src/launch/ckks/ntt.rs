@@ -82,42 +82,143 @@ impl NttGeometry {
         )
     }
 
-    fn config((blocks, threads, shared): (u32, u32, u32), limbs: usize) -> LaunchConfig {
+    fn config(
+        (blocks, threads, shared): (u32, u32, u32),
+        limbs: usize,
+        parts: u32,
+    ) -> LaunchConfig {
         LaunchConfig {
-            grid_dim: (blocks, limbs as u32, 1),
+            grid_dim: (blocks, limbs as u32, parts.max(1)),
             block_dim: (threads, 1, 1),
             shared_mem_bytes: shared,
         }
     }
 }
 
-/// What the forward transform's first phase reads.
+/// Most independent parts of one batched transform (`HEMEM_MAX_PARTS`).
+pub const MAX_PARTS: usize = 16;
+
+/// The parts of a batched launch, as `struct Parts` in
+/// `cuda/ckks_common.cuh`: part `z` (grid `z`) writes `dst[z]`; `aux[z]`
+/// and `extra[z]` are what each kernel says.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Parts {
+    /// Output buffer of each part.
+    pub dst: [u64; MAX_PARTS],
+    /// Source (`NTT_LOAD`, inverse) or minuend (ModDown epilogue) buffer.
+    pub aux: [u64; MAX_PARTS],
+    /// Conversion table (columns) or addend buffer (rows; 0 for none).
+    pub extra: [u64; MAX_PARTS],
+    /// Sources per part (0: not a conversion).
+    pub per: u32,
+    /// Source entries in all.
+    pub total: u32,
+    /// Nonzero: the parts' own entries are copied, not converted (ModUp).
+    pub skip: u32,
+    /// Padding.
+    pub pad: u32,
+}
+
+// SAFETY: a plain-old-data `#[repr(C)]` struct with the layout of its CUDA
+// counterpart (checked by the size test below); passed by value.
+unsafe impl cudarc::driver::DeviceRepr for Parts {}
+
+impl Parts {
+    /// Parts writing `dst` (at most [`MAX_PARTS`]).
+    ///
+    /// # Errors
+    /// [`Error::LaunchShape`] for no part or too many.
+    fn new(dst: &[u64]) -> Result<Self> {
+        if dst.is_empty() || dst.len() > MAX_PARTS {
+            return Err(Error::LaunchShape {
+                kernel: "ntt",
+                what: "parts",
+                expected: MAX_PARTS,
+                found: dst.len(),
+            });
+        }
+        let mut p = Self::default();
+        fill(&mut p.dst, dst, "parts")?;
+        Ok(p)
+    }
+
+    fn count(dst: &[u64]) -> u32 {
+        dst.len() as u32
+    }
+
+    /// Sources of part `z`.
+    fn span(&self, z: u32) -> u32 {
+        let start = z * self.per;
+        self.total.saturating_sub(start).min(self.per)
+    }
+}
+
+/// Copies `values` into the first slots of `slots`, one per part.
+fn fill(slots: &mut [u64; MAX_PARTS], values: &[u64], what: &'static str) -> Result<()> {
+    if values.len() > MAX_PARTS {
+        return Err(Error::LaunchShape {
+            kernel: "ntt",
+            what,
+            expected: MAX_PARTS,
+            found: values.len(),
+        });
+    }
+    for (slot, &v) in slots.iter_mut().zip(values) {
+        *slot = v;
+    }
+    Ok(())
+}
+
+/// What the forward transform's first phase reads, per part.
 #[derive(Clone, Copy, Debug)]
 pub enum ForwardSource<'a> {
-    /// Coefficients: the limbs of a buffer (the destination itself for an
-    /// in-place transform).
+    /// Coefficients: part `z` reads the limbs of `src[z]` through `map` (its
+    /// destination for an in-place transform).
     Limbs {
-        /// Address of the buffer.
-        src: u64,
-        /// Its limbs, one per destination limb.
+        /// Address of each part's source buffer.
+        src: &'a [u64],
+        /// The limbs, one per destination limb.
         map: &'a LimbMap,
     },
-    /// The fast base conversion of `input`'s limbs (coefficient form, at
-    /// most [`MAX_SOURCES`]) to the destination's moduli, computed as the
-    /// first phase loads its points (the converted limbs are never written):
-    /// ModUp (`exact = false`) and ModDown (`exact = true`, the HPS centred
-    /// conversion with the CPU's `f64` sequence). `table` addresses the
-    /// conversion table of `cuda/ckks_convert.cu` for exactly these source
-    /// moduli and the destination's moduli in order.
+    /// The fast base conversion of `input`'s limbs (coefficient form) to
+    /// the destination's moduli, computed as the first phase loads its
+    /// points (the converted limbs are never written): part `z` converts
+    /// the entries `[z·per, z·per + per)` of `map` (fewer for the last)
+    /// with the table `tables[z]` (the layout of `cuda/ckks_convert.cu`,
+    /// for exactly those source moduli and the part's targets in order).
+    /// `exact`: the HPS centred conversion with the CPU's `f64` sequence
+    /// (ModUp and ModDown); `prescaled`: `input` holds
+    /// `y_i = [x_i·q_hat_inv_i]_{q_i}` already (an inverse NTT with the
+    /// conversion's scales). With `own: Some((src, src_map))` (ModUp), part
+    /// `z`'s own entries of the destination list (the first entries are
+    /// the sources' moduli, in order) are copied from `src` (NTT form,
+    /// through `src_map`) instead, and its table lists the other entries.
     Convert {
         /// Address of the source buffer.
         input: u64,
-        /// Its limbs.
+        /// Its limbs: every part's sources, part after part.
         map: &'a LimbMap,
-        /// Device address of the conversion table.
-        table: u64,
+        /// Sources per part (the last part may have fewer).
+        per: usize,
+        /// Device address of each part's conversion table.
+        tables: &'a [u64],
         /// Exact (centred) conversion.
         exact: bool,
+        /// `input` holds the `y_i`.
+        prescaled: bool,
+        /// ModUp: the NTT form of the sources, copied into the parts' own
+        /// entries.
+        own: Option<(u64, &'a LimbMap)>,
+    },
+    /// Rescaling's centred lift: part `z` lifts entry `z` of `map` (one
+    /// limb in coefficient form, modulo its own prime) into every
+    /// destination limb.
+    Spread {
+        /// Address of the source buffer.
+        input: u64,
+        /// One limb per part.
+        map: &'a LimbMap,
     },
 }
 
@@ -127,40 +228,48 @@ pub enum ForwardEpilogue<'a> {
     /// The evaluations, fully reduced.
     Store,
     /// `(aux − v)·s_i` for each limb `i` of the output: ModDown's and
-    /// rescaling's last step fused into the transform. `aux` is read through
-    /// its map; `scale` addresses `(s_i, s_i shoup)` pairs, one per limb of
-    /// the output map.
+    /// rescaling's last step fused into the transform. Part `z`'s minuend
+    /// is `aux[z]` read through `aux_map`; `scale` addresses `(s_i, s_i
+    /// shoup)` pairs, one per limb of the output map.
     SubScale {
-        /// Address of the minuend's buffer.
-        aux: u64,
-        /// Its limbs.
+        /// Address of each part's minuend buffer.
+        aux: &'a [u64],
+        /// Their limbs.
         aux_map: &'a LimbMap,
         /// Device address of the per-limb `(s, s shoup)` pairs.
         scale: u64,
-        /// `(address, map)` of limbs added to the result (reduced), as the
-        /// addition that follows a key switch.
-        add: Option<(u64, &'a LimbMap)>,
+        /// Address of each part's addend (0: none; empty: none at all),
+        /// added to the result (reduced): the addition that follows a key
+        /// switch.
+        add: &'a [u64],
+        /// The addends' limbs.
+        add_map: &'a LimbMap,
     },
 }
 
 /// Queues the forward NTT (coefficients → bit-reversed evaluations, fully
-/// reduced) of `source` into the limbs of `dst`, which may be the source
-/// buffer and map (in place): the columns kernel reads the source and
-/// writes `dst`, the rows kernel transforms `dst` (8·N bytes read and
-/// written per limb each, plus the rows' twiddles). Grids: `(C/S, limbs)`
-/// and `(R/S, limbs)` blocks of 256 threads (fewer for N < 2^11).
+/// reduced) of `source` into the limbs of `dst_map` in each buffer of `dst`
+/// (one part per buffer, at most [`MAX_PARTS`], independent transforms of
+/// one launch pair): the columns kernel reads the source and writes the
+/// destination, the rows kernel transforms it in place (8·N bytes read and
+/// written per limb each, plus the rows' twiddles). Grids: `(C/S, limbs,
+/// parts)` and `(R/S, limbs, parts)` blocks of 256 threads (fewer for
+/// N < 2^11).
 ///
 /// # Errors
-/// [`Error::LaunchShape`] for maps of different lengths; [`Error::Launch`].
+/// [`Error::LaunchShape`] for maps of different lengths or lists of
+/// different parts; [`Error::Launch`].
 ///
 /// # Safety
-/// `dst` and `src` must address device buffers holding every limb position
-/// of their maps (`N` words each), usable on `stream` until the kernels
-/// complete, with no concurrent access; `src` limbs other than `dst`'s own
-/// must not overlap `dst`'s; `consts` and `twiddles` must address the
-/// context's modulus table and twiddle tables (4·N words per modulus)
-/// covering every modulus index of `dst_map`; the epilogue's buffers must
-/// hold their maps' limbs and not overlap `dst`.
+/// Every address must hold every limb position of its map (`N` words
+/// each), usable on `stream` until the kernels complete, with no concurrent
+/// access; sources other than a part's own destination limbs must not
+/// overlap any destination; distinct parts' destinations must not overlap;
+/// `consts` and `twiddles` must address the context's modulus table and
+/// twiddle tables (4·N words per modulus) covering every modulus index of
+/// the maps; conversion tables must match their sources and targets; the
+/// epilogue's buffers must hold their maps' limbs and not overlap a
+/// destination.
 #[allow(
     clippy::too_many_arguments,
     reason = "operands, tables and the epilogue"
@@ -168,7 +277,7 @@ pub enum ForwardEpilogue<'a> {
 pub unsafe fn forward_async(
     kernels: &Kernels,
     stream: StreamId,
-    (dst, dst_map): (u64, &LimbMap),
+    (dst, dst_map): (&[u64], &LimbMap),
     source: ForwardSource<'_>,
     consts: u64,
     twiddles: u64,
@@ -178,19 +287,32 @@ pub unsafe fn forward_async(
     if dst_map.is_empty() {
         return Ok(());
     }
+    let parts_count = Parts::count(dst);
+    let mut parts = Parts::new(dst)?;
     let empty = LimbMap::new(&[], &[])?;
-    let (src, src_map, conv_in, conv_map, table, mode) = match source {
+    let (src_map, conv_in, conv_map, mode) = match source {
         ForwardSource::Limbs { src, map } => {
             same_count(dst_map, map)?;
-            (src, map, 0u64, &empty, 0u64, 0u32)
+            same_parts(dst, src)?;
+            fill(&mut parts.aux, src, "sources")?;
+            (map, 0u64, &empty, 0u32)
         }
         ForwardSource::Convert {
             input,
             map,
-            table,
+            per,
+            tables,
             exact,
+            prescaled,
+            own,
         } => {
-            if map.is_empty() || map.len() > MAX_SOURCES {
+            same_parts(dst, tables)?;
+            let per = u32::try_from(per).unwrap_or(u32::MAX);
+            if per == 0
+                || per as usize > MAX_SOURCES
+                || map.count.div_ceil(per) != parts_count
+                || own.is_some_and(|_| map.count > dst_map.count)
+            {
                 return Err(Error::LaunchShape {
                     kernel: "ntt_fwd_cols",
                     what: "conversion sources",
@@ -198,7 +320,47 @@ pub unsafe fn forward_async(
                     found: map.len(),
                 });
             }
-            (dst, dst_map, input, map, table, 1 + u32::from(exact))
+            fill(&mut parts.extra, tables, "tables")?;
+            parts.per = per;
+            parts.total = map.count;
+            let mut src_map = &empty;
+            if let Some((src, own_map)) = own {
+                // The parts' own entries lead the destination list, in the
+                // sources' order.
+                let leading = map
+                    .modulus
+                    .iter()
+                    .zip(&dst_map.modulus)
+                    .zip(&own_map.modulus);
+                if own_map.count < map.count
+                    || leading.take(map.len()).any(|((a, b), c)| a != b || a != c)
+                {
+                    return Err(Error::LaunchShape {
+                        kernel: "ntt_fwd_cols",
+                        what: "own limbs",
+                        expected: map.len(),
+                        found: own_map.len(),
+                    });
+                }
+                parts.skip = 1;
+                parts.aux = [src; MAX_PARTS];
+                src_map = own_map;
+            }
+            let kind = 1 + u32::from(exact) + if prescaled { 4 } else { 0 };
+            (src_map, input, map, kind)
+        }
+        ForwardSource::Spread { input, map } => {
+            if map.count != parts_count {
+                return Err(Error::LaunchShape {
+                    kernel: "ntt_fwd_cols",
+                    what: "spread sources",
+                    expected: dst.len(),
+                    found: map.len(),
+                });
+            }
+            parts.per = 1;
+            parts.total = map.count;
+            (&empty, input, map, 3u32)
         }
     };
     let s = kernels.device.stream(stream);
@@ -207,9 +369,8 @@ pub unsafe fn forward_async(
     let rows = kernel(&k.ntt_fwd_rows, geometry.log_c, "ntt_fwd_rows")?;
     let mut launch = s.launch_builder(cols);
     launch
-        .arg(&dst)
+        .arg(&parts)
         .arg(dst_map)
-        .arg(&src)
         .arg(src_map)
         .arg(&consts)
         .arg(&twiddles)
@@ -217,116 +378,159 @@ pub unsafe fn forward_async(
         .arg(&geometry.cols_log_s)
         .arg(&conv_in)
         .arg(conv_map)
-        .arg(&table)
         .arg(&mode);
-    // SAFETY: PTX signature (u64, LimbMap, u64, LimbMap, const ModConst*,
-    // const u64*, u32, u32, u64, LimbMap, const u64*, u32); the caller
-    // guarantees the memory; every block owns its columns.
-    unsafe { launch.launch(NttGeometry::config(geometry.columns_shape(), dst_map.len())) }
-        .map_err(launched("ntt_fwd_cols"))?;
-    let (aux, aux_map, scale, mode, add, add_map) = match epilogue {
-        ForwardEpilogue::Store => (dst, dst_map, 0u64, 0u32, 0u64, &empty),
+    // SAFETY: PTX signature (Parts, LimbMap, LimbMap, const ModConst*,
+    // const u64*, u32, u32, u64, LimbMap, u32); the caller guarantees the
+    // memory; every block owns its columns of one part's limb.
+    unsafe {
+        launch.launch(NttGeometry::config(
+            geometry.columns_shape(),
+            dst_map.len(),
+            parts_count,
+        ))
+    }
+    .map_err(launched("ntt_fwd_cols"))?;
+    // The rows phase passes over the parts' own (copied) limbs: as many
+    // limbs as the part with the fewest own ones converts.
+    let rows_limbs = if parts.skip != 0 {
+        let least = (0..parts_count).map(|z| parts.span(z)).min().unwrap_or(0);
+        dst_map.count.saturating_sub(least)
+    } else {
+        dst_map.count
+    };
+    let (aux_map, scale, mode, add_map) = match epilogue {
+        ForwardEpilogue::Store => (&empty, 0u64, 0u32, &empty),
         ForwardEpilogue::SubScale {
             aux,
             aux_map,
             scale,
-            add: None,
+            add,
+            add_map,
         } => {
             same_count(dst_map, aux_map)?;
-            (aux, aux_map, scale, 1u32, 0u64, &empty)
-        }
-        ForwardEpilogue::SubScale {
-            aux,
-            aux_map,
-            scale,
-            add: Some((add, add_map)),
-        } => {
-            same_count(dst_map, aux_map)?;
-            same_count(dst_map, add_map)?;
-            (aux, aux_map, scale, 2u32, add, add_map)
+            same_parts(dst, aux)?;
+            parts.aux = [0; MAX_PARTS];
+            fill(&mut parts.aux, aux, "minuends")?;
+            parts.extra = [0; MAX_PARTS];
+            if !add.is_empty() {
+                same_count(dst_map, add_map)?;
+                same_parts(dst, add)?;
+                fill(&mut parts.extra, add, "addends")?;
+            }
+            (aux_map, scale, 1u32, add_map)
         }
     };
+    if rows_limbs == 0 {
+        return Ok(());
+    }
     let mut launch = s.launch_builder(rows);
     launch
-        .arg(&dst)
-        .arg(dst_map)
-        .arg(&dst)
+        .arg(&parts)
         .arg(dst_map)
         .arg(&consts)
         .arg(&twiddles)
         .arg(&geometry.log_r)
         .arg(&geometry.rows_log_s)
-        .arg(&aux)
         .arg(aux_map)
         .arg(&scale)
         .arg(&mode)
-        .arg(&add)
         .arg(add_map);
-    // SAFETY: PTX signature (u64, LimbMap, u64, LimbMap, const ModConst*,
-    // const u64*, u32, u32, u64, LimbMap, const u64*, u32, u64, LimbMap);
-    // every block owns its rows.
-    unsafe { launch.launch(NttGeometry::config(geometry.rows_shape(), dst_map.len())) }
-        .map_err(launched("ntt_fwd_rows"))?;
+    // SAFETY: PTX signature (Parts, LimbMap, const ModConst*, const u64*,
+    // u32, u32, LimbMap, const u64*, u32, LimbMap); every block owns its
+    // rows of one part's limb.
+    unsafe {
+        launch.launch(NttGeometry::config(
+            geometry.rows_shape(),
+            rows_limbs as usize,
+            parts_count,
+        ))
+    }
+    .map_err(launched("ntt_fwd_rows"))?;
     Ok(())
 }
 
 /// Queues the inverse NTT (bit-reversed evaluations → coefficients,
-/// normalised by `N^{-1}`, fully reduced) of the limbs of `src` into those
-/// of `dst` (may be the same, in place): the rows kernel reads `src` and
-/// writes `dst`, the columns kernel transforms `dst`.
+/// normalised by `N^{-1}`, fully reduced) of the limbs of each `src[z]`
+/// into those of `dst[z]` (may be the same, in place; one part per buffer,
+/// at most [`MAX_PARTS`]): the rows kernel reads the source and writes the
+/// destination, the columns kernel transforms it in place. With `y_scale`,
+/// the last multiplication is by that table's `(s, shoup)` pair of each
+/// limb of the map instead of `N^{-1}` (`s = N^{-1}·q_hat_inv`: the `y_i`
+/// of a conversion).
 ///
 /// # Errors
 /// [`Error::LaunchShape`]; [`Error::Launch`].
 ///
 /// # Safety
 /// As [`forward_async`]; `n_inv` must address `(N^{-1}, shoup)` pairs per
-/// modulus.
+/// modulus, `y_scale` a pair per limb of the map.
 #[allow(clippy::too_many_arguments, reason = "operands and tables")]
 pub unsafe fn inverse_async(
     kernels: &Kernels,
     stream: StreamId,
-    (dst, dst_map): (u64, &LimbMap),
-    (src, src_map): (u64, &LimbMap),
+    (dst, dst_map): (&[u64], &LimbMap),
+    (src, src_map): (&[u64], &LimbMap),
     consts: u64,
     twiddles: u64,
     n_inv: u64,
+    y_scale: Option<u64>,
     geometry: NttGeometry,
 ) -> Result<()> {
     if dst_map.is_empty() {
         return Ok(());
     }
     same_count(dst_map, src_map)?;
+    same_parts(dst, src)?;
+    let parts_count = Parts::count(dst);
+    let mut parts = Parts::new(dst)?;
+    fill(&mut parts.aux, src, "sources")?;
     let s = kernels.device.stream(stream);
     let k = &kernels.ckks;
     let rows = kernel(&k.ntt_inv_rows, geometry.log_c, "ntt_inv_rows")?;
     let cols = kernel(&k.ntt_inv_cols, geometry.log_r, "ntt_inv_cols")?;
     let mut launch = s.launch_builder(rows);
     launch
-        .arg(&dst)
+        .arg(&parts)
         .arg(dst_map)
-        .arg(&src)
         .arg(src_map)
         .arg(&consts)
         .arg(&twiddles)
         .arg(&geometry.log_r)
         .arg(&geometry.rows_log_s);
-    // SAFETY: PTX signature (u64, LimbMap, u64, LimbMap, const ModConst*,
+    // SAFETY: PTX signature (Parts, LimbMap, LimbMap, const ModConst*,
     // const u64*, u32, u32); see forward_async.
-    unsafe { launch.launch(NttGeometry::config(geometry.rows_shape(), dst_map.len())) }
-        .map_err(launched("ntt_inv_rows"))?;
+    unsafe {
+        launch.launch(NttGeometry::config(
+            geometry.rows_shape(),
+            dst_map.len(),
+            parts_count,
+        ))
+    }
+    .map_err(launched("ntt_inv_rows"))?;
+    let (scale, by_limb) = match y_scale {
+        Some(table) => (table, 1u32),
+        None => (n_inv, 0u32),
+    };
     let mut launch = s.launch_builder(cols);
     launch
-        .arg(&dst)
+        .arg(&parts)
         .arg(dst_map)
         .arg(&consts)
         .arg(&twiddles)
-        .arg(&n_inv)
+        .arg(&scale)
+        .arg(&by_limb)
         .arg(&geometry.log_c)
         .arg(&geometry.cols_log_s);
-    // SAFETY: PTX signature (u64, LimbMap, const ModConst*, const u64*,
-    // const u64*, u32, u32); see forward_async.
-    unsafe { launch.launch(NttGeometry::config(geometry.columns_shape(), dst_map.len())) }
-        .map_err(launched("ntt_inv_cols"))?;
+    // SAFETY: PTX signature (Parts, LimbMap, const ModConst*, const u64*,
+    // const u64*, u32, u32, u32); see forward_async.
+    unsafe {
+        launch.launch(NttGeometry::config(
+            geometry.columns_shape(),
+            dst_map.len(),
+            parts_count,
+        ))
+    }
+    .map_err(launched("ntt_inv_cols"))?;
     Ok(())
 }
 
@@ -345,6 +549,19 @@ fn kernel<'a, const K: usize>(
             expected: MIN_LOG_M as usize + K - 1,
             found: log_m as usize,
         })
+}
+
+fn same_parts(a: &[u64], b: &[u64]) -> Result<()> {
+    if a.len() == b.len() {
+        Ok(())
+    } else {
+        Err(Error::LaunchShape {
+            kernel: "ntt",
+            what: "parts",
+            expected: a.len(),
+            found: b.len(),
+        })
+    }
 }
 
 fn same_count(a: &LimbMap, b: &LimbMap) -> Result<()> {
@@ -381,5 +598,17 @@ mod tests {
         }
         assert!(NttGeometry::new(9).is_err());
         assert!(NttGeometry::new(18).is_err());
+    }
+
+    #[test]
+    fn parts_match_the_cuda_struct() {
+        assert_eq!(std::mem::size_of::<Parts>(), 3 * 8 * MAX_PARTS + 16);
+        let p = Parts {
+            per: 5,
+            total: 13,
+            ..Parts::default()
+        };
+        // Digits of 5, 5 and 3 limbs.
+        assert_eq!((p.span(0), p.span(1), p.span(2), p.span(3)), (5, 5, 3, 0));
     }
 }
