@@ -10,7 +10,7 @@ run() { # name timeout args...
   echo "== $name: hemem $*"
   timeout "$t" .gpu/bin/hemem "$@" --json >"$OUT/$name.json" 2>"$OUT/$name.err"
   echo "rc=$?"; tail -4 "$OUT/$name.err"
-  python3 -c "import json;r=json.load(open('$OUT/$name.json'));print({k:r[k] for k in ['device','memory_policy','median_ms','bootstrap_ms','precision_bits','key_setup_ms','keys','key_set_bytes','constant_bytes']});print('eviction', r.get('eviction'), 'to device', r.get('to_device_bytes'), 'evicted', r.get('evicted_bytes'));print('peak', r['peak_bytes_by_class']);print('device peak', r.get('peak_device_bytes_by_class'))" 2>&1 | tail -4
+  python3 -c "import json;r=json.load(open('$OUT/$name.json'));print({k:r[k] for k in ['device','memory_policy','median_ms','bootstrap_ms','precision_bits','key_setup_ms','keys','key_set_bytes','constant_bytes']});print('eviction', r.get('eviction'), 'to device', r.get('to_device_bytes'), 'evicted', r.get('evicted_bytes'), 'evictions', r.get('evictions'), 'trims', r.get('pool_trims'), 'by class', r.get('last_evicted_bytes_by_class'));print('peak', r['peak_bytes_by_class']);print('device peak', r.get('peak_device_bytes_by_class'))" 2>&1 | tail -4
 }
 for step in ${*:-fgb-device}; do
   case $step in
@@ -28,6 +28,17 @@ for step in ${*:-fgb-device}; do
       preset=${preset:-FGb}
       extra=(); [[ -n $eviction ]] && extra=(--eviction "$eviction")
       run "bud-$preset-$policy-$budget${eviction:+-$eviction}" 200 bootstrap --preset "$preset" --device gpu --policy "$policy" --budget "$budget" --iterations 3 "${extra[@]}" ;;
+    chain:*) # chain:PRESET: ten bootstraps in a chain, precision of each
+      preset=${step#chain:}
+      run "chain-$preset" 240 bootstrap --preset "$preset" --device gpu --policy device --iterations 10 --chain ;;
+    real) # the real-preset bootstrap tests (ignored on CI), on the GPU
+      echo "== real-preset bootstrap tests (HEMEM_TEST_DEVICE=gpu)"
+      HEMEM_TEST_DEVICE=gpu timeout 420 .gpu/tests/bootstrap.test --ignored real_ --test-threads=1 --nocapture >"$OUT/real.log" 2>&1
+      echo "rc=$?"; grep -E "^test |bits|test result|panicked" "$OUT/real.log" | tail -30 ;;
+    demo) # the README's demo on the GPU (FGb bootstraps)
+      echo "== demo --device gpu --preset FGb"
+      timeout 200 .gpu/bin/hemem demo --device gpu --preset FGb --json >"$OUT/demo.json" 2>"$OUT/demo.err"
+      echo "rc=$?"; tail -12 "$OUT/demo.err" ;;
     bench-static) timeout 150 .gpu/bin/hemem bench ckks --preset FGb --device gpu --iterations 20 --policies device,static 2>&1 | tail -22 ;;
   esac
 done

@@ -9,7 +9,7 @@
 //! | `HEMEM_POLICY_TRACE` | a trace CSV (for `profiled`) | none |
 //! | `HEMEM_RECORD_TRACE` | where to write this run's trace | none |
 //! | `HEMEM_MANAGED_OVERSUBSCRIPTION` | `refuse`, `allow` | `refuse` |
-//! | `HEMEM_EVICTION` | `lru`, `next-use` | the policy's (`lru` for `managed`, else `next-use`) |
+//! | `HEMEM_EVICTION` | `lru`, `next-use` | `lru` |
 
 use std::fmt;
 use std::path::PathBuf;

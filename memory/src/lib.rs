@@ -29,15 +29,15 @@
 //! Under a device budget the [`Residency`] manager evicts managed buffers
 //! that no operation holds. Bootstrapping touches its keys and diagonals in
 //! the same order every time, and least recently used evicts, in such a
-//! cycle, exactly the buffer needed soonest, so a larger budget bought
-//! nothing. The default order, [`Eviction::PredictedNextUse`], predicts each
-//! buffer's next use from its reuse intervals and evicts the farthest: a
-//! stable part of the cycle stays resident and the traffic per cycle falls
-//! to about the working set minus the budget, while buffers reused at once
-//! stay and workloads without a loop are evicted as least recently used
-//! would. The `managed` policy keeps [`Eviction::LeastRecentlyUsed`];
-//! `--eviction` / `HEMEM_EVICTION` override either. [`residency::eviction`]
-//! weighs the alternatives; its tests simulate both orders against Belady's.
+//! cycle, exactly the buffer needed soonest, so a larger budget buys
+//! nothing. [`Eviction::PredictedNextUse`] predicts each buffer's next use
+//! from its reuse intervals and evicts the farthest: a stable part of the
+//! cycle stays resident and fewer bytes cross PCIe. On the H200 it was
+//! nevertheless slower than least recently used (it evicts buffers the GPU
+//! may still be reading), so the default is [`Eviction::LeastRecentlyUsed`];
+//! `--eviction` / `HEMEM_EVICTION` choose either. [`residency::eviction`]
+//! weighs the alternatives and records the measurements; its tests simulate
+//! both orders against Belady's.
 //!
 //! ```
 //! use hemem_memory::{Allocator, BudgetSetting, MemoryClass, MemoryConfig, Placement};

@@ -107,6 +107,14 @@ struct Report {
     to_device_bytes: Vec<u64>,
     /// Managed bytes evicted to the host during each bootstrap.
     evicted_bytes: Vec<u64>,
+    /// Buffers evicted during each bootstrap (with `evicted_bytes`, the mean
+    /// size of a move).
+    evictions: Vec<u64>,
+    /// Times the device pool was trimmed during each bootstrap.
+    pool_trims: Vec<u64>,
+    /// Bytes evicted per memory class during the last bootstrap.
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    last_evicted_bytes_by_class: serde_json::Map<String, serde_json::Value>,
 }
 
 /// The process's peak resident set size, where Linux reports it.
@@ -236,13 +244,16 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let mut expected = values.clone();
     let mut out = None;
     let (mut to_device_bytes, mut evicted_bytes) = (Vec::new(), Vec::new());
+    let (mut evictions, mut pool_trims) = (Vec::new(), Vec::new());
+    let mut last_evicted_bytes_by_class = serde_json::Map::new();
     for i in 0..args.iterations.max(1) {
         let before = if args.chain {
             Some(decode(&input)?)
         } else {
             None
         };
-        let moved_before = context.memory_statistics().total();
+        let stats_before = context.memory_statistics();
+        let moved_before = stats_before.total();
         let t = Instant::now();
         let result = if args.complex {
             bootstrapper.bootstrap(&input)?
@@ -251,7 +262,19 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         };
         context.backend().synchronize()?;
         let ms = t.elapsed().as_secs_f64() * 1e3;
-        let moved_after = context.memory_statistics().total();
+        let stats_after = context.memory_statistics();
+        let moved_after = stats_after.total();
+        evictions.push(moved_after.evictions - moved_before.evictions);
+        pool_trims.push(stats_after.pool_trims() - stats_before.pool_trims());
+        last_evicted_bytes_by_class = MemoryClass::ALL
+            .into_iter()
+            .map(|c| {
+                let b = stats_after.class(c).prefetched_to_host
+                    - stats_before.class(c).prefetched_to_host;
+                (c.name().to_owned(), serde_json::Value::from(b))
+            })
+            .filter(|(_, b)| b.as_u64() != Some(0))
+            .collect();
         let back = moved_after.prefetched_to_device - moved_before.prefetched_to_device;
         let evicted = moved_after.prefetched_to_host - moved_before.prefetched_to_host;
         let moved = format!(
@@ -357,6 +380,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             .map(|r| r.eviction().name().to_owned()),
         to_device_bytes,
         evicted_bytes,
+        evictions,
+        pool_trims,
+        last_evicted_bytes_by_class,
     };
     if args.json {
         out!("{}", serde_json::to_string_pretty(&report)?);

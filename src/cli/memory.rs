@@ -29,9 +29,8 @@ pub struct MemoryArgs {
     /// the GPU's free memory minus 512 MiB). GPU runs only.
     #[arg(long)]
     budget: Option<String>,
-    /// Eviction order under the budget: next-use or lru (default:
-    /// HEMEM_EVICTION, else the policy's: lru for managed, next-use for the
-    /// others). GPU runs only.
+    /// Eviction order under the budget: lru or next-use (default:
+    /// HEMEM_EVICTION, else lru, the fastest measured). GPU runs only.
     #[arg(long)]
     eviction: Option<String>,
     /// The recorded trace the profiled policy replays.

@@ -108,12 +108,11 @@ pub trait PlacementPolicy: Send + Sync + fmt::Debug {
     }
 
     /// The order in which the residency manager evicts managed buffers
-    /// under the budget (unless the configuration overrides it): predicted
-    /// next use, which keeps a stable part of a repeating working set
-    /// resident; least recently used for `managed`, as the Unified Memory
-    /// driver does.
+    /// under the budget (unless the configuration overrides it): least
+    /// recently used, the fastest order measured on the GPU (see
+    /// [`crate::residency::eviction`]).
     fn eviction(&self) -> Eviction {
-        Eviction::PredictedNextUse
+        Eviction::LeastRecentlyUsed
     }
 }
 
@@ -218,7 +217,7 @@ pub(crate) mod tests {
         }
         assert!(!managed.prefetches_on_use());
         assert_eq!(managed.eviction(), Eviction::LeastRecentlyUsed);
-        assert_eq!(fixed.eviction(), Eviction::PredictedNextUse);
+        assert_eq!(fixed.eviction(), Eviction::LeastRecentlyUsed);
         assert!(fixed.prefetches_on_use() && device.prefetches_on_use());
         assert!(Advice::for_class(MemoryClass::Constant).prefer_device);
         assert!(Advice::for_class(MemoryClass::EvaluationKey).read_mostly);

@@ -28,14 +28,15 @@
 //!
 //! Least recently used evicts, in a cycle larger than the budget, exactly
 //! the buffer the cycle needs soonest: a bootstrap's keys and diagonals then
-//! all cross PCIe every bootstrap, whatever the budget. The default order,
-//! [`Eviction::PredictedNextUse`], predicts each buffer's next use from its
+//! all cross PCIe every bootstrap, whatever the budget.
+//! [`Eviction::PredictedNextUse`] predicts each buffer's next use from its
 //! reuse intervals and evicts the farthest (most recently used first within
 //! a loop, reused-at-once buffers last, least recently used where nothing
 //! repeats), so a larger budget keeps a stable part of the cycle resident
-//! and the traffic per cycle falls to about the working set minus the
-//! budget. [`eviction`] weighs the alternatives; the `managed` policy keeps
-//! [`Eviction::LeastRecentlyUsed`], like the Unified Memory driver.
+//! and the traffic per cycle falls. On the GPU it moved fewer bytes but took
+//! longer (evicting buffers the GPU may still be reading), so
+//! [`Eviction::LeastRecentlyUsed`] is the default; [`eviction`] weighs the
+//! alternatives and records the measurements.
 
 pub(crate) mod driver;
 pub mod eviction;
@@ -723,7 +724,7 @@ mod tests {
 
     #[test]
     fn predicted_next_use_evicts_the_farthest_reuse_and_declared_ones_never() {
-        let (r, d, stats) = manager(3 * MIB, true);
+        let (r, d, stats) = manager_with(3 * MIB, true, Eviction::PredictedNextUse);
         assert_eq!(r.eviction(), Eviction::PredictedNextUse);
         for n in 1..=4 {
             register(&r, n, MemoryClass::Ciphertext, MIB);
