@@ -485,6 +485,46 @@ impl Residency {
         );
     }
 
+    /// Starts tracking a managed buffer whose pages are already on the device:
+    /// a freed block that was resident, handed out again by the managed
+    /// resource's cache. It is counted as resident at once — its first use
+    /// then needs no prefetch, which for a fresh output costs a copy-stream
+    /// round trip per operation — when room can be made for it under the
+    /// budget (trimming the pool, evicting as for any other request).
+    /// Otherwise it is tracked as not resident, as
+    /// [`Residency::register_managed`] tracks a new buffer. Returns whether it
+    /// counts as resident.
+    ///
+    /// # Errors
+    /// Driver errors from the trim or the evictions.
+    pub(crate) fn register_managed_resident(
+        &self,
+        id: AllocationId,
+        class: MemoryClass,
+        ptr: DevicePtr,
+        bytes: u64,
+        advice: Advice,
+    ) -> Result<bool> {
+        self.register_managed(id, class, ptr, bytes, advice);
+        let mut s = self.lock();
+        let mut batch = Batch::default();
+        let settled = self.settle(&mut batch, &mut s, 0, bytes);
+        let finished = self.finish(batch);
+        let fits = settled?;
+        finished?;
+        if !fits {
+            return Ok(false);
+        }
+        let Some(entry) = s.managed.get_mut(&id) else {
+            return Ok(false);
+        };
+        entry.resident = true;
+        entry.populated = true;
+        s.managed_resident += bytes;
+        s.note_peak();
+        Ok(true)
+    }
+
     /// Stops tracking a managed buffer that is being freed.
     pub(crate) fn unregister_managed(&self, id: AllocationId) {
         let mut s = self.lock();
@@ -894,6 +934,62 @@ mod tests {
             ]
         );
         assert_eq!(r.usage().device_bytes(), 5 * half + 4 * MIB);
+    }
+
+    #[test]
+    fn a_reused_resident_block_counts_at_once_and_needs_no_prefetch() {
+        let (r, d, stats) = manager(3 * MIB, true);
+        register(&r, 1, MemoryClass::Ciphertext, MIB);
+        register(&r, 2, MemoryClass::Ciphertext, MIB);
+        let guard = r.prepare(&[id(1), id(2)]).expect("fits");
+        drop(guard);
+        d.take();
+        // Room for one more: counted resident, no driver call at all.
+        let resident = r
+            .register_managed_resident(
+                id(3),
+                MemoryClass::Ciphertext,
+                DevicePtr(3 << 20),
+                MIB,
+                Advice::NONE,
+            )
+            .expect("driver");
+        assert!(resident);
+        assert_eq!(r.is_resident(id(3)), Some(true));
+        assert_eq!(r.usage().device_bytes(), 3 * MIB);
+        let guard = r.prepare(&[id(3)]).expect("resident");
+        drop(guard);
+        assert_eq!(d.take(), vec![], "a resident block is not prefetched");
+        // A fourth needs room: the least recently used (1) is evicted.
+        let resident = r
+            .register_managed_resident(
+                id(4),
+                MemoryClass::Ciphertext,
+                DevicePtr(4 << 20),
+                MIB,
+                Advice::NONE,
+            )
+            .expect("driver");
+        assert!(resident);
+        assert_eq!(r.is_resident(id(1)), Some(false));
+        assert!(r.usage().device_bytes() <= 3 * MIB);
+        assert!(d.take().contains(&Call::ToHost(1)));
+        // With every resident buffer declared there is no room: tracked as
+        // not resident, brought in (and accounted) on its first use instead.
+        let _held = r.prepare(&[id(2), id(3), id(4)]).expect("resident");
+        let resident = r
+            .register_managed_resident(
+                id(5),
+                MemoryClass::Ciphertext,
+                DevicePtr(5 << 20),
+                MIB,
+                Advice::NONE,
+            )
+            .expect("driver");
+        assert!(!resident);
+        assert_eq!(r.is_resident(id(5)), Some(false));
+        assert!(r.usage().device_bytes() <= 3 * MIB);
+        assert_eq!(stats.snapshot().total().prefetched_to_device, 0);
     }
 
     #[test]

@@ -18,6 +18,8 @@ struct PendingFree {
     /// The class it held, when it may be reused (no read-mostly advice, not
     /// sensitive); `None` frees it once its events complete.
     reusable: Option<MemoryClass>,
+    /// Whether its pages were on the device when it was freed.
+    resident: bool,
     events: [Event; 2],
 }
 
@@ -27,6 +29,7 @@ struct Cached {
     ptr: DevicePtr,
     bytes: u64,
     class: MemoryClass,
+    resident: bool,
 }
 
 #[derive(Default)]
@@ -58,7 +61,14 @@ struct State {
 /// handed to the next request of the same size and class: a fresh
 /// `cuMemAllocManaged` costs about 12 µs plus page population, and its
 /// `cuMemFree` may synchronise the device. A cached block is not counted as
-/// resident by the residency manager until it is reused and prefetched.
+/// resident by the residency manager while it waits; when it is reused, a
+/// block that was resident when freed is counted as resident at once (room
+/// made under the budget), so its first use needs no prefetch and no
+/// copy-stream round trip. A block whose free the GPU has not reached yet is
+/// handed out too, in stream order as a pool would (the request's stream
+/// waits on the device for the free's events): when the host runs ahead of
+/// the GPU, an operation's output otherwise never finds a completed block of
+/// its size and gets fresh memory every time.
 pub struct ManagedResource {
     gpu: GpuDevice,
     residency: Arc<Residency>,
@@ -126,6 +136,7 @@ impl ManagedResource {
                         ptr: p.ptr,
                         bytes: p.bytes,
                         class,
+                        resident: p.resident,
                     });
                 }
                 (true, _) => {
@@ -150,6 +161,51 @@ impl ManagedResource {
         state.cached_bytes = 0;
     }
 
+    /// A freed block of the request's size and class to hand out again: a
+    /// cached one, else one still waiting for the work queued before its
+    /// free. The latter is reused in stream order, as a pool reuses memory:
+    /// the request's stream waits (on the device) for the events recorded on
+    /// both streams at the free, so the new owner's work queues behind the
+    /// old owner's last kernels and any eviction still on the copy stream,
+    /// and the host never waits. (Managed memory is only ever reached through
+    /// stream-ordered work: kernels and copies.) Sensitive requests get fresh
+    /// memory.
+    fn take_reusable(&self, state: &mut State, request: &AllocRequest) -> Result<Option<Cached>> {
+        if request.sensitive {
+            return Ok(None);
+        }
+        let bytes = request.bytes as u64;
+        if let Some(i) = state
+            .cached
+            .iter()
+            .position(|c| c.bytes == bytes && c.class == request.class)
+        {
+            let block = state.cached.swap_remove(i);
+            state.cached_bytes -= block.bytes;
+            return Ok(Some(block));
+        }
+        let Some(i) = state
+            .pending
+            .iter()
+            .position(|p| p.bytes == bytes && p.reusable == Some(request.class))
+        else {
+            return Ok(None);
+        };
+        let pending = state.pending.swap_remove(i);
+        for event in &pending.events {
+            if let Err(e) = self.gpu.wait_event(request.stream, event) {
+                state.pending.push(pending);
+                return Err(e);
+            }
+        }
+        Ok(Some(Cached {
+            ptr: pending.ptr,
+            bytes,
+            class: request.class,
+            resident: pending.resident,
+        }))
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -165,18 +221,38 @@ impl MemoryResource for ManagedResource {
         let bytes = request.bytes as u64;
         let mut state = self.lock();
         self.reap(&mut state, false);
-        if !request.sensitive
-            && let Some(i) = state
-                .cached
-                .iter()
-                .position(|c| c.bytes == bytes && c.class == request.class)
-        {
-            let block = state.cached.swap_remove(i);
-            state.cached_bytes -= block.bytes;
+        if let Some(block) = self.take_reusable(&mut state, request)? {
             drop(state);
             let advice = self.policy.advice(request.class);
-            self.residency
-                .register_managed(request.id, request.class, block.ptr, bytes, advice);
+            if block.resident {
+                // Still on the device: counted as resident at once (when it
+                // fits), so its first use queues no prefetch.
+                if let Err(e) = self.residency.register_managed_resident(
+                    request.id,
+                    request.class,
+                    block.ptr,
+                    bytes,
+                    advice,
+                ) {
+                    // A driver error: give the block back to the driver once
+                    // both streams are done with it.
+                    self.residency.unregister_managed(request.id);
+                    self.gpu.defer(self.gpu.synchronize(StreamId::Compute));
+                    self.gpu.defer(self.gpu.synchronize(StreamId::Copy));
+                    self.gpu.defer(self.gpu.free_managed(block.ptr));
+                    let mut state = self.lock();
+                    state.allocated = state.allocated.saturating_sub(block.bytes);
+                    return Err(e);
+                }
+            } else {
+                self.residency.register_managed(
+                    request.id,
+                    request.class,
+                    block.ptr,
+                    bytes,
+                    advice,
+                );
+            }
             return Ok(Allocation::new(
                 request,
                 Placement::Managed,
@@ -240,6 +316,7 @@ impl MemoryResource for ManagedResource {
         let Memory::Managed(memory) = allocation.memory else {
             return;
         };
+        let resident = self.residency.is_resident(allocation.id) == Some(true);
         self.residency.unregister_managed(allocation.id);
         let reusable = (!allocation.sensitive && !self.policy.advice(allocation.class).read_mostly)
             .then_some(allocation.class);
@@ -265,6 +342,7 @@ impl MemoryResource for ManagedResource {
                 ptr: memory.ptr,
                 bytes: allocation.bytes as u64,
                 reusable,
+                resident,
                 events: [a, b],
             }),
             (a, b) => {
