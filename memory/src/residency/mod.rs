@@ -939,21 +939,23 @@ mod tests {
     #[test]
     fn a_reused_resident_block_counts_at_once_and_needs_no_prefetch() {
         let (r, d, stats) = manager(3 * MIB, true);
+        let reuse = |n: u64| {
+            r.register_managed_resident(
+                id(n),
+                MemoryClass::Ciphertext,
+                DevicePtr(n << 20),
+                MIB,
+                Advice::NONE,
+            )
+            .expect("driver")
+        };
         register(&r, 1, MemoryClass::Ciphertext, MIB);
         register(&r, 2, MemoryClass::Ciphertext, MIB);
         let guard = r.prepare(&[id(1), id(2)]).expect("fits");
         drop(guard);
         d.take();
         // Room for one more: counted resident, no driver call at all.
-        let resident = r
-            .register_managed_resident(
-                id(3),
-                MemoryClass::Ciphertext,
-                DevicePtr(3 << 20),
-                MIB,
-                Advice::NONE,
-            )
-            .expect("driver");
+        let resident = reuse(3);
         assert!(resident);
         assert_eq!(r.is_resident(id(3)), Some(true));
         assert_eq!(r.usage().device_bytes(), 3 * MIB);
@@ -961,15 +963,7 @@ mod tests {
         drop(guard);
         assert_eq!(d.take(), vec![], "a resident block is not prefetched");
         // A fourth needs room: the least recently used (1) is evicted.
-        let resident = r
-            .register_managed_resident(
-                id(4),
-                MemoryClass::Ciphertext,
-                DevicePtr(4 << 20),
-                MIB,
-                Advice::NONE,
-            )
-            .expect("driver");
+        let resident = reuse(4);
         assert!(resident);
         assert_eq!(r.is_resident(id(1)), Some(false));
         assert!(r.usage().device_bytes() <= 3 * MIB);
@@ -977,15 +971,7 @@ mod tests {
         // With every resident buffer declared there is no room: tracked as
         // not resident, brought in (and accounted) on its first use instead.
         let _held = r.prepare(&[id(2), id(3), id(4)]).expect("resident");
-        let resident = r
-            .register_managed_resident(
-                id(5),
-                MemoryClass::Ciphertext,
-                DevicePtr(5 << 20),
-                MIB,
-                Advice::NONE,
-            )
-            .expect("driver");
+        let resident = reuse(5);
         assert!(!resident);
         assert_eq!(r.is_resident(id(5)), Some(false));
         assert!(r.usage().device_bytes() <= 3 * MIB);
