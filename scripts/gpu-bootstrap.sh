@@ -10,7 +10,7 @@ run() { # name timeout args...
   echo "== $name: hemem $*"
   timeout "$t" .gpu/bin/hemem "$@" --json >"$OUT/$name.json" 2>"$OUT/$name.err"
   echo "rc=$?"; tail -4 "$OUT/$name.err"
-  python3 -c "import json;r=json.load(open('$OUT/$name.json'));print({k:r[k] for k in ['device','memory_policy','median_ms','bootstrap_ms','precision_bits','key_setup_ms','keys','key_set_bytes','constant_bytes']});print('eviction', r.get('eviction'), 'to device', r.get('to_device_bytes'), 'evicted', r.get('evicted_bytes'), 'evictions', r.get('evictions'), 'trims', r.get('pool_trims'), 'by class', r.get('last_evicted_bytes_by_class'));print('peak', r['peak_bytes_by_class']);print('device peak', r.get('peak_device_bytes_by_class'))" 2>&1 | tail -4
+  python3 -c "import json;r=json.load(open('$OUT/$name.json'));print({k:r[k] for k in ['device','memory_policy','median_ms','bootstrap_ms','precision_bits','key_setup_ms','keys','key_set_bytes','constant_bytes']});print('eviction', r.get('eviction'), 'to device', r.get('to_device_bytes'), 'evicted', r.get('evicted_bytes'), 'evictions', r.get('evictions'), 'trims', r.get('pool_trims'), 'by class', r.get('last_evicted_bytes_by_class'), 'driver ms', r.get('driver_ms'));print('peak', r['peak_bytes_by_class']);print('device peak', r.get('peak_device_bytes_by_class'))" 2>&1 | tail -4
 }
 for step in ${*:-fgb-device}; do
   case $step in

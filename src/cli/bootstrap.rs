@@ -112,6 +112,11 @@ struct Report {
     evictions: Vec<u64>,
     /// Times the device pool was trimmed during each bootstrap.
     pool_trims: Vec<u64>,
+    /// GPU runs under a budget: host milliseconds spent in the residency
+    /// driver's calls during each bootstrap, by kind (order, trim, advise_on,
+    /// advise_off, to_device, to_host).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    driver_ms: Vec<serde_json::Map<String, serde_json::Value>>,
     /// Bytes evicted per memory class during the last bootstrap.
     #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
     last_evicted_bytes_by_class: serde_json::Map<String, serde_json::Value>,
@@ -245,6 +250,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let mut out = None;
     let (mut to_device_bytes, mut evicted_bytes) = (Vec::new(), Vec::new());
     let (mut evictions, mut pool_trims) = (Vec::new(), Vec::new());
+    let mut driver_ms = Vec::new();
+    let residency = context.backend().allocator().residency().cloned();
+    let driver_time = || residency.as_ref().map(|r| r.driver_time());
     let mut last_evicted_bytes_by_class = serde_json::Map::new();
     for i in 0..args.iterations.max(1) {
         let before = if args.chain {
@@ -252,6 +260,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         } else {
             None
         };
+        let driver_before = driver_time();
         let stats_before = context.memory_statistics();
         let moved_before = stats_before.total();
         let t = Instant::now();
@@ -265,6 +274,23 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         let stats_after = context.memory_statistics();
         let moved_after = stats_after.total();
         evictions.push(moved_after.evictions - moved_before.evictions);
+        if let (Some(a), Some(b)) = (driver_time(), driver_before) {
+            let delta_ms =
+                |after: u64, before: u64| serde_json::Value::from((after - before) as f64 / 1e6);
+            driver_ms.push(
+                [
+                    ("order", delta_ms(a.order_ns, b.order_ns)),
+                    ("trim", delta_ms(a.trim_ns, b.trim_ns)),
+                    ("advise_on", delta_ms(a.advise_on_ns, b.advise_on_ns)),
+                    ("advise_off", delta_ms(a.advise_off_ns, b.advise_off_ns)),
+                    ("to_device", delta_ms(a.to_device_ns, b.to_device_ns)),
+                    ("to_host", delta_ms(a.to_host_ns, b.to_host_ns)),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v))
+                .collect(),
+            );
+        }
         pool_trims.push(stats_after.pool_trims() - stats_before.pool_trims());
         last_evicted_bytes_by_class = MemoryClass::ALL
             .into_iter()
@@ -382,6 +408,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         evicted_bytes,
         evictions,
         pool_trims,
+        driver_ms,
         last_evicted_bytes_by_class,
     };
     if args.json {

@@ -92,18 +92,29 @@
 //! | 6 GiB | 374–480 | 8.39 | 501–661 | 4.08–5.30 |
 //!
 //! Eviction and pool-trim counts per bootstrap are alike (600–950 buffers,
-//! 110–250 trims), so what differs is *which* buffers go. The likely cause
-//! (not yet confirmed with a profiler): next use evicts the most recently
-//! used buffers, which the GPU may still be reading when the host, running
-//! ahead, unsets their read-mostly advice (`cudaMemAdvise` is not ordered
-//! with any stream) and queues their migration. Keeping the last 256 uses out of the
+//! 110–250 trims), so what differs is *which* buffers go. The manager's
+//! [`super::DriverTime`] (host time in each kind of driver call, reported per
+//! bootstrap as `driver_ms`) shows where the time goes: a bootstrap under a
+//! budget is bound by **host-blocking `cudaMemAdvise` calls**, not by PCIe.
+//! Under LRU at 2 GiB, of 346–352 ms per bootstrap, setting read-mostly on
+//! returning buffers took 91–93 ms, unsetting it before evictions 99–121 ms,
+//! and the "asynchronous" prefetches blocked the host 36–57 ms each way.
+//! Under next use at 4 GiB (800–1015 ms) the same calls took 287–526,
+//! 171–176, 127–140 and 135–136 ms: advice on a buffer that was just used, or
+//! whose migration is still queued, waits for the GPU (`cudaMemAdvise` is
+//! ordered with no stream, so the driver settles the range first). Keeping the last 256 uses out of the
 //! candidates brought next use down to LRU's time (310–369 ms at 4 GiB) but
 //! also up to LRU's traffic; 1024 uses gave 609–642 ms. So least recently
 //! used is the **default** for every policy, and predicted next use stays a
 //! setting (`--eviction next-use`, `HEMEM_EVICTION=next-use`) for further
-//! work: what would make it pay is an eviction that waits on an event
-//! recorded after the victim's last kernel, with the advice change issued
-//! only once that event has completed.
+//! work. What would make either order faster is to take the advice calls off
+//! the critical path: for read-only data (keys, diagonals), a device copy
+//! backed by pinned host memory instead of managed memory with read-mostly
+//! toggling — eviction frees the device copy (the host copy stays valid),
+//! a return is a stream-ordered copy at ~50 GB/s that can be issued ahead of
+//! use on the copy stream; about 9 GB per FGb bootstrap would then cost
+//! ~190 ms of PCIe, overlappable with compute, against ~300 ms of blocked
+//! host now.
 //!
 //! The `managed` policy evicts least recently used as well, like the Unified
 //! Memory driver it stands for.

@@ -83,6 +83,30 @@ impl ResidencyUsage {
     }
 }
 
+/// Host time spent in the residency driver's calls, by kind, since the
+/// manager was made: where the time of a run under a budget goes on the host
+/// side (a call that blocks, for instance, shows here and not in the bytes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DriverTime {
+    /// Ordering the streams around a batch of actions (`begin`, `end`).
+    pub order_ns: u64,
+    /// Pool trims.
+    pub trim_ns: u64,
+    /// Setting read-mostly advice (a buffer coming back to the device).
+    pub advise_on_ns: u64,
+    /// Unsetting read-mostly advice (before an eviction).
+    pub advise_off_ns: u64,
+    /// Prefetches to the device.
+    pub to_device_ns: u64,
+    /// Prefetches to the host (evictions).
+    pub to_host_ns: u64,
+}
+
+/// Nanoseconds since `start`, saturating.
+fn nanos_since(start: std::time::Instant) -> u64 {
+    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     class: MemoryClass,
@@ -135,6 +159,7 @@ struct State {
     managed_allocated: u64,
     clock: u64,
     peak_device: u64,
+    driver_time: DriverTime,
 }
 
 impl State {
@@ -320,6 +345,11 @@ impl Residency {
         }
     }
 
+    /// Host time spent in the driver's calls so far, by kind.
+    pub fn driver_time(&self) -> DriverTime {
+        self.lock().driver_time
+    }
+
     /// Whether a managed buffer is resident by the manager's accounting.
     pub fn is_resident(&self, id: AllocationId) -> Option<bool> {
         self.lock().managed.get(&id).map(|e| e.resident)
@@ -346,26 +376,48 @@ impl Residency {
             return Ok(());
         }
         if !batch.open {
+            let start = std::time::Instant::now();
             self.driver.begin()?;
+            state.driver_time.order_ns += nanos_since(start);
             batch.open = true;
         }
         for action in actions {
-            match *action {
+            let start = std::time::Instant::now();
+            let spent = match *action {
                 Action::Trim { keep } => {
                     let held = self.driver.trim_pool(keep)?;
                     state.pool_reserved = held.max(state.pool_used);
+                    &mut state.driver_time.trim_ns
                 }
-                Action::ReadMostly { range, on } => self.driver.set_read_mostly(range, on)?,
-                Action::Prefetch { range, to_device } => self.driver.prefetch(range, to_device)?,
-            }
+                Action::ReadMostly { range, on } => {
+                    self.driver.set_read_mostly(range, on)?;
+                    if on {
+                        &mut state.driver_time.advise_on_ns
+                    } else {
+                        &mut state.driver_time.advise_off_ns
+                    }
+                }
+                Action::Prefetch { range, to_device } => {
+                    self.driver.prefetch(range, to_device)?;
+                    if to_device {
+                        &mut state.driver_time.to_device_ns
+                    } else {
+                        &mut state.driver_time.to_host_ns
+                    }
+                }
+            };
+            *spent += nanos_since(start);
         }
         Ok(())
     }
 
     /// Closes `batch` if an action opened it.
-    fn finish(&self, batch: Batch) -> Result<()> {
+    fn finish(&self, batch: Batch, state: &mut State) -> Result<()> {
         if batch.open {
-            self.driver.end()
+            let start = std::time::Instant::now();
+            let ended = self.driver.end();
+            state.driver_time.order_ns += nanos_since(start);
+            ended
         } else {
             Ok(())
         }
@@ -422,7 +474,7 @@ impl Residency {
         let mut s = self.lock();
         let mut batch = Batch::default();
         let fits = self.settle(&mut batch, &mut s, bytes, 0);
-        self.finish(batch)?;
+        self.finish(batch, &mut s)?;
         fits
     }
 
@@ -509,7 +561,7 @@ impl Residency {
         let mut s = self.lock();
         let mut batch = Batch::default();
         let settled = self.settle(&mut batch, &mut s, 0, bytes);
-        let finished = self.finish(batch);
+        let finished = self.finish(batch, &mut s);
         let fits = settled?;
         finished?;
         if !fits {
@@ -573,14 +625,14 @@ impl Residency {
                 unpin(&mut s, &touched);
                 // The driver error is what is reported; closing the batch
                 // is best effort.
-                let _ = self.finish(batch);
+                let _ = self.finish(batch, &mut s);
                 return Err(e);
             }
         };
         let mut actions = Vec::new();
         if !fits {
             unpin(&mut s, &touched);
-            self.finish(batch)?;
+            self.finish(batch, &mut s)?;
             return Err(Error::OverBudget {
                 requested: needed,
                 budget: s.budget,
@@ -620,7 +672,7 @@ impl Residency {
         }
         s.note_peak();
         self.execute(&mut batch, &actions, &mut s)?;
-        self.finish(batch)?;
+        self.finish(batch, &mut s)?;
         drop(s);
         Ok(ResidencyGuard {
             residency: Some(Arc::clone(self)),
