@@ -11,7 +11,7 @@ use hemem_bootstrap::{BootstrapKeys, Bootstrapper};
 use hemem_ckks::backend::DeviceSelection;
 use hemem_ckks::prelude::*;
 use hemem_ckks::sampling::Sampler;
-use hemem_memory::{MemoryClass, Placement, Statistics};
+use hemem_memory::{DriverTime, MemoryClass, Placement, Statistics};
 use num_complex::Complex64;
 use serde::Serialize;
 
@@ -120,6 +120,74 @@ struct Report {
     /// Bytes evicted per memory class during the last bootstrap.
     #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
     last_evicted_bytes_by_class: serde_json::Map<String, serde_json::Value>,
+}
+
+/// The memory system's counters at one moment, to tell what one bootstrap
+/// moved.
+struct Snapshot {
+    statistics: Statistics,
+    driver: Option<DriverTime>,
+}
+
+/// What the memory system did between two snapshots.
+struct Movement {
+    to_device: u64,
+    evicted: u64,
+    evictions: u64,
+    pool_trims: u64,
+    /// Host milliseconds in the residency driver's calls, by kind (GPU only).
+    driver_ms: Option<serde_json::Map<String, serde_json::Value>>,
+    evicted_by_class: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Snapshot {
+    fn take(context: &Context) -> Self {
+        Self {
+            statistics: context.memory_statistics(),
+            driver: context
+                .backend()
+                .allocator()
+                .residency()
+                .map(|r| r.driver_time()),
+        }
+    }
+
+    fn since(&self, before: &Self) -> Movement {
+        let (now, then) = (self.statistics.total(), before.statistics.total());
+        let delta_ms = |after: u64, before: u64| {
+            serde_json::Value::from(after.saturating_sub(before) as f64 / 1e6)
+        };
+        let driver_ms = self.driver.zip(before.driver).map(|(a, b)| {
+            [
+                ("order", delta_ms(a.order_ns, b.order_ns)),
+                ("trim", delta_ms(a.trim_ns, b.trim_ns)),
+                ("advise_on", delta_ms(a.advise_on_ns, b.advise_on_ns)),
+                ("advise_off", delta_ms(a.advise_off_ns, b.advise_off_ns)),
+                ("to_device", delta_ms(a.to_device_ns, b.to_device_ns)),
+                ("to_host", delta_ms(a.to_host_ns, b.to_host_ns)),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect()
+        });
+        let evicted_by_class = MemoryClass::ALL
+            .into_iter()
+            .map(|c| {
+                let b = self.statistics.class(c).prefetched_to_host
+                    - before.statistics.class(c).prefetched_to_host;
+                (c.name().to_owned(), serde_json::Value::from(b))
+            })
+            .filter(|(_, b)| b.as_u64() != Some(0))
+            .collect();
+        Movement {
+            to_device: now.prefetched_to_device - then.prefetched_to_device,
+            evicted: now.prefetched_to_host - then.prefetched_to_host,
+            evictions: now.evictions - then.evictions,
+            pool_trims: self.statistics.pool_trims() - before.statistics.pool_trims(),
+            driver_ms,
+            evicted_by_class,
+        }
+    }
 }
 
 /// The process's peak resident set size, where Linux reports it.
@@ -251,8 +319,6 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let (mut to_device_bytes, mut evicted_bytes) = (Vec::new(), Vec::new());
     let (mut evictions, mut pool_trims) = (Vec::new(), Vec::new());
     let mut driver_ms = Vec::new();
-    let residency = context.backend().allocator().residency().cloned();
-    let driver_time = || residency.as_ref().map(|r| r.driver_time());
     let mut last_evicted_bytes_by_class = serde_json::Map::new();
     for i in 0..args.iterations.max(1) {
         let before = if args.chain {
@@ -260,9 +326,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         } else {
             None
         };
-        let driver_before = driver_time();
-        let stats_before = context.memory_statistics();
-        let moved_before = stats_before.total();
+        let moved_before = Snapshot::take(&context);
         let t = Instant::now();
         let result = if args.complex {
             bootstrapper.bootstrap(&input)?
@@ -271,46 +335,19 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         };
         context.backend().synchronize()?;
         let ms = t.elapsed().as_secs_f64() * 1e3;
-        let stats_after = context.memory_statistics();
-        let moved_after = stats_after.total();
-        evictions.push(moved_after.evictions - moved_before.evictions);
-        if let (Some(a), Some(b)) = (driver_time(), driver_before) {
-            let delta_ms =
-                |after: u64, before: u64| serde_json::Value::from((after - before) as f64 / 1e6);
-            driver_ms.push(
-                [
-                    ("order", delta_ms(a.order_ns, b.order_ns)),
-                    ("trim", delta_ms(a.trim_ns, b.trim_ns)),
-                    ("advise_on", delta_ms(a.advise_on_ns, b.advise_on_ns)),
-                    ("advise_off", delta_ms(a.advise_off_ns, b.advise_off_ns)),
-                    ("to_device", delta_ms(a.to_device_ns, b.to_device_ns)),
-                    ("to_host", delta_ms(a.to_host_ns, b.to_host_ns)),
-                ]
-                .into_iter()
-                .map(|(k, v)| (k.to_owned(), v))
-                .collect(),
-            );
-        }
-        pool_trims.push(stats_after.pool_trims() - stats_before.pool_trims());
-        last_evicted_bytes_by_class = MemoryClass::ALL
-            .into_iter()
-            .map(|c| {
-                let b = stats_after.class(c).prefetched_to_host
-                    - stats_before.class(c).prefetched_to_host;
-                (c.name().to_owned(), serde_json::Value::from(b))
-            })
-            .filter(|(_, b)| b.as_u64() != Some(0))
-            .collect();
-        let back = moved_after.prefetched_to_device - moved_before.prefetched_to_device;
-        let evicted = moved_after.prefetched_to_host - moved_before.prefetched_to_host;
+        let movement = Snapshot::take(&context).since(&moved_before);
         let moved = format!(
             "{} back to the device, {} evicted",
-            human_bytes(back),
-            human_bytes(evicted)
+            human_bytes(movement.to_device),
+            human_bytes(movement.evicted)
         );
         times.push(ms);
-        to_device_bytes.push(back);
-        evicted_bytes.push(evicted);
+        to_device_bytes.push(movement.to_device);
+        evicted_bytes.push(movement.evicted);
+        evictions.push(movement.evictions);
+        pool_trims.push(movement.pool_trims);
+        driver_ms.extend(movement.driver_ms);
+        last_evicted_bytes_by_class = movement.evicted_by_class;
         if let Some(before) = before {
             let after = decode(&result)?;
             let step = ChainStep {
