@@ -1,8 +1,11 @@
-//! Time per bootstrapping stage (CPU), from the stage hook:
+//! Time per bootstrapping stage, from the stage hook:
 //!
 //! ```text
-//! cargo run --release -p hemem-bootstrap --example stage_times -- FGb [iterations]
+//! cargo run --release -p hemem-bootstrap --example stage_times -- FGb [iterations] [cpu|gpu]
 //! ```
+//!
+//! On the GPU the hook synchronises the device at each stage boundary, so
+//! each figure is the stage's device time (plus one synchronisation).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Instant;
@@ -21,8 +24,12 @@ fn main() {
         .parse()
         .expect("a preset name");
     let iterations: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(2);
+    let device = match args.get(2).map(String::as_str) {
+        Some("gpu") => DeviceSelection::Gpu(0),
+        _ => DeviceSelection::Cpu,
+    };
     let params = Parameters::from_preset_with(preset, SecurityCheck::AllowInsecure).unwrap();
-    let context = Context::new(params.clone(), DeviceSelection::Cpu).unwrap();
+    let context = Context::new(params.clone(), device).unwrap();
     let keygen = KeyGenerator::with_seed(&context, seed32(1));
     let secret = keygen.secret_key().unwrap();
     let public = keygen.public_key(&secret).unwrap();
@@ -62,17 +69,19 @@ fn main() {
         let mut line = String::new();
         bootstrapper
             .bootstrap_observed(&ct, true, &mut |stage, _| {
+                context.backend().synchronize().unwrap();
                 let now = Instant::now();
                 line.push_str(&format!(
-                    " {stage:?} {:.0} ms,",
+                    " {stage:?} {:.1} ms,",
                     (now - last).as_secs_f64() * 1e3
                 ));
                 last = now;
             })
             .unwrap();
+        context.backend().synchronize().unwrap();
         let now = Instant::now();
         println!(
-            "total {:.0} ms:{line} EvalMod and the rest {:.0} ms",
+            "total {:.1} ms:{line} EvalMod and the rest {:.1} ms",
             (now - start).as_secs_f64() * 1e3,
             (now - last).as_secs_f64() * 1e3
         );
