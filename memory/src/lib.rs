@@ -33,8 +33,9 @@
 //! nothing. [`Eviction::PredictedNextUse`] predicts each buffer's next use
 //! from its reuse intervals and evicts the farthest: a stable part of the
 //! cycle stays resident and fewer bytes cross PCIe. On the H200 it was
-//! nevertheless slower than least recently used (it evicts buffers the GPU
-//! may still be reading), so the default is [`Eviction::LeastRecentlyUsed`];
+//! nevertheless slower than least recently used (a budgeted run is bound by
+//! host-blocking advice calls, which wait longest on just-used buffers), so
+//! the default is [`Eviction::LeastRecentlyUsed`];
 //! `--eviction` / `HEMEM_EVICTION` choose either. [`residency::eviction`]
 //! weighs the alternatives and records the measurements; its tests simulate
 //! both orders against Belady's.

@@ -404,6 +404,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         &context.memory_statistics(),
         matches!(context.device(), Device::Gpu(_)),
     );
+    let residency = context.backend().allocator().residency();
+    let usage = residency.map(|r| r.usage());
     let report = Report {
         preset: preset.name().into(),
         device: context.device().to_string(),
@@ -423,24 +425,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         sse,
         peak_bytes_by_class,
         peak_device_bytes_by_class,
-        peak_device_resident_bytes: context
-            .backend()
-            .allocator()
-            .residency_usage()
-            .map(|u| u.peak_device),
-        device_budget_bytes: context
-            .backend()
-            .allocator()
-            .residency_usage()
-            .map(|u| u.budget),
+        peak_device_resident_bytes: usage.map(|u| u.peak_device),
+        device_budget_bytes: usage.map(|u| u.budget),
         peak_rss_bytes: peak_rss_bytes(),
         chain,
         chain_spread_bits,
-        eviction: context
-            .backend()
-            .allocator()
-            .residency()
-            .map(|r| r.eviction().name().to_owned()),
+        eviction: residency.map(|r| r.eviction().name().to_owned()),
         to_device_bytes,
         evicted_bytes,
         evictions,

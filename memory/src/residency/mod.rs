@@ -34,7 +34,8 @@
 //! a loop, reused-at-once buffers last, least recently used where nothing
 //! repeats), so a larger budget keeps a stable part of the cycle resident
 //! and the traffic per cycle falls. On the GPU it moved fewer bytes but took
-//! longer (evicting buffers the GPU may still be reading), so
+//! longer (a budgeted run is bound by host-blocking advice calls, which wait
+//! longest on just-used buffers; see [`DriverTime`]), so
 //! [`Eviction::LeastRecentlyUsed`] is the default; [`eviction`] weighs the
 //! alternatives and records the measurements.
 
