@@ -1281,8 +1281,7 @@ fn seeded_inner_product_matches_cpu(name: &str, log_n: u32) {
                     buffer
                 })
                 .collect();
-            let a_views: Vec<Limbs<'_>> =
-                a.iter().map(|x| Limbs::new(x, &all).unwrap()).collect();
+            let a_views: Vec<Limbs<'_>> = a.iter().map(|x| Limbs::new(x, &all).unwrap()).collect();
             let (mut e0, mut e1) = (poisoned(&cpu, &gpu, limbs), poisoned(&cpu, &gpu, limbs));
             let (d, bv) = (pair_views(&digits, true, &all), pair_views(&b, true, &all));
             let (out0, out1) = (

@@ -13,6 +13,8 @@
 
 #[cfg(test)]
 mod emulate;
+#[cfg(test)]
+mod emulate_prf;
 mod tables;
 
 use std::collections::HashMap;
