@@ -777,7 +777,7 @@ impl GpuBackend {
             b.first().ok_or(Error::EmptyBasis)?,
         );
         let fits = count <= launch::MAX_DIGITS
-            && self.degree % 8 == 0
+            && self.degree.is_multiple_of(8)
             && digits
                 .iter()
                 .all(|v| v.positions == first.positions && v.moduli == out0.moduli)

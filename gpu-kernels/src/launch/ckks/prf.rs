@@ -42,7 +42,7 @@ unsafe impl DeviceRepr for Seed {}
 
 /// `N` must be a positive multiple of eight (one block per thread).
 fn check_degree(kernel: &'static str, n: u32) -> Result<()> {
-    if n == 0 || n as usize % PER_THREAD != 0 {
+    if n == 0 || !(n as usize).is_multiple_of(PER_THREAD) {
         return Err(Error::LaunchShape {
             kernel,
             what: "degree (multiple of 8)",
