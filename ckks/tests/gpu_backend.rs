@@ -911,6 +911,7 @@ fn evaluator(name: &str, preset: Preset, min_bits: f64) {
         relinearization: true,
         conjugation: true,
         rotations: vec![1, -3, 5, 16],
+        ..Default::default()
     };
     struct Side {
         ctx: Context,
@@ -1361,6 +1362,7 @@ fn gpu_compressed_key_switch_matches_cpu_logn12() {
         relinearization: true,
         conjugation: true,
         rotations: vec![1, 5],
+        ..Default::default()
     };
     let slots = cpu_ctx.params().slots();
     let x = unit_disk(&mut seeded_rng(301), slots);
@@ -1369,6 +1371,9 @@ fn gpu_compressed_key_switch_matches_cpu_logn12() {
         let secret = keygen.secret_key().unwrap();
         let public = keygen.public_key(&secret).unwrap();
         let mut keys = keygen.key_set(&secret, &request).unwrap();
+        // Keys are made compressed: expand them (on the device for the GPU
+        // context) to compare their a_j, and to have stored keys.
+        keys.keys_mut().for_each(|k| k.expand().unwrap());
         // Every key in full (b and a): the device generated its a_j.
         let key_bytes: Vec<Vec<u8>> = keys
             .keys()

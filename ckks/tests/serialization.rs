@@ -39,6 +39,7 @@ fn world(seed: u64) -> World {
                 relinearization: true,
                 conjugation: true,
                 rotations: vec![1, -4],
+                ..Default::default()
             },
         )
         .unwrap();
@@ -110,9 +111,13 @@ fn every_object_round_trips() {
         )
     );
 
-    // Key sets, in full and compressed; compressed keys give the same results.
-    let full = w.keys.to_bytes(&w.context).unwrap();
-    let compressed = w.keys.to_bytes_compressed(&w.context).unwrap();
+    // Key sets, compressed (as made) and expanded; both give the same results.
+    let compressed = w.keys.to_bytes(&w.context).unwrap();
+    let mut expanded = KeySet::from_bytes(&w.context, &compressed).unwrap();
+    for key in expanded.keys_mut() {
+        key.expand().unwrap();
+    }
+    let full = expanded.to_bytes(&w.context).unwrap();
     assert!(
         compressed.len() * 2 < full.len() + 4096,
         "{} vs {}",
@@ -221,11 +226,11 @@ fn truncated_and_corrupted_data_give_errors_never_panics() {
         Err(Error::Serialization(SerializationError::WrongKind { .. }))
     ));
     let mut v2 = ct.clone();
-    v2[4] = 2;
+    v2[4] = 3;
     assert!(matches!(
         Ciphertext::from_bytes(&w.context, &v2),
         Err(Error::Serialization(
-            SerializationError::UnsupportedVersion { version: 2, .. }
+            SerializationError::UnsupportedVersion { version: 3, .. }
         ))
     ));
     assert!(matches!(

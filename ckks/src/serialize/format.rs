@@ -6,7 +6,7 @@ use crate::{Result, SerializationError};
 pub const MAGIC: [u8; 4] = *b"HEMM";
 
 /// The format version this build writes and reads.
-pub const FORMAT_VERSION: u16 = 1;
+pub const FORMAT_VERSION: u16 = 2;
 
 const HEADER_BYTES: usize = 32;
 

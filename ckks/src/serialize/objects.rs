@@ -245,6 +245,7 @@ impl SwitchingKey {
         };
         w.u8(tag);
         w.u64(galois);
+        w.u32(self.level.0 as u32);
         w.bytes(&self.seed);
         w.u32(self.b.len() as u32);
         for b in &self.b {
@@ -302,13 +303,17 @@ impl FromBytes for SwitchingKey {
             3 => KeyKind::Generic,
             _ => return Err(invalid("key kind")),
         };
+        let level = Level(r.u32()? as usize);
+        if level > params.max_level() {
+            return Err(invalid("key level"));
+        }
         let mut seed = [0u8; 32];
         seed.copy_from_slice(r.take(32)?);
         let digits = r.u32()? as usize;
-        if digits != params.digits_at(params.max_level()) {
+        if digits != params.digits_at(level) {
             return Err(invalid("digits"));
         }
-        let all = params.qp_indices(params.max_level());
+        let all = params.qp_indices(level);
         let b = (0..digits)
             .map(|_| read_poly(&mut r, context, &all, MemoryClass::EvaluationKey))
             .collect::<Result<Vec<_>>>()?;
@@ -325,6 +330,7 @@ impl FromBytes for SwitchingKey {
         Ok(SwitchingKey {
             context: context.clone(),
             kind,
+            level,
             seed,
             b,
             a,

@@ -262,6 +262,7 @@ fn run_policy(
             } else {
                 vec![1]
             },
+            ..Default::default()
         };
         let eval = if needs_keys {
             let keys = keygen
@@ -330,9 +331,11 @@ fn run_policy(
             timings.push(timing("add", time(&backend, it, || eval.add(&ct, &ct))?));
         }
         if wanted("key_switch") || wanted("key_switch_compressed") {
-            let stored = keygen.relinearization_key(&secret)?;
-            let mut compressed = stored.to_device()?;
-            compressed.compress();
+            // Keys are made compressed: expand one copy to time the stored
+            // key's inner product.
+            let compressed = keygen.relinearization_key(&secret)?;
+            let mut stored = compressed.to_device()?;
+            stored.expand()?;
             for (op, key) in [
                 ("key_switch", &stored),
                 ("key_switch_compressed", &compressed),
