@@ -1415,3 +1415,165 @@ fn gpu_compressed_key_switch_matches_cpu_logn12() {
     );
     println!("{name}: compressed key switches bit-identical (CPU, GPU fused, stored)");
 }
+
+/// Random integer-valued `f64` bits for compact expansion: small and huge
+/// magnitudes (up to 2^900, the wide reduction), both signs.
+fn compact_words(count: usize, seed: u64) -> Vec<u64> {
+    let mut rng = seeded_rng(seed);
+    (0..count)
+        .map(|i| {
+            let mantissa = (rng.next_u64() >> 11) | 1;
+            let shift = match i % 3 {
+                0 => 0,
+                1 => (rng.next_u64() % 16) as i32,
+                _ => (rng.next_u64() % 900) as i32,
+            };
+            let sign = if rng.next_u64() & 1 == 0 { 1.0 } else { -1.0 };
+            (sign * mantissa as f64 * 2f64.powi(shift)).to_bits()
+        })
+        .collect()
+}
+
+/// Compact expansion, GPU against CPU: one part in coefficient form, then
+/// batches (more parts than one launch takes, and views that differ) in
+/// NTT form, every output poisoned first; then the encoder's compact
+/// plaintexts expanded on both devices and against direct encoding.
+fn compact_expansion(name: &str, preset: Preset) {
+    let Some((cpu_ctx, gpu_ctx)) = contexts(name, preset) else {
+        return;
+    };
+    let cpu = Arc::clone(cpu_ctx.host_backend());
+    let gpu = Arc::clone(gpu_ctx.backend());
+    let params = cpu_ctx.params().clone();
+    let n = params.degree().get();
+    let level = params.max_level();
+    let q = params.q_indices(level);
+    let limbs = q.len();
+    let upload = |backend: &Arc<dyn Backend>, words: &[u64]| {
+        let allocator = backend.allocator();
+        let mut b = allocator
+            .allocate(MemoryClass::BootstrapConstant, words.len() * 8)
+            .unwrap();
+        allocator.upload(&mut b, 0, words).unwrap();
+        b
+    };
+    // One part, coefficient form, at every gap down to a single slot.
+    for (i, log_gap) in [0u32, 1, 3, n.trailing_zeros() - 1].into_iter().enumerate() {
+        let gap = 1usize << log_gap;
+        let words = compact_words(n / gap, 500 + i as u64);
+        let (c, g) = (upload(&cpu, &words), upload(&gpu, &words));
+        let out = poisoned(&cpu, &gpu, limbs);
+        let mut out = out;
+        cpu.expand_coefficients(&c, gap, LimbsMut::new(&mut out.cpu, &q).unwrap())
+            .unwrap();
+        gpu.expand_coefficients(&g, gap, LimbsMut::new(&mut out.gpu, &q).unwrap())
+            .unwrap();
+        let positions: Vec<usize> = (0..limbs).collect();
+        assert_same(
+            &format!("expand_coefficients gap {gap}"),
+            &download(&cpu, &out.cpu, &positions, &q),
+            &download(&gpu, &out.gpu, &positions, &q),
+            n,
+        );
+    }
+    // Batches in NTT form: 5 parts, 19 parts (two launches), and views with
+    // different positions (the per-part fallback).
+    for (parts, gap, shifted) in [(5usize, 1usize, false), (19, 2, false), (3, 4, true)] {
+        let words: Vec<Vec<u64>> = (0..parts)
+            .map(|p| compact_words(n / gap, 600 + p as u64))
+            .collect();
+        let cpu_in: Vec<_> = words.iter().map(|w| upload(&cpu, w)).collect();
+        let gpu_in: Vec<_> = words.iter().map(|w| upload(&gpu, w)).collect();
+        let mut outs: Vec<Pair> = (0..parts)
+            .map(|_| poisoned(&cpu, &gpu, limbs + 1))
+            .collect();
+        let position_sets: Vec<Vec<usize>> = (0..parts)
+            .map(|p| {
+                let start = usize::from(shifted && p % 2 == 1);
+                (start..start + limbs).collect()
+            })
+            .collect();
+        {
+            let mut cpu_views: Vec<LimbsMut<'_>> = outs
+                .iter_mut()
+                .zip(&position_sets)
+                .map(|(o, pos)| LimbsMut {
+                    buffer: &mut o.cpu,
+                    positions: pos,
+                    moduli: &q,
+                })
+                .collect();
+            let refs: Vec<&hemem_memory::Buffer> = cpu_in.iter().collect();
+            cpu.expand_compact(&refs, gap, &mut cpu_views).unwrap();
+        }
+        {
+            let mut gpu_views: Vec<LimbsMut<'_>> = outs
+                .iter_mut()
+                .zip(&position_sets)
+                .map(|(o, pos)| LimbsMut {
+                    buffer: &mut o.gpu,
+                    positions: pos,
+                    moduli: &q,
+                })
+                .collect();
+            let refs: Vec<&hemem_memory::Buffer> = gpu_in.iter().collect();
+            gpu.expand_compact(&refs, gap, &mut gpu_views).unwrap();
+        }
+        for (p, (o, pos)) in outs.iter().zip(&position_sets).enumerate() {
+            assert_same(
+                &format!("expand_compact {parts} parts, part {p}"),
+                &download(&cpu, &o.cpu, pos, &q),
+                &download(&gpu, &o.gpu, pos, &q),
+                n,
+            );
+        }
+    }
+    // The encoder: compact plaintexts on each device, expanded, against the
+    // CPU's direct encoding, at several levels and slot counts.
+    let (ce, ge) = (Encoder::new(&cpu_ctx), Encoder::new(&gpu_ctx));
+    let mut rng = seeded_rng(700);
+    for (log_slots, l) in [(params.slots().trailing_zeros(), level.0), (4, 3), (0, 1)] {
+        let slots = 1usize << log_slots;
+        let level = Level(l);
+        let values = unit_disk(&mut rng, slots);
+        let scale = Scale(2f64.powf(30.0 + (rng.next_u64() % 30) as f64));
+        let class = MemoryClass::BootstrapConstant;
+        let direct = ce
+            .encode_at_class(&values, level, scale, slots, class)
+            .unwrap();
+        let from_cpu = ce
+            .encode_compact_at_class(&values, level, scale, slots, class)
+            .unwrap();
+        let from_gpu = ge
+            .encode_compact_at_class(&values, level, scale, slots, class)
+            .unwrap();
+        assert_eq!(from_gpu.device(), Device::Gpu(0));
+        let expected = direct.poly().to_words().unwrap();
+        assert_same(
+            "compact plaintext, cpu",
+            &expected,
+            &from_cpu.expand().unwrap().poly().to_words().unwrap(),
+            n,
+        );
+        let expanded = ge.expand(&[&from_gpu, &from_gpu], MemoryClass::Temporary).unwrap();
+        for e in &expanded {
+            assert_eq!(e.device(), Device::Gpu(0));
+            assert_same(
+                "compact plaintext, gpu",
+                &expected,
+                &e.poly().to_words().unwrap(),
+                n,
+            );
+        }
+    }
+}
+
+#[test]
+fn gpu_compact_expansion_matches_cpu_logn12() {
+    compact_expansion("gpu_compact_expansion_matches_cpu_logn12", Preset::TestFGb);
+}
+
+#[test]
+fn gpu_compact_expansion_matches_cpu_logn16() {
+    compact_expansion("gpu_compact_expansion_matches_cpu_logn16", Preset::FGb);
+}

@@ -10,13 +10,14 @@ use hemem_memory::GpuDevice;
 use crate::{Error, Result};
 
 /// The committed PTX, by module name (`ptx/<name>.ptx`, from `cuda/<name>.cu`).
-pub const PTX_MODULES: [(&str, &str); 6] = [
+pub const PTX_MODULES: [(&str, &str); 7] = [
     ("touch", include_str!("../ptx/touch.ptx")),
     ("bench", include_str!("../ptx/bench.ptx")),
     ("ckks_ntt", include_str!("../ptx/ckks_ntt.ptx")),
     ("ckks_arith", include_str!("../ptx/ckks_arith.ptx")),
     ("ckks_convert", include_str!("../ptx/ckks_convert.ptx")),
     ("ckks_prf", include_str!("../ptx/ckks_prf.ptx")),
+    ("ckks_encode", include_str!("../ptx/ckks_encode.ptx")),
 ];
 
 /// The CKKS kernels (`cuda/ckks_*.cu`).
@@ -43,6 +44,7 @@ pub(crate) struct Ckks {
     pub(crate) spread_centered: CudaFunction,
     pub(crate) uniform_from_seed: CudaFunction,
     pub(crate) key_switch_inner_product_seeded: CudaFunction,
+    pub(crate) expand_compact: CudaFunction,
 }
 
 /// The buffer touch and verify kernels (`cuda/touch.cu`).
@@ -151,6 +153,7 @@ impl Kernels {
             (arith_name, arith_ptx),
             (convert_name, convert_ptx),
             (prf_name, prf_ptx),
+            (encode_name, encode_ptx),
         ] = PTX_MODULES;
         let touch_module = load(device, touch_name, touch_ptx)?;
         let bench_module = load(device, bench_name, bench_ptx)?;
@@ -158,6 +161,7 @@ impl Kernels {
         let arith = load(device, arith_name, arith_ptx)?;
         let convert = load(device, convert_name, convert_ptx)?;
         let prf = load(device, prf_name, prf_ptx)?;
+        let encode = load(device, encode_name, encode_ptx)?;
         Ok(Self {
             device: device.clone(),
             touch: Touch {
@@ -187,8 +191,9 @@ impl Kernels {
                 spread_centered: function(&convert, "spread_centered")?,
                 uniform_from_seed: function(&prf, "uniform_from_seed")?,
                 key_switch_inner_product_seeded: function(&prf, "key_switch_inner_product_seeded")?,
+                expand_compact: function(&encode, "expand_compact")?,
             },
-            _modules: vec![touch_module, bench_module, ntt, arith, convert, prf],
+            _modules: vec![touch_module, bench_module, ntt, arith, convert, prf, encode],
         })
     }
 
@@ -216,6 +221,7 @@ mod tests {
             (_, arith),
             (_, convert),
             (_, prf),
+            (_, encode),
         ] = PTX_MODULES;
         for kernel in NTT_FWD_COLS
             .iter()
@@ -244,6 +250,7 @@ mod tests {
         for kernel in ["uniform_from_seed", "key_switch_inner_product_seeded"] {
             assert!(prf.contains(&format!(".entry {kernel}(")), "{kernel}");
         }
+        assert!(encode.contains(".entry expand_compact("));
         for kernel in ["touch_fill", "touch_verify", "touch_read"] {
             assert!(touch.contains(&format!(".entry {kernel}(")), "{kernel}");
         }

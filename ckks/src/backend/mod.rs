@@ -463,6 +463,84 @@ pub trait Backend: Send + Sync + fmt::Debug {
     ) -> Result<()> {
         tensor_by_parts(self, [a0, a1, b0, b1], [d0, d1, d2])
     }
+
+    /// Expands a compact plaintext into coefficient-form limbs: `compact`
+    /// holds `N/gap` words, each the bits of an integer-valued `f64`
+    /// (what the encoder rounded); word `k` becomes coefficient `k·gap` of
+    /// every limb of `out`, reduced exactly modulo the limb's prime (as
+    /// [`Modulus::reduce_f64`]), and every other coefficient is zero.
+    ///
+    /// # Errors
+    /// Shape or placement errors; a `gap` that does not divide N; a
+    /// non-finite word.
+    fn expand_coefficients(&self, compact: &Buffer, gap: usize, out: LimbsMut<'_>) -> Result<()>;
+
+    /// Expands several compact plaintexts (as
+    /// [`Backend::expand_coefficients`], one per view of `out`, all with the
+    /// same `gap`) and transforms them to NTT form: the encoded plaintexts
+    /// the encoder would have made.
+    ///
+    /// The default runs one expansion and one transform per part; the GPU
+    /// backend expands every part in one launch and transforms them in one
+    /// batched transform.
+    ///
+    /// # Errors
+    /// As [`Backend::expand_coefficients`]; `compact` and `out` of different
+    /// lengths.
+    fn expand_compact(
+        &self,
+        compact: &[&Buffer],
+        gap: usize,
+        out: &mut [LimbsMut<'_>],
+    ) -> Result<()> {
+        expand_by_parts(self, compact, gap, out)
+    }
+}
+
+/// Compact expansion one part at a time: the default of
+/// [`Backend::expand_compact`] and a fallback for batched kernels.
+///
+/// # Errors
+/// As [`Backend::expand_compact`].
+pub fn expand_by_parts<B: Backend + ?Sized>(
+    backend: &B,
+    compact: &[&Buffer],
+    gap: usize,
+    out: &mut [LimbsMut<'_>],
+) -> Result<()> {
+    if compact.len() != out.len() {
+        return Err(crate::Error::LengthMismatch {
+            expected: compact.len(),
+            actual: out.len(),
+        });
+    }
+    for (c, o) in compact.iter().zip(out.iter_mut()) {
+        backend.expand_coefficients(c, gap, o.reborrow())?;
+        backend.ntt_forward(o.reborrow())?;
+    }
+    Ok(())
+}
+
+/// Checks a compact expansion's shape: `gap` a power of two dividing `n`
+/// and `compact` holding at least `n/gap` words; returns `n/gap`.
+///
+/// # Errors
+/// [`crate::Error::LengthMismatch`].
+pub fn compact_words(compact: &Buffer, gap: usize, n: usize) -> Result<usize> {
+    if gap == 0 || !gap.is_power_of_two() || gap > n {
+        return Err(crate::Error::LengthMismatch {
+            expected: n,
+            actual: gap,
+        });
+    }
+    let count = n / gap;
+    if compact.words() < count {
+        return Err(crate::Error::LengthMismatch {
+            expected: count,
+            actual: compact.words(),
+        });
+    }
+    Ok(count)
 }
 
 /// The key-switching inner product as one multiply(-accumulate) per digit:

@@ -4,7 +4,7 @@ use hemem_memory::MemoryClass;
 use num_complex::Complex64;
 use rayon::prelude::*;
 
-use super::Plaintext;
+use super::{CompactPlaintext, Plaintext};
 use crate::context::Context;
 use crate::params::{Level, Scale};
 use crate::poly::{Coeff, RnsPoly};
@@ -80,6 +80,49 @@ impl Encoder {
         slots: usize,
         class: MemoryClass,
     ) -> Result<Plaintext> {
+        let rounded = self.rounded_coefficients(values, level, scale, slots)?;
+        let gap = self.context.params().degree().get() / (2 * slots);
+        // (coefficient index, scaled value) for the 2·slots nonzero positions.
+        let coefficients: Vec<(usize, f64)> = rounded
+            .iter()
+            .enumerate()
+            .map(|(j, &v)| (j * gap, v))
+            .collect();
+        self.encode_coefficients_with(&coefficients, level, scale, slots, class)
+    }
+
+    /// Encodes `values` as [`Encoder::encode_at_class`] would, but keeps only
+    /// the `2·slots` rounded coefficients (one word each) in a buffer of
+    /// `class`: a [`CompactPlaintext`] whose [`CompactPlaintext::expand`] is
+    /// bit-identical to the encoded plaintext, at `1/(level+1)` of its bytes
+    /// for full slots.
+    ///
+    /// # Errors
+    /// As [`Encoder::encode_at`].
+    pub fn encode_compact_at_class(
+        &self,
+        values: &[Complex64],
+        level: Level,
+        scale: Scale,
+        slots: usize,
+        class: MemoryClass,
+    ) -> Result<CompactPlaintext> {
+        let rounded = self.rounded_coefficients(values, level, scale, slots)?;
+        let words: Vec<u64> = rounded.iter().map(|v| v.to_bits()).collect();
+        CompactPlaintext::from_words(&self.context, &words, level, scale, slots, class)
+    }
+
+    /// The `2·slots` coefficients of the encoding of `values`, rounded at
+    /// `scale` (real parts, then imaginary parts): coefficient `j·N/(2·slots)`
+    /// of the plaintext is entry `j`. Every check of [`Encoder::encode_at`]
+    /// happens here, the modulus bound included.
+    fn rounded_coefficients(
+        &self,
+        values: &[Complex64],
+        level: Level,
+        scale: Scale,
+        slots: usize,
+    ) -> Result<Vec<f64>> {
         let params = self.context.params();
         let fft = self.context.fft(slots)?;
         if values.len() > slots {
@@ -100,20 +143,46 @@ impl Encoder {
             return Err(OperandError::NonFiniteValue.into());
         }
         let u = fft.inverse(values);
-        let n = params.degree().get();
-        let gap = n / (2 * slots);
-        // (coefficient index, scaled value) for the 2·slots nonzero positions.
-        let coefficients: Vec<(usize, f64)> = u
+        let rounded: Vec<f64> = u
             .iter()
-            .enumerate()
-            .flat_map(|(k, c)| {
-                [
-                    (k * gap, (c.re * scale.0).round()),
-                    ((k + slots) * gap, (c.im * scale.0).round()),
-                ]
-            })
+            .map(|c| (c.re * scale.0).round())
+            .chain(u.iter().map(|c| (c.im * scale.0).round()))
             .collect();
-        self.encode_coefficients_with(&coefficients, level, scale, slots, class)
+        self.check_magnitude(rounded.iter().copied(), level)?;
+        Ok(rounded)
+    }
+
+    /// Refuses coefficients whose magnitude reaches `Q_level / 2`.
+    fn check_magnitude(&self, values: impl IntoIterator<Item = f64>, level: Level) -> Result<()> {
+        let params = self.context.params();
+        let moduli = params
+            .q_moduli()
+            .get(..=level.0)
+            .ok_or(OperandError::LevelOutOfRange {
+                level,
+                max: params.max_level(),
+            })?;
+        let log_q: f64 = moduli.iter().map(|m| (m.value() as f64).log2()).sum();
+        let max = values.into_iter().map(f64::abs).fold(0.0, f64::max);
+        if !max.is_finite() || (max > 0.0 && max.log2() >= log_q - 1.0) {
+            return Err(OperandError::NonFiniteValue.into());
+        }
+        Ok(())
+    }
+
+    /// Expands compact plaintexts (see [`CompactPlaintext::expand_all`]).
+    ///
+    /// # Errors
+    /// As [`CompactPlaintext::expand_all`].
+    pub fn expand(
+        &self,
+        compact: &[&CompactPlaintext],
+        class: MemoryClass,
+    ) -> Result<Vec<Plaintext>> {
+        for c in compact {
+            self.context.check_same(c.context())?;
+        }
+        CompactPlaintext::expand_all(compact, class)
     }
 
     /// Builds a plaintext whose coefficient `i` is the integer `value` for each
@@ -149,14 +218,7 @@ impl Encoder {
                 level,
                 max: params.max_level(),
             })?;
-        let log_q: f64 = moduli.iter().map(|m| (m.value() as f64).log2()).sum();
-        let max = coefficients
-            .iter()
-            .map(|(_, v)| v.abs())
-            .fold(0.0, f64::max);
-        if !max.is_finite() || (max > 0.0 && max.log2() >= log_q - 1.0) {
-            return Err(OperandError::NonFiniteValue.into());
-        }
+        self.check_magnitude(coefficients.iter().map(|&(_, v)| v), level)?;
         let mut words = vec![0u64; moduli.len() * n];
         words
             .par_chunks_mut(n)

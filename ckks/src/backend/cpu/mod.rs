@@ -6,11 +6,11 @@ mod slices;
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
-use hemem_memory::Allocator;
+use hemem_memory::{Allocator, Buffer};
 use rayon::prelude::*;
 
 use self::slices::{read_limbs, write_limbs};
-use super::{Backend, BinaryOp, Device, Limbs, LimbsMut};
+use super::{Backend, BinaryOp, Device, Limbs, LimbsMut, compact_words};
 use crate::ntt::{GaloisElement, NttPlan, automorphism_permutation};
 use crate::rns::BaseConverter;
 use crate::sampling::SeededUniform;
@@ -391,6 +391,29 @@ impl Backend for CpuBackend {
         let moduli = out.moduli;
         let limbs = write_limbs(out, self.degree)?;
         SeededUniform::new(seed).fill_limbs(digit, &self.moduli, moduli, limbs)
+    }
+
+    fn expand_coefficients(&self, compact: &Buffer, gap: usize, out: LimbsMut<'_>) -> Result<()> {
+        let n = self.degree;
+        let count = compact_words(compact, gap, n)?;
+        let words = compact
+            .host_words()?
+            .get(..count)
+            .ok_or(Error::LengthMismatch {
+                expected: count,
+                actual: compact.words(),
+            })?;
+        let moduli = self.moduli_of(out.moduli)?;
+        let out = write_limbs(out, n)?;
+        out.into_par_iter().zip(moduli).try_for_each(|(limb, m)| {
+            limb.fill(0);
+            for (slot, &bits) in limb.iter_mut().step_by(gap).zip(words) {
+                *slot = m
+                    .reduce_f64(f64::from_bits(bits))
+                    .ok_or(crate::OperandError::NonFiniteValue)?;
+            }
+            Ok(())
+        })
     }
 
     /// Fused over the digits: the products of a block of coefficients are

@@ -1426,4 +1426,79 @@ impl Backend for GpuBackend {
         }?;
         Ok(())
     }
+
+    fn expand_coefficients(&self, compact: &Buffer, gap: usize, out: LimbsMut<'_>) -> Result<()> {
+        let (xo, map) = self.write_view(&out)?;
+        let _guard = self.allocator.prepare(&[compact, &*out.buffer])?;
+        self.expand_raw(&[xo], &[compact], gap, &map)
+    }
+
+    fn expand_compact(
+        &self,
+        compact: &[&Buffer],
+        gap: usize,
+        out: &mut [LimbsMut<'_>],
+    ) -> Result<()> {
+        let Some(o0) = out.first() else {
+            return same_length(compact.len(), 0);
+        };
+        same_length(compact.len(), out.len())?;
+        let uniform = out
+            .iter()
+            .all(|o| o.positions == o0.positions && o.moduli == o0.moduli);
+        if !uniform {
+            return super::expand_by_parts(self, compact, gap, out);
+        }
+        let map = LimbMap::new(o0.positions, o0.moduli)?;
+        let batch = launch::encode::MAX_EXPAND_PARTS.min(launch::ntt::MAX_PARTS);
+        for (sources, outs) in compact.chunks(batch).zip(out.chunks(batch)) {
+            let mut addresses = [0u64; launch::ntt::MAX_PARTS];
+            for (slot, o) in addresses.iter_mut().zip(outs) {
+                *slot = self.write_view(o)?.0;
+            }
+            let dst = first_u64(&addresses, outs.len())?;
+            let mut touched: Vec<&Buffer> = sources.to_vec();
+            touched.extend(outs.iter().map(|o| &*o.buffer));
+            let _guard = self.allocator.prepare(&touched)?;
+            self.expand_raw(dst, sources, gap, &map)?;
+            self.ntt_forward_raw(
+                (dst, &map),
+                ForwardSource::Limbs { src: dst, map: &map },
+                ForwardEpilogue::Store,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl GpuBackend {
+    /// Queues the expansion of `compact[z]` into the limbs `map` of the
+    /// buffer at `dst[z]` (coefficient form); the caller holds the
+    /// residency guard of every buffer.
+    fn expand_raw(&self, dst: &[u64], compact: &[&Buffer], gap: usize, map: &LimbMap) -> Result<()> {
+        let mut sources = [0u64; launch::encode::MAX_EXPAND_PARTS];
+        for (slot, c) in sources.iter_mut().zip(compact) {
+            super::compact_words(c, gap, self.degree)?;
+            *slot = address(c)?;
+        }
+        same_length(dst.len(), compact.len())?;
+        // SAFETY: each destination address holds `map`'s limbs (a checked
+        // view) and each source at least N/gap words (checked above), all
+        // on the compute stream; destinations are distinct buffers (mutable
+        // views) and never a source (shared borrows); the constants cover
+        // every modulus index.
+        unsafe {
+            launch::encode::expand_compact_async(
+                &self.kernels,
+                StreamId::Compute,
+                dst,
+                first_u64(&sources, compact.len())?,
+                map,
+                self.consts()?,
+                self.n(),
+                gap.trailing_zeros(),
+            )
+        }?;
+        Ok(())
+    }
 }

@@ -1,0 +1,79 @@
+//! Launcher of `cuda/ckks_encode.cu`: the expansion of compact plaintexts
+//! (one rounded `f64` word per nonzero coefficient) into RNS limbs.
+
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+use hemem_memory::StreamId;
+
+use super::{BLOCK, LimbMap, MAX_DIGITS, PtrArray, launched};
+use crate::{Error, Kernels, Result};
+
+/// Most compact plaintexts one launch expands (one [`PtrArray`] entry each).
+pub const MAX_EXPAND_PARTS: usize = MAX_DIGITS;
+
+/// Queues the expansion of `src.len()` compact plaintexts: part `z` reads
+/// the `N >> log_gap` words at `src[z]` (the bits of integer-valued `f64`s)
+/// and writes the limbs of `map` in the buffer `dst[z]`, coefficient form:
+/// coefficient `k·2^log_gap` is word `k` reduced exactly modulo the limb's
+/// prime, every other coefficient zero. Grid `(N/512, limbs, parts)`, two
+/// coefficients per thread; writes `8·N` bytes per limb and part, reads
+/// the compact words (`8·N/gap` per part, from L2 after the first limb).
+///
+/// # Errors
+/// [`Error::LaunchShape`] for different part counts, no part or more than
+/// [`MAX_EXPAND_PARTS`], or `log_gap` beyond `log N`; [`Error::Launch`].
+///
+/// # Safety
+/// Each `dst[z]` must hold the limb positions of `map` (`N` words each) and
+/// each `src[z]` at least `N >> log_gap` words, all usable on `stream` until
+/// the kernel completes; `consts` must cover `map`'s modulus indices; no
+/// destination may overlap another part's destination or any source.
+#[allow(clippy::too_many_arguments, reason = "operands, map and shape")]
+pub unsafe fn expand_compact_async(
+    kernels: &Kernels,
+    stream: StreamId,
+    dst: &[u64],
+    src: &[u64],
+    map: &LimbMap,
+    consts: u64,
+    n: u32,
+    log_gap: u32,
+) -> Result<()> {
+    let shape = |what, expected, found| Error::LaunchShape {
+        kernel: "expand_compact",
+        what,
+        expected,
+        found,
+    };
+    if dst.len() != src.len() {
+        return Err(shape("sources", dst.len(), src.len()));
+    }
+    if dst.is_empty() || dst.len() > MAX_EXPAND_PARTS {
+        return Err(shape("parts", MAX_EXPAND_PARTS, dst.len()));
+    }
+    if n < 2 || !n.is_power_of_two() || log_gap > n.trailing_zeros() {
+        return Err(shape("log gap", n.trailing_zeros() as usize, log_gap as usize));
+    }
+    if map.is_empty() {
+        return Ok(());
+    }
+    let (dst_array, src_array) = (PtrArray::new(dst)?, PtrArray::new(src)?);
+    let s = kernels.device.stream(stream);
+    let mut launch = s.launch_builder(&kernels.ckks.expand_compact);
+    launch
+        .arg(&dst_array)
+        .arg(&src_array)
+        .arg(map)
+        .arg(&consts)
+        .arg(&n)
+        .arg(&log_gap);
+    let blocks = (n as usize / 2).div_ceil(BLOCK as usize).clamp(1, 65_535) as u32;
+    let config = LaunchConfig {
+        grid_dim: (blocks, map.len() as u32, dst.len() as u32),
+        block_dim: (BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: PTX signature (PtrArray, PtrArray, LimbMap, const ModConst*,
+    // u32, u32); the caller guarantees the memory.
+    unsafe { launch.launch(config) }.map_err(launched("expand_compact"))?;
+    Ok(())
+}
