@@ -37,6 +37,10 @@ pub trait SlotArithmetic {
     type Value;
     /// An encoded plaintext (or its simulation).
     type Plain;
+    /// A plaintext kept compactly between uses and expanded to a
+    /// [`SlotArithmetic::Plain`] when used (a linear transform's diagonal
+    /// under [`crate::linear_transform::DiagonalStorage::Compact`]).
+    type Compact;
 
     /// The slot count of `x`.
     fn slots(&self, x: &Self::Value) -> usize;
@@ -103,6 +107,19 @@ pub trait SlotArithmetic {
     /// # Errors
     /// Mismatched level or slots.
     fn mul_plain(&self, a: &Self::Value, p: &Self::Plain) -> Result<Self::Value>;
+    /// Encodes as [`SlotArithmetic::encode`] into the compact form.
+    ///
+    /// # Errors
+    /// As [`SlotArithmetic::encode`].
+    fn encode_compact(&self, values: &[Complex64], level: usize, scale: f64)
+    -> Result<Self::Compact>;
+    /// The plaintexts of compact encodings, in order: each equal to what
+    /// [`SlotArithmetic::encode`] makes from the same values (short-lived
+    /// scratch on real ciphertexts).
+    ///
+    /// # Errors
+    /// Backend and allocation errors.
+    fn expand(&self, compact: &[&Self::Compact]) -> Result<Vec<Self::Plain>>;
 
     /// `acc += b` in place (by default through [`SlotArithmetic::add`]).
     ///
@@ -693,6 +710,8 @@ fn rounded_constant(c: Complex64, scale: f64) -> Complex64 {
 impl SlotArithmetic for PlainSimulator {
     type Value = SimValue;
     type Plain = SimPlain;
+    /// The simulator's plaintexts are already their slot values.
+    type Compact = SimPlain;
 
     fn slots(&self, x: &SimValue) -> usize {
         x.slots.len()
@@ -884,6 +903,14 @@ impl SlotArithmetic for PlainSimulator {
             level: a.level,
             scale: a.scale * p.scale,
         })
+    }
+
+    fn encode_compact(&self, values: &[Complex64], level: usize, scale: f64) -> Result<SimPlain> {
+        self.encode(values, level, scale)
+    }
+
+    fn expand(&self, compact: &[&SimPlain]) -> Result<Vec<SimPlain>> {
+        Ok(compact.iter().map(|&p| p.clone()).collect())
     }
 
     fn rotate(&self, a: &SimValue, steps: i64) -> Result<SimValue> {

@@ -18,12 +18,18 @@
 //! Written once over [`SlotArithmetic`] (through [`CkksOps`]), so it runs
 //! wherever its ciphertexts live. Intermediates are `Temporary` memory, the
 //! encoded DFT diagonals `BootstrapConstant`, the keys `EvaluationKey`.
+//!
+//! The diagonals are kept compact by default ([`DiagonalStorage::Compact`]:
+//! one word per coefficient, expanded into `Temporary` memory a few at a
+//! time as each transform runs); SlotToCoeff's, which absorb the input
+//! scale, are cached for the [`STC_CACHE_CAPACITY`] most recent input
+//! scales.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use hemem_ckks::Context;
-use hemem_ckks::encoding::Plaintext;
+use hemem_ckks::encoding::{CompactPlaintext, Plaintext};
 use hemem_ckks::eval::{Ciphertext, Evaluator};
 use hemem_ckks::keys::{KeyGenerator, KeyKind, KeySet, KeySetRequest, SecretKey, SwitchingKey};
 use hemem_ckks::ntt::GaloisElement;
@@ -33,6 +39,7 @@ use hemem_memory::MemoryClass;
 use crate::arith::SlotArithmetic;
 use crate::ckks_ops::CkksOps;
 use crate::dft::EncodedDft;
+use crate::linear_transform::{Diagonal, DiagonalStorage};
 use crate::eval_mod::EvalMod;
 use crate::schedule::{BootstrapSchedule, INPUT_LEVEL, SSE_HAMMING_WEIGHT};
 use crate::simulate::{coeff_to_slot, eval_mod_and_recombine, slot_to_coeff, split};
@@ -245,6 +252,16 @@ pub enum Stage {
     ImaginaryPart,
 }
 
+/// SlotToCoeff's diagonals as the bootstrapper keeps them.
+type StcDft = EncodedDft<Plaintext, CompactPlaintext>;
+
+/// Input scales whose SlotToCoeff diagonals a [`Bootstrapper`] keeps (least
+/// recently used first out). Inputs usually arrive at one scale (a level's
+/// default); a second covers alternating between two levels. Compact, one
+/// entry is `2·slots` words per diagonal (about 83 MB at FGb, 0.25 GB
+/// encoded); a scale beyond the cache is encoded again when it comes back.
+pub const STC_CACHE_CAPACITY: usize = 2;
+
 /// Refreshes ciphertexts: see the [module documentation](self).
 ///
 /// Inputs must be at level 3 or above, with the schedule's slot count, and
@@ -257,8 +274,10 @@ pub struct Bootstrapper {
     schedule: BootstrapSchedule,
     evaluator: Evaluator,
     sse: Option<SseKeys>,
-    cts: EncodedDft<Plaintext>,
-    stc: Mutex<HashMap<u64, Arc<EncodedDft<Plaintext>>>>,
+    storage: DiagonalStorage,
+    cts: EncodedDft<Plaintext, CompactPlaintext>,
+    /// SlotToCoeff by input scale (bits), most recently used first.
+    stc: Mutex<Vec<(u64, Arc<StcDft>)>>,
     eval_mod: EvalMod,
     subsum: Vec<i64>,
 }
@@ -269,6 +288,7 @@ impl std::fmt::Debug for Bootstrapper {
             .field("parameters", &self.context.params().name())
             .field("slots", &self.schedule.slots())
             .field("sse", &self.sse.is_some())
+            .field("storage", &self.storage)
             .finish_non_exhaustive()
     }
 }
@@ -276,7 +296,8 @@ impl std::fmt::Debug for Bootstrapper {
 impl Bootstrapper {
     /// A bootstrapper for `context` with `schedule` and its keys: checks
     /// that every needed key exists and encodes CoeffToSlot's diagonals
-    /// (`BootstrapConstant` memory, on the context's device).
+    /// (`BootstrapConstant` memory, on the context's device), compactly
+    /// ([`DiagonalStorage::default`]).
     ///
     /// # Errors
     /// [`Error::NotBootstrappable`]; a missing key
@@ -285,6 +306,21 @@ impl Bootstrapper {
         context: &Context,
         schedule: BootstrapSchedule,
         keys: BootstrapKeys,
+    ) -> Result<Self> {
+        Self::with_storage(context, schedule, keys, DiagonalStorage::default())
+    }
+
+    /// As [`Bootstrapper::new`], keeping the DFT diagonals as `storage`
+    /// says: [`DiagonalStorage::Encoded`] trades their full size (2.24 GB at
+    /// FGb) for no expansion work.
+    ///
+    /// # Errors
+    /// As [`Bootstrapper::new`].
+    pub fn with_storage(
+        context: &Context,
+        schedule: BootstrapSchedule,
+        keys: BootstrapKeys,
+        storage: DiagonalStorage,
     ) -> Result<Self> {
         let params = context.params();
         if params.post_bootstrap_level().is_none() {
@@ -310,11 +346,12 @@ impl Bootstrapper {
         }
         let cts = {
             let ops = CkksOps::new(&evaluator);
-            cts_dft.encode(
+            cts_dft.encode_with(
                 &ops,
                 schedule.top_level,
                 &schedule.cts_diagonal_scales,
                 schedule.log_bsgs_ratio,
+                storage,
             )?
         };
         let eval_mod = EvalMod::new(schedule.choice.eval_mod)?;
@@ -324,8 +361,9 @@ impl Bootstrapper {
             schedule,
             evaluator,
             sse: keys.sse,
+            storage,
             cts,
-            stc: Mutex::new(HashMap::new()),
+            stc: Mutex::new(Vec::with_capacity(STC_CACHE_CAPACITY + 1)),
             eval_mod,
         })
     }
@@ -335,18 +373,36 @@ impl Bootstrapper {
         &self.schedule
     }
 
-    /// Bytes of the encoded diagonals held now (CoeffToSlot, and SlotToCoeff
-    /// for each input scale seen).
+    /// How the DFT diagonals are kept.
+    pub fn storage(&self) -> DiagonalStorage {
+        self.storage
+    }
+
+    /// Bytes of the DFT diagonals held now, as stored (CoeffToSlot, and
+    /// SlotToCoeff for each input scale in the cache).
     pub fn constant_bytes(&self) -> usize {
-        let dft_bytes = |d: &EncodedDft<Plaintext>| -> usize {
+        self.diagonal_bytes(|d| match d {
+            Diagonal::Encoded(p) => p.poly().buffer().bytes(),
+            Diagonal::Compact(c) => c.size_bytes(),
+        })
+    }
+
+    /// Bytes the same diagonals would take encoded
+    /// ([`DiagonalStorage::Encoded`]): [`Bootstrapper::constant_bytes`] for
+    /// comparison.
+    pub fn constant_encoded_bytes(&self) -> usize {
+        self.diagonal_bytes(|d| match d {
+            Diagonal::Encoded(p) => p.poly().buffer().bytes(),
+            Diagonal::Compact(c) => c.expanded_bytes(),
+        })
+    }
+
+    fn diagonal_bytes(&self, bytes: impl Fn(&Diagonal<Plaintext, CompactPlaintext>) -> usize) -> usize {
+        let dft_bytes = |d: &StcDft| -> usize {
             d.transforms()
                 .iter()
-                .flat_map(|t| {
-                    t.groups()
-                        .iter()
-                        .flat_map(|(_, g)| g.iter().map(|(_, p)| p))
-                })
-                .map(|p| p.poly().buffer().bytes())
+                .flat_map(|t| t.diagonals())
+                .map(&bytes)
                 .sum()
         };
         dft_bytes(&self.cts)
@@ -354,16 +410,28 @@ impl Bootstrapper {
                 .stc
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .values()
-                .map(|d| dft_bytes(d))
+                .iter()
+                .map(|(_, d)| dft_bytes(d))
                 .sum::<usize>()
     }
 
+    /// Input scales whose SlotToCoeff diagonals are held now, most recently
+    /// used first (at most [`STC_CACHE_CAPACITY`]).
+    pub fn cached_scales(&self) -> Vec<hemem_ckks::params::Scale> {
+        self.stc
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|&(bits, _)| hemem_ckks::params::Scale(f64::from_bits(bits)))
+            .collect()
+    }
+
     /// Encodes SlotToCoeff's diagonals for inputs at `scale` ahead of the
-    /// first bootstrap of such an input (which otherwise does it, once per
-    /// input scale: the diagonals absorb the input scale exactly). On FGb
-    /// this takes seconds on the CPU and about 1 GiB of `BootstrapConstant`
-    /// memory.
+    /// first bootstrap of such an input (which otherwise does it: the
+    /// diagonals absorb the input scale exactly). The bootstrapper keeps
+    /// them for the [`STC_CACHE_CAPACITY`] most recently used scales; on
+    /// FGb one scale takes about 83 MB compact (0.25 GB encoded) of
+    /// `BootstrapConstant` memory.
     ///
     /// # Errors
     /// A scale the schedule cannot absorb; encoding errors.
@@ -371,31 +439,36 @@ impl Bootstrapper {
         self.stc_for(scale.get()).map(|_| ())
     }
 
-    /// SlotToCoeff's diagonals for inputs at `scale` (encoded on first use:
-    /// the first factor absorbs the input scale exactly).
-    fn stc_for(&self, scale: f64) -> Result<Arc<EncodedDft<Plaintext>>> {
+    /// SlotToCoeff's diagonals for inputs at `scale`, from the cache (moved
+    /// to its front) or encoded now (the first factor absorbs the input
+    /// scale exactly) and cached, dropping the least recently used scale
+    /// beyond [`STC_CACHE_CAPACITY`].
+    fn stc_for(&self, scale: f64) -> Result<Arc<StcDft>> {
         let key = scale.to_bits();
-        if let Some(d) = self
-            .stc
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&key)
         {
-            return Ok(Arc::clone(d));
+            let mut cache = self.stc.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(i) = cache.iter().position(|(k, _)| *k == key) {
+                let entry = cache.remove(i);
+                let dft = Arc::clone(&entry.1);
+                cache.insert(0, entry);
+                return Ok(dft);
+            }
         }
         let params = self.context.params();
         let scales = self.schedule.stc_diagonal_scales(params, scale)?;
         let ops = CkksOps::new(&self.evaluator);
-        let encoded = Arc::new(self.schedule.stc_dft()?.encode(
+        let encoded = Arc::new(self.schedule.stc_dft()?.encode_with(
             &ops,
             INPUT_LEVEL,
             &scales,
             self.schedule.log_bsgs_ratio,
+            self.storage,
         )?);
-        self.stc
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(key, Arc::clone(&encoded));
+        let mut cache = self.stc.lock().unwrap_or_else(PoisonError::into_inner);
+        // Another thread may have encoded the same scale meanwhile.
+        cache.retain(|(k, _)| *k != key);
+        cache.insert(0, (key, Arc::clone(&encoded)));
+        cache.truncate(STC_CACHE_CAPACITY);
         Ok(encoded)
     }
 

@@ -2,7 +2,7 @@
 //! the slot-level algorithms of this crate (DFTs, polynomial evaluation,
 //! EvalMod) run homomorphically, on whichever backend the ciphertexts live.
 
-use hemem_ckks::encoding::{Encoder, Plaintext};
+use hemem_ckks::encoding::{CompactPlaintext, Encoder, Plaintext};
 use hemem_ckks::eval::{Ciphertext, Evaluator};
 use hemem_ckks::params::{Level, Scale};
 use hemem_memory::MemoryClass;
@@ -17,7 +17,8 @@ use crate::arith::SlotArithmetic;
 /// Rescaling does not apply the user-level scale rule
 /// ([`hemem_ckks::params::Parameters::check_rescale`]): bootstrapping's
 /// schedules let the scale exceed the bottom primes on purpose. Encoded
-/// plaintexts (linear-transform diagonals) go to `constant_class` memory.
+/// plaintexts (linear-transform diagonals), compact or not, go to
+/// `constant_class` memory; their expansions to `Temporary` memory.
 #[derive(Debug, Clone)]
 pub struct CkksOps<'a> {
     evaluator: &'a Evaluator,
@@ -51,6 +52,7 @@ impl<'a> CkksOps<'a> {
 impl SlotArithmetic for CkksOps<'_> {
     type Value = Ciphertext;
     type Plain = Plaintext;
+    type Compact = CompactPlaintext;
 
     fn slots(&self, x: &Ciphertext) -> usize {
         x.slots()
@@ -115,6 +117,27 @@ impl SlotArithmetic for CkksOps<'_> {
             values.len(),
             self.constant_class,
         )?)
+    }
+
+    fn encode_compact(
+        &self,
+        values: &[Complex64],
+        level: usize,
+        scale: f64,
+    ) -> Result<CompactPlaintext> {
+        Ok(self.encoder.encode_compact_at_class(
+            values,
+            Level(level),
+            Scale(scale),
+            values.len(),
+            self.constant_class,
+        )?)
+    }
+
+    /// Expands into `Temporary` memory, all at once (one batched launch
+    /// pair on the GPU for each run of one level).
+    fn expand(&self, compact: &[&CompactPlaintext]) -> Result<Vec<Plaintext>> {
+        Ok(self.encoder.expand(compact, MemoryClass::Temporary)?)
     }
 
     fn mul_plain(&self, a: &Ciphertext, p: &Plaintext) -> Result<Ciphertext> {

@@ -46,7 +46,7 @@ use std::f64::consts::PI;
 use num_complex::Complex64;
 
 use crate::arith::SlotArithmetic;
-use crate::linear_transform::{EncodedLinearTransform, LinearTransform};
+use crate::linear_transform::{DiagonalStorage, EncodedLinearTransform, LinearTransform};
 use crate::{Error, Result};
 
 /// Reverses the low `bits` bits of `x`.
@@ -488,7 +488,8 @@ impl HomomorphicDft {
     }
 
     /// Encodes every factor: factor `i` at level `start_level − i` with
-    /// diagonal scale `diagonal_scales[i]`.
+    /// diagonal scale `diagonal_scales[i]`, as encoded plaintexts
+    /// ([`DiagonalStorage::Encoded`]).
     ///
     /// # Errors
     /// [`Error::LengthMismatch`] unless there is one scale per factor,
@@ -499,7 +500,29 @@ impl HomomorphicDft {
         start_level: usize,
         diagonal_scales: &[f64],
         log_bsgs_ratio: i32,
-    ) -> Result<EncodedDft<A::Plain>> {
+    ) -> Result<EncodedDft<A::Plain, A::Compact>> {
+        self.encode_with(
+            ops,
+            start_level,
+            diagonal_scales,
+            log_bsgs_ratio,
+            DiagonalStorage::Encoded,
+        )
+    }
+
+    /// As [`HomomorphicDft::encode`], keeping the diagonals as `storage`
+    /// says.
+    ///
+    /// # Errors
+    /// As [`HomomorphicDft::encode`].
+    pub fn encode_with<A: SlotArithmetic>(
+        &self,
+        ops: &A,
+        start_level: usize,
+        diagonal_scales: &[f64],
+        log_bsgs_ratio: i32,
+        storage: DiagonalStorage,
+    ) -> Result<EncodedDft<A::Plain, A::Compact>> {
         if diagonal_scales.len() != self.factors.len() {
             return Err(Error::LengthMismatch {
                 expected: self.factors.len(),
@@ -518,7 +541,7 @@ impl HomomorphicDft {
             .iter()
             .zip(diagonal_scales)
             .enumerate()
-            .map(|(i, (lt, &scale))| lt.encode(ops, start_level - i, scale))
+            .map(|(i, (lt, &scale))| lt.encode_with(ops, start_level - i, scale, storage))
             .collect::<Result<Vec<_>>>()?;
         Ok(EncodedDft {
             kind: self.kind,
@@ -529,21 +552,22 @@ impl HomomorphicDft {
 
 /// A [`HomomorphicDft`] whose factors are encoded (one
 /// [`EncodedLinearTransform`] per level): what the bootstrapper keeps as
-/// `BootstrapConstant` memory.
+/// `BootstrapConstant` memory, as encoded plaintexts `P` or compact
+/// encodings `C`.
 #[derive(Clone, Debug)]
-pub struct EncodedDft<P> {
+pub struct EncodedDft<P, C = P> {
     kind: DftKind,
-    transforms: Vec<EncodedLinearTransform<P>>,
+    transforms: Vec<EncodedLinearTransform<P, C>>,
 }
 
-impl<P> EncodedDft<P> {
+impl<P, C> EncodedDft<P, C> {
     /// Which DFT.
     pub fn kind(&self) -> DftKind {
         self.kind
     }
 
     /// The encoded factors in application order.
-    pub fn transforms(&self) -> &[EncodedLinearTransform<P>] {
+    pub fn transforms(&self) -> &[EncodedLinearTransform<P, C>] {
         &self.transforms
     }
 
@@ -559,7 +583,7 @@ impl<P> EncodedDft<P> {
     ///
     /// # Errors
     /// As [`EncodedLinearTransform::evaluate`].
-    pub fn evaluate<A: SlotArithmetic<Plain = P>>(
+    pub fn evaluate<A: SlotArithmetic<Plain = P, Compact = C>>(
         &self,
         ops: &A,
         x: &A::Value,

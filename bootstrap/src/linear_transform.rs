@@ -239,7 +239,8 @@ impl LinearTransform {
     }
 
     /// Pre-rotates and encodes the diagonals at `level` and `scale`
-    /// (`rot_{−g}(diag_{g+b})` for each giant `g` and baby `b`).
+    /// (`rot_{−g}(diag_{g+b})` for each giant `g` and baby `b`), keeping
+    /// them as encoded plaintexts ([`DiagonalStorage::Encoded`]).
     ///
     /// # Errors
     /// Encoding errors of `ops`.
@@ -248,7 +249,22 @@ impl LinearTransform {
         ops: &A,
         level: usize,
         scale: f64,
-    ) -> Result<EncodedLinearTransform<A::Plain>> {
+    ) -> Result<EncodedLinearTransform<A::Plain, A::Compact>> {
+        self.encode_with(ops, level, scale, DiagonalStorage::Encoded)
+    }
+
+    /// As [`LinearTransform::encode`], keeping the diagonals as `storage`
+    /// says.
+    ///
+    /// # Errors
+    /// Encoding errors of `ops`.
+    pub fn encode_with<A: SlotArithmetic>(
+        &self,
+        ops: &A,
+        level: usize,
+        scale: f64,
+        storage: DiagonalStorage,
+    ) -> Result<EncodedLinearTransform<A::Plain, A::Compact>> {
         let n = self.matrix.slots();
         let diagonals = self.matrix.diagonals();
         let groups = self
@@ -267,7 +283,15 @@ impl LinearTransform {
                         // rot_{−g}(v)[j] = v[j − g].
                         let mut rotated: Vec<Complex64> = diag.clone();
                         rotated.rotate_right(giant % n);
-                        ops.encode(&rotated, level, scale).map(|p| (baby, p))
+                        let stored = match storage {
+                            DiagonalStorage::Encoded => {
+                                Diagonal::Encoded(ops.encode(&rotated, level, scale)?)
+                            }
+                            DiagonalStorage::Compact => {
+                                Diagonal::Compact(ops.encode_compact(&rotated, level, scale)?)
+                            }
+                        };
+                        Ok((baby, stored))
                     })
                     .collect::<Result<Vec<_>>>()?;
                 Ok((giant, plains))
@@ -278,6 +302,7 @@ impl LinearTransform {
             n1: self.index.n1,
             level,
             scale,
+            storage,
             babies: self.index.babies.clone(),
             forward: self.index.forward,
             backward: self.index.backward,
@@ -287,21 +312,98 @@ impl LinearTransform {
     }
 }
 
-/// A [`LinearTransform`] with its diagonals encoded at one level and scale.
+/// How an encoded linear transform keeps its diagonals between
+/// evaluations.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum DiagonalStorage {
+    /// The rounded coefficients only, one word per coefficient
+    /// ([`SlotArithmetic::encode_compact`]: `level + 1` times fewer bytes
+    /// than encoded at full slots), expanded when the transform is
+    /// evaluated, at most [`EXPAND_BATCH`] at a time, into scratch freed
+    /// right after their products.
+    #[default]
+    Compact,
+    /// Encoded plaintexts (every limb, NTT form), ready to multiply: no
+    /// expansion, at the full size.
+    Encoded,
+}
+
+impl DiagonalStorage {
+    /// `"compact"` or `"encoded"` (as in JSON reports).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Compact => "compact",
+            Self::Encoded => "encoded",
+        }
+    }
+}
+
+impl std::str::FromStr for DiagonalStorage {
+    type Err = Error;
+
+    /// Parses `compact` or `encoded`.
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "compact" => Ok(Self::Compact),
+            "encoded" => Ok(Self::Encoded),
+            _ => Err(Error::InvalidParameter {
+                name: "diagonal storage",
+                reason: "expected compact or encoded",
+            }),
+        }
+    }
+}
+
+/// Most compact diagonals expanded at once during an evaluation: a bound on
+/// the scratch the expansion holds (at FGb's top level, 8 × 12.6 MiB), and
+/// within one batched launch of the GPU backend (16 parts).
+pub const EXPAND_BATCH: usize = 8;
+
+/// One stored diagonal of an [`EncodedLinearTransform`].
 #[derive(Clone, Debug)]
-pub struct EncodedLinearTransform<P> {
+pub enum Diagonal<P, C> {
+    /// An encoded plaintext.
+    Encoded(P),
+    /// A compact encoding, expanded when used.
+    Compact(C),
+}
+
+impl<P, C> Diagonal<P, C> {
+    /// The compact encoding, if that is how the diagonal is kept.
+    pub fn as_compact(&self) -> Option<&C> {
+        match self {
+            Self::Compact(c) => Some(c),
+            Self::Encoded(_) => None,
+        }
+    }
+
+    /// The encoded plaintext, if that is how the diagonal is kept.
+    pub fn as_encoded(&self) -> Option<&P> {
+        match self {
+            Self::Encoded(p) => Some(p),
+            Self::Compact(_) => None,
+        }
+    }
+}
+
+/// A [`LinearTransform`] with its diagonals encoded at one level and scale,
+/// kept as encoded plaintexts `P` or compact encodings `C`
+/// ([`DiagonalStorage`]).
+#[derive(Clone, Debug)]
+pub struct EncodedLinearTransform<P, C = P> {
     n: usize,
     n1: usize,
     level: usize,
     scale: f64,
+    storage: DiagonalStorage,
     babies: Vec<usize>,
     forward: usize,
     backward: usize,
     direct: Vec<usize>,
-    groups: Vec<(usize, Vec<(usize, P)>)>,
+    groups: Vec<(usize, Vec<(usize, Diagonal<P, C>)>)>,
 }
 
-impl<P> EncodedLinearTransform<P> {
+impl<P, C> EncodedLinearTransform<P, C> {
     /// The slot count.
     pub fn slots(&self) -> usize {
         self.n
@@ -327,10 +429,22 @@ impl<P> EncodedLinearTransform<P> {
         self.groups.iter().map(|(_, p)| p.len()).sum()
     }
 
+    /// How the diagonals are kept.
+    pub fn storage(&self) -> DiagonalStorage {
+        self.storage
+    }
+
     /// The encoded diagonals: for each giant step, its baby steps and
-    /// pre-rotated plaintexts.
-    pub fn groups(&self) -> &[(usize, Vec<(usize, P)>)] {
+    /// pre-rotated diagonals.
+    pub fn groups(&self) -> &[(usize, Vec<(usize, Diagonal<P, C>)>)] {
         &self.groups
+    }
+
+    /// Every stored diagonal, group after group.
+    pub fn diagonals(&self) -> impl Iterator<Item = &Diagonal<P, C>> {
+        self.groups
+            .iter()
+            .flat_map(|(_, g)| g.iter().map(|(_, d)| d))
     }
 
     /// `M·x` without the final rescale: at the transform's level with scale
@@ -339,7 +453,7 @@ impl<P> EncodedLinearTransform<P> {
     /// # Errors
     /// [`Error::LevelTooLow`] for an input below the transform's level,
     /// [`Error::SlotMismatch`], and the errors of `ops`.
-    pub fn evaluate_unrescaled<A: SlotArithmetic<Plain = P>>(
+    pub fn evaluate_unrescaled<A: SlotArithmetic<Plain = P, Compact = C>>(
         &self,
         ops: &A,
         x: &A::Value,
@@ -372,14 +486,32 @@ impl<P> EncodedLinearTransform<P> {
                     reason: "missing from the hoisted rotations",
                 })
         };
-        // Σ_baby rot_baby(x)·diag for one giant step, accumulated in place.
-        let inner_sum = |plains: &[(usize, P)]| -> Result<Option<A::Value>> {
+        // Σ_baby rot_baby(x)·diag for one giant step, accumulated in place;
+        // compact diagonals are expanded a batch at a time and dropped once
+        // multiplied.
+        let inner_sum = |plains: &[(usize, Diagonal<P, C>)]| -> Result<Option<A::Value>> {
             let mut inner: Option<A::Value> = None;
-            for (baby, plain) in plains {
-                let x = baby_value(*baby)?;
-                match inner.as_mut() {
-                    None => inner = Some(ops.mul_plain(x, plain)?),
-                    Some(sum) => ops.mul_plain_add_assign(sum, x, plain)?,
+            for batch in plains.chunks(EXPAND_BATCH) {
+                let compact: Vec<&C> = batch.iter().filter_map(|(_, d)| d.as_compact()).collect();
+                let expanded = if compact.is_empty() {
+                    Vec::new()
+                } else {
+                    ops.expand(&compact)?
+                };
+                let mut next = expanded.iter();
+                for (baby, diagonal) in batch {
+                    let plain = match diagonal {
+                        Diagonal::Encoded(p) => p,
+                        Diagonal::Compact(_) => next.next().ok_or(Error::InvalidParameter {
+                            name: "expand",
+                            reason: "returned fewer plaintexts than it was given",
+                        })?,
+                    };
+                    let x = baby_value(*baby)?;
+                    match inner.as_mut() {
+                        None => inner = Some(ops.mul_plain(x, plain)?),
+                        Some(sum) => ops.mul_plain_add_assign(sum, x, plain)?,
+                    }
                 }
             }
             Ok(inner)
@@ -444,7 +576,7 @@ impl<P> EncodedLinearTransform<P> {
     ///
     /// # Errors
     /// As [`EncodedLinearTransform::evaluate_unrescaled`] and the rescale.
-    pub fn evaluate<A: SlotArithmetic<Plain = P>>(
+    pub fn evaluate<A: SlotArithmetic<Plain = P, Compact = C>>(
         &self,
         ops: &A,
         x: &A::Value,

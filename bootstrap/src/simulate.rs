@@ -26,7 +26,7 @@ use hemem_ckks::params::{Level, Parameters};
 pub fn slot_to_coeff<A: SlotArithmetic>(
     ops: &A,
     x: &A::Value,
-    stc: &EncodedDft<A::Plain>,
+    stc: &EncodedDft<A::Plain, A::Compact>,
 ) -> Result<A::Value> {
     let level = ops.level(x);
     let start = stc.transforms().first().map_or(INPUT_LEVEL, |t| t.level());
@@ -48,7 +48,7 @@ pub fn slot_to_coeff<A: SlotArithmetic>(
 pub fn coeff_to_slot<A: SlotArithmetic>(
     ops: &A,
     raised: &A::Value,
-    cts: &EncodedDft<A::Plain>,
+    cts: &EncodedDft<A::Plain, A::Compact>,
 ) -> Result<A::Value> {
     cts.evaluate(ops, raised)
 }

@@ -390,3 +390,116 @@ fn bad_input_is_a_typed_error() {
         Err(Error::Ckks(_))
     ));
 }
+
+/// A second bootstrapper for the setup `s` of `preset` and `slots`, keeping
+/// its diagonals as `storage`, with the setup's very keys (the same seeded
+/// draws in the same order).
+fn bootstrapper_with(
+    s: &Setup,
+    preset: Preset,
+    slots: Option<usize>,
+    storage: hemem_bootstrap::linear_transform::DiagonalStorage,
+) -> Bootstrapper {
+    let params = s.context.params();
+    let keygen = KeyGenerator::with_seed(&s.context, seed32(preset as u64));
+    let secret = keygen.secret_key().unwrap();
+    let _public = keygen.public_key(&secret).unwrap();
+    let schedule =
+        BootstrapSchedule::new(params, recommended_choice(preset.shape_of()), slots).unwrap();
+    let keys = BootstrapKeys::generate(&keygen, &secret, &schedule).unwrap();
+    Bootstrapper::with_storage(&s.context, schedule, keys, storage).unwrap()
+}
+
+/// Compact and encoded diagonals give the same ciphertext bit for bit (the
+/// expansion is exact), and the compact bootstrapper stores a fraction of
+/// the bytes while reporting the encoded equivalent.
+#[test]
+fn compact_and_encoded_diagonals_bootstrap_identically() {
+    use hemem_bootstrap::linear_transform::DiagonalStorage;
+    use hemem_memory::MemoryClass;
+    let slots = Some(1 << 5);
+    let s = setup(Preset::TestFGb, slots);
+    assert_eq!(s.bootstrapper.storage(), DiagonalStorage::Compact);
+    let constants = |s: &Setup| {
+        s.context
+            .backend()
+            .allocator()
+            .statistics()
+            .class(MemoryClass::BootstrapConstant)
+            .bytes
+            .current as usize
+    };
+    let values = inputs(1 << 5, false, 41);
+    let ct = encrypt_at(&s, &values, s.context.params().enc_level(), 41);
+    let ct = Evaluator::new(&s.context)
+        .level_down(&ct, Level(3))
+        .unwrap();
+    let a = s.bootstrapper.bootstrap(&ct).unwrap();
+    let (stored, equivalent) = (
+        s.bootstrapper.constant_bytes(),
+        s.bootstrapper.constant_encoded_bytes(),
+    );
+    // Stored bytes are the bytes the allocator holds as constants.
+    assert_eq!(constants(&s), stored);
+    assert!(stored * 2 < equivalent, "{stored} of {equivalent} bytes");
+
+    let encoded = bootstrapper_with(&s, Preset::TestFGb, slots, DiagonalStorage::Encoded);
+    assert_eq!(encoded.storage(), DiagonalStorage::Encoded);
+    let b = encoded.bootstrap(&ct).unwrap();
+    let (a0, a1) = a.parts();
+    let (b0, b1) = b.parts();
+    assert_eq!(a0.to_words().unwrap(), b0.to_words().unwrap());
+    assert_eq!(a1.to_words().unwrap(), b1.to_words().unwrap());
+    assert_eq!(equivalent, encoded.constant_bytes());
+    assert_eq!(equivalent, encoded.constant_encoded_bytes());
+    assert_eq!(constants(&s), stored + equivalent);
+    let bits = -max_error(&decrypt(&s, &a), &values, false).log2();
+    assert!(bits > 22.0, "{bits:.2} bits");
+}
+
+/// Inputs at many distinct scales: SlotToCoeff's diagonals are cached for
+/// the most recent few only, so the constants stay bounded, and a scale
+/// that left the cache bootstraps correctly when it comes back.
+#[test]
+fn many_input_scales_keep_constants_bounded() {
+    use hemem_bootstrap::bootstrapper::STC_CACHE_CAPACITY;
+    let s = setup(Preset::TestFGb, Some(1 << 4));
+    let params = s.context.params();
+    let base = params.default_scale(params.enc_level()).unwrap();
+    let cts_only = s.bootstrapper.constant_bytes();
+    let mut per_scale = None;
+    let mut rng = seeded_rng(77);
+    for level in 3..=params.enc_level().get() {
+        // Distinct scales: each level's default, perturbed (as inputs from
+        // other computations arrive).
+        use rand_core::Rng;
+        let jitter = 1.0 + (1 + rng.next_u64() % 1000) as f64 * 2f64.powi(-30);
+        let scale = Scale(params.default_scale(Level(level)).unwrap().get() * jitter);
+        s.bootstrapper
+            .prepare_for_scale(scale)
+            .unwrap_or_else(|e| panic!("level {level}, scale 2^{}: {e}", scale.get().log2()));
+        let cached = s.bootstrapper.cached_scales();
+        assert!(cached.len() <= STC_CACHE_CAPACITY);
+        assert_eq!(cached[0], scale, "the newest scale is first");
+        let one = *per_scale.get_or_insert(s.bootstrapper.constant_bytes() - cts_only);
+        assert!(
+            s.bootstrapper.constant_bytes() <= cts_only + STC_CACHE_CAPACITY * one,
+            "level {level}: {} bytes",
+            s.bootstrapper.constant_bytes()
+        );
+    }
+    let held = s
+        .context
+        .backend()
+        .allocator()
+        .statistics()
+        .class(hemem_memory::MemoryClass::BootstrapConstant)
+        .bytes
+        .current;
+    assert_eq!(held as usize, s.bootstrapper.constant_bytes());
+    // The default scale left the cache long ago; a bootstrap brings it back.
+    assert!(!s.bootstrapper.cached_scales().contains(&base));
+    let bits = run(&s, true, 78);
+    assert!(bits > 22.0, "{bits:.2} bits");
+    assert_eq!(s.bootstrapper.cached_scales()[0], base);
+}
