@@ -675,6 +675,40 @@ mod tests {
     }
 
     #[test]
+    fn compact_storage_evaluates_like_encoded() {
+        let params =
+            Parameters::from_preset_with(Preset::TestFGb, SecurityCheck::AllowInsecure).unwrap();
+        let sim = PlainSimulator::new(&params).with_rescale_rule(RescaleRule::Headroom);
+        let n = 512;
+        // 40 diagonals: groups larger than one expansion batch.
+        let indices: Vec<i64> = (-20..20).collect();
+        let lt = LinearTransform::with_n1(random_sparse(n, &indices, 35), 64).unwrap();
+        let mut rng = seeded_rng(36);
+        let x = sim
+            .value(&unit_disk(&mut rng, n), 9, 2f64.powi(40))
+            .unwrap();
+        let encoded = lt.encode(&sim, 8, 2f64.powi(41)).unwrap();
+        let compact = lt
+            .encode_with(&sim, 8, 2f64.powi(41), DiagonalStorage::Compact)
+            .unwrap();
+        assert_eq!(encoded.storage(), DiagonalStorage::Encoded);
+        assert_eq!(compact.storage(), DiagonalStorage::Compact);
+        assert!(compact.diagonals().all(|d| d.as_compact().is_some()));
+        assert!(encoded.diagonals().all(|d| d.as_encoded().is_some()));
+        assert!(compact.groups().iter().any(|(_, g)| g.len() > EXPAND_BATCH));
+        sim.reset_counts();
+        let a = encoded.evaluate(&sim, &x).unwrap();
+        let counts = sim.counts();
+        sim.reset_counts();
+        let b = compact.evaluate(&sim, &x).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(counts, sim.counts());
+        assert_eq!("compact".parse::<DiagonalStorage>().unwrap(), DiagonalStorage::Compact);
+        assert_eq!(DiagonalStorage::Encoded.name().parse::<DiagonalStorage>().unwrap(), DiagonalStorage::Encoded);
+        assert!("dense".parse::<DiagonalStorage>().is_err());
+    }
+
+    #[test]
     fn lattigo_ratio_rule() {
         let n = 1 << 15;
         let top: Vec<usize> = (0..32).map(|k| k * 1024).collect();

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use hemem_bootstrap::linear_transform::DiagonalStorage;
 use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice};
 use hemem_bootstrap::{BootstrapKeys, Bootstrapper};
 use hemem_ckks::backend::DeviceSelection;
@@ -48,6 +49,10 @@ pub struct Args {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    /// How the DFT diagonals are kept: compact (rounded coefficients,
+    /// expanded when used) or encoded (every limb, NTT form).
+    #[arg(long, default_value = "compact")]
+    diagonals: String,
     #[command(flatten)]
     memory: MemoryArgs,
 }
@@ -78,7 +83,12 @@ struct Report {
     output_level: usize,
     keys: usize,
     key_set_bytes: usize,
+    /// Bytes of DFT diagonals held, as stored.
     constant_bytes: usize,
+    /// The same diagonals' bytes if they were kept encoded.
+    constant_encoded_bytes: usize,
+    /// `compact` or `encoded`.
+    diagonal_storage: &'static str,
     sse: bool,
     peak_bytes_by_class: serde_json::Map<String, serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -264,7 +274,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         "  {key_count} keys ({}) generated",
         human_bytes(key_bytes as u64)
     ));
-    let bootstrapper = Bootstrapper::new(&context, schedule, keys)?;
+    let storage: DiagonalStorage = args.diagonals.parse()?;
+    let bootstrapper = Bootstrapper::with_storage(&context, schedule, keys, storage)?;
     // The input is encrypted at the encryption level and levelled down, so
     // it keeps that level's default scale: SlotToCoeff is encoded for it now.
     let enc = params.enc_level();
@@ -422,6 +433,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         keys: key_count,
         key_set_bytes: key_bytes,
         constant_bytes: bootstrapper.constant_bytes(),
+        constant_encoded_bytes: bootstrapper.constant_encoded_bytes(),
+        diagonal_storage: storage.name(),
         sse,
         peak_bytes_by_class,
         peak_device_bytes_by_class,
@@ -454,11 +467,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             report.output_level
         );
         out!(
-            "key setup {:.1} s; {} keys, {}; constants {}; SSE {}",
+            "key setup {:.1} s; {} keys, {}; constants {} ({}, {} encoded); SSE {}",
             report.key_setup_ms / 1e3,
             report.keys,
             human_bytes(report.key_set_bytes as u64),
             human_bytes(report.constant_bytes as u64),
+            report.diagonal_storage,
+            human_bytes(report.constant_encoded_bytes as u64),
             if sse { "yes" } else { "no" }
         );
         if let Some(spread) = report.chain_spread_bits {
