@@ -103,7 +103,9 @@ fn measure(preset: Preset) {
         "{preset}: N = 2^{}, {slots} slots, one thread per `RAYON_NUM_THREADS`",
         params.degree().get().trailing_zeros()
     );
-    println!("| level | limbs | encode (full) | encode (compact) | expand (batch of {EXPAND_BATCH}) | encoded bytes | compact bytes |");
+    println!(
+        "| level | limbs | encode (full) | encode (compact) | expand (batch of {EXPAND_BATCH}) | encoded bytes | compact bytes |"
+    );
     println!("|---|---|---|---|---|---|---|");
     for level in [schedule.top_level, INPUT_LEVEL] {
         let level = Level(level);

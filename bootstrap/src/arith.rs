@@ -111,8 +111,12 @@ pub trait SlotArithmetic {
     ///
     /// # Errors
     /// As [`SlotArithmetic::encode`].
-    fn encode_compact(&self, values: &[Complex64], level: usize, scale: f64)
-    -> Result<Self::Compact>;
+    fn encode_compact(
+        &self,
+        values: &[Complex64],
+        level: usize,
+        scale: f64,
+    ) -> Result<Self::Compact>;
     /// The plaintexts of compact encodings, in order: each equal to what
     /// [`SlotArithmetic::encode`] makes from the same values (short-lived
     /// scratch on real ciphertexts).

@@ -39,8 +39,8 @@ use hemem_memory::MemoryClass;
 use crate::arith::SlotArithmetic;
 use crate::ckks_ops::CkksOps;
 use crate::dft::EncodedDft;
-use crate::linear_transform::{Diagonal, DiagonalStorage};
 use crate::eval_mod::EvalMod;
+use crate::linear_transform::{Diagonal, DiagonalStorage};
 use crate::schedule::{BootstrapSchedule, INPUT_LEVEL, SSE_HAMMING_WEIGHT};
 use crate::simulate::{coeff_to_slot, eval_mod_and_recombine, slot_to_coeff, split};
 use crate::{Error, Result};
@@ -397,7 +397,10 @@ impl Bootstrapper {
         })
     }
 
-    fn diagonal_bytes(&self, bytes: impl Fn(&Diagonal<Plaintext, CompactPlaintext>) -> usize) -> usize {
+    fn diagonal_bytes(
+        &self,
+        bytes: impl Fn(&Diagonal<Plaintext, CompactPlaintext>) -> usize,
+    ) -> usize {
         let dft_bytes = |d: &StcDft| -> usize {
             d.transforms()
                 .iter()

@@ -400,8 +400,12 @@ pub struct EncodedLinearTransform<P, C = P> {
     forward: usize,
     backward: usize,
     direct: Vec<usize>,
-    groups: Vec<(usize, Vec<(usize, Diagonal<P, C>)>)>,
+    groups: Vec<GiantGroup<P, C>>,
 }
+
+/// One giant step `g` of an [`EncodedLinearTransform`] and its baby steps
+/// `b` with the diagonal `rot_{−g}(diag_{g+b})` each.
+pub type GiantGroup<P, C> = (usize, Vec<(usize, Diagonal<P, C>)>);
 
 impl<P, C> EncodedLinearTransform<P, C> {
     /// The slot count.
@@ -436,7 +440,7 @@ impl<P, C> EncodedLinearTransform<P, C> {
 
     /// The encoded diagonals: for each giant step, its baby steps and
     /// pre-rotated diagonals.
-    pub fn groups(&self) -> &[(usize, Vec<(usize, Diagonal<P, C>)>)] {
+    pub fn groups(&self) -> &[GiantGroup<P, C>] {
         &self.groups
     }
 
@@ -703,8 +707,17 @@ mod tests {
         let b = compact.evaluate(&sim, &x).unwrap();
         assert_eq!(a, b);
         assert_eq!(counts, sim.counts());
-        assert_eq!("compact".parse::<DiagonalStorage>().unwrap(), DiagonalStorage::Compact);
-        assert_eq!(DiagonalStorage::Encoded.name().parse::<DiagonalStorage>().unwrap(), DiagonalStorage::Encoded);
+        assert_eq!(
+            "compact".parse::<DiagonalStorage>().unwrap(),
+            DiagonalStorage::Compact
+        );
+        assert_eq!(
+            DiagonalStorage::Encoded
+                .name()
+                .parse::<DiagonalStorage>()
+                .unwrap(),
+            DiagonalStorage::Encoded
+        );
         assert!("dense".parse::<DiagonalStorage>().is_err());
     }
 

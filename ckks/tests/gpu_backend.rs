@@ -1555,7 +1555,9 @@ fn compact_expansion(name: &str, preset: Preset) {
             &from_cpu.expand().unwrap().poly().to_words().unwrap(),
             n,
         );
-        let expanded = ge.expand(&[&from_gpu, &from_gpu], MemoryClass::Temporary).unwrap();
+        let expanded = ge
+            .expand(&[&from_gpu, &from_gpu], MemoryClass::Temporary)
+            .unwrap();
         for e in &expanded {
             assert_eq!(e.device(), Device::Gpu(0));
             assert_same(

@@ -282,7 +282,10 @@ mod tests {
         for (e, c) in expanded.iter().zip(&list) {
             let direct = c.expand().unwrap();
             assert_eq!(e.poly().class(), MemoryClass::Plaintext);
-            assert_eq!(e.poly().to_words().unwrap(), direct.poly().to_words().unwrap());
+            assert_eq!(
+                e.poly().to_words().unwrap(),
+                direct.poly().to_words().unwrap()
+            );
         }
         let other = context(Preset::TestFGb);
         assert!(matches!(
@@ -312,12 +315,22 @@ mod tests {
         let back = SpecialFftForTest::forward(slots, &u);
         assert!(crate::testing::max_abs_error(&back, &values) < 1e-9);
         // Bad input is refused as the encoder refuses it.
-        assert!(encoder
-            .encode_compact_at_class(&values, Level(99), scale, slots, MemoryClass::Temporary)
-            .is_err());
-        assert!(encoder
-            .encode_compact_at_class(&values, Level(0), Scale(2f64.powi(80)), slots, MemoryClass::Temporary)
-            .is_err());
+        assert!(
+            encoder
+                .encode_compact_at_class(&values, Level(99), scale, slots, MemoryClass::Temporary)
+                .is_err()
+        );
+        assert!(
+            encoder
+                .encode_compact_at_class(
+                    &values,
+                    Level(0),
+                    Scale(2f64.powi(80)),
+                    slots,
+                    MemoryClass::Temporary
+                )
+                .is_err()
+        );
     }
 
     struct SpecialFftForTest;

@@ -1463,7 +1463,10 @@ impl Backend for GpuBackend {
             self.expand_raw(dst, sources, gap, &map)?;
             self.ntt_forward_raw(
                 (dst, &map),
-                ForwardSource::Limbs { src: dst, map: &map },
+                ForwardSource::Limbs {
+                    src: dst,
+                    map: &map,
+                },
                 ForwardEpilogue::Store,
             )?;
         }
@@ -1475,7 +1478,13 @@ impl GpuBackend {
     /// Queues the expansion of `compact[z]` into the limbs `map` of the
     /// buffer at `dst[z]` (coefficient form); the caller holds the
     /// residency guard of every buffer.
-    fn expand_raw(&self, dst: &[u64], compact: &[&Buffer], gap: usize, map: &LimbMap) -> Result<()> {
+    fn expand_raw(
+        &self,
+        dst: &[u64],
+        compact: &[&Buffer],
+        gap: usize,
+        map: &LimbMap,
+    ) -> Result<()> {
         let mut sources = [0u64; launch::encode::MAX_EXPAND_PARTS];
         for (slot, c) in sources.iter_mut().zip(compact) {
             super::compact_words(c, gap, self.degree)?;

@@ -51,7 +51,11 @@ pub unsafe fn expand_compact_async(
         return Err(shape("parts", MAX_EXPAND_PARTS, dst.len()));
     }
     if n < 2 || !n.is_power_of_two() || log_gap > n.trailing_zeros() {
-        return Err(shape("log gap", n.trailing_zeros() as usize, log_gap as usize));
+        return Err(shape(
+            "log gap",
+            n.trailing_zeros() as usize,
+            log_gap as usize,
+        ));
     }
     if map.is_empty() {
         return Ok(());
