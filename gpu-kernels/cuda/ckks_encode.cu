@@ -2,33 +2,6 @@
 // keeps (one word per nonzero coefficient) spread into RNS limbs.
 #include "ckks_common.cuh"
 
-// x mod q for the bits of an integer-valued double, exactly (as the CPU's
-// Modulus::reduce_f64): below 2^63 the value converts to a word without
-// loss; above, it is mantissa · 2^shift, reduced 62 bits of shift at a time
-// (r · 2^s < q · 2^64, what reduce_u128 accepts). A non-finite word (which
-// the encoder never stores) gives 0.
-__device__ __forceinline__ u64 reduce_f64_bits(u64 bits, const ModConst& m) {
-    const u64 magnitude = bits & 0x7fffffffffffffffull;
-    const u32 biased = (u32)(magnitude >> 52);
-    if (biased == 0x7ff) return 0;
-    u64 r;
-    if (biased < 1023 + 63) {
-        const u64 v = __double2ull_rz(__longlong_as_double((long long)magnitude));
-        r = reduce_u128(0, v, m);
-    } else {
-        const u64 mantissa = (magnitude & ((1ull << 52) - 1)) | (1ull << 52);
-        u32 shift = biased - 1075;
-        r = reduce_u128(0, mantissa, m);
-        while (shift > 0) {
-            const u32 s = shift < 62u ? shift : 62u;
-            r = reduce_u128(r >> (64 - s), r << s, m);
-            shift -= s;
-        }
-    }
-    if ((bits >> 63) != 0 && r != 0) r = m.q - r;
-    return r;
-}
-
 // Part z (grid z) reads the compact words at src.ptr[z] and writes the limbs
 // of `map` in the buffer dst.ptr[z] (grid y: the limb), coefficient form:
 // coefficient c is word c >> log_gap when c is a multiple of 2^log_gap,

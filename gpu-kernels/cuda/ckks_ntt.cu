@@ -264,6 +264,7 @@ struct ConvSource {
 #define NTT_CONVERT_EXACT 2u   // x = exact (HPS, centred) base conversion of conv_in
 #define NTT_SPREAD 3u          // x = centred lift of one limb of conv_in (rescale)
 #define NTT_PRESCALED 4u       // conversions: conv_in holds y_i = x_i q_hat_inv_i already
+#define NTT_COMPACT 8u         // x = compact words of aux[z] (mode >> 8: log gap), reduced
 
 // The output-list entry of limb t of part z in the rows phase: with skip,
 // the part's own entries (copied by the columns phase) are passed over.
@@ -283,8 +284,10 @@ __device__ __forceinline__ u32 rows_entry(const Parts& parts, u32 z, u32 t) {
 // dst_map order less the part's own entries when parts.skip). With skip,
 // the part's own entries copy the limb of parts.aux[z] (src_map: the
 // digit's NTT form) instead. NTT_SPREAD lifts conv_map entry z (centred)
-// into the entry's prime. Same arithmetic as base_convert and
-// spread_centered.
+// into the entry's prime. NTT_COMPACT reads part z's compact plaintext at
+// parts.aux[z] (coefficient i is word i >> log_gap where i is a multiple of
+// 2^log_gap, zero elsewhere) reduced into the entry's prime. Same
+// arithmetic as base_convert, spread_centered and expand_compact.
 template <int LOG_M>
 __device__ __forceinline__ void fwd_columns(const Parts& parts, const LimbMap& dst_map, const LimbMap& src_map,
                                             const ModConst* __restrict__ consts, const u64* __restrict__ tw,
@@ -305,7 +308,16 @@ __device__ __forceinline__ void fwd_columns(const Parts& parts, const LimbMap& d
     const u32 first = part_start(parts, z), ks = part_span(parts, z);
     const bool own = parts.skip && entry >= first && entry < first + ks;
     u64 x[8];
-    if (kind == NTT_LOAD || own) {
+    if (mode & NTT_COMPACT) {
+        const u64* words = reinterpret_cast<const u64*>(parts.aux[z]);
+        const u32 log_gap = mode >> 8;
+        const u32 mask = (1u << log_gap) - 1;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            const u32 i = ((b0 + k * d0) << log_c) + c;
+            x[k] = (i & mask) == 0 ? reduce_f64_bits(words[i >> log_gap], m) : 0ull;
+        }
+    } else if (kind == NTT_LOAD || own) {
         const u64* in = limb_ptr(parts.aux[z], src_map.pos[entry], n) + c;
 #pragma unroll
         for (int k = 0; k < 8; ++k) x[k] = in[(size_t)(b0 + k * d0) << log_c];

@@ -481,8 +481,9 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// the encoder would have made.
     ///
     /// The default runs one expansion and one transform per part; the GPU
-    /// backend expands every part in one launch and transforms them in one
-    /// batched transform.
+    /// backend runs one batched forward transform (up to 16 parts per
+    /// launch pair) that expands the words as it loads its points, so the
+    /// coefficient form is never written.
     ///
     /// # Errors
     /// As [`Backend::expand_coefficients`]; `compact` and `out` of different

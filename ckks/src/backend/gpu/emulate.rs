@@ -1087,3 +1087,53 @@ fn fused_conversion_prologue_matches_convert_then_ntt() {
         }
     }
 }
+
+/// `fwd_columns`' NTT_COMPACT: coefficient `i` of the limb is the compact
+/// word `i >> log_gap` reduced (as `reduce_f64_bits`) where `i` is a
+/// multiple of the gap, zero elsewhere. Against expanding first (as
+/// `expand_coefficients`) and the staged NTT, at several gaps.
+#[test]
+fn compact_prologue_matches_expansion_then_ntt() {
+    for log_n in [10u32, 12, 16] {
+        let n = 1usize << log_n;
+        let g = NttGeometry::new(log_n).unwrap();
+        let m = Modulus::new(PrimeGenerator::new(58, 2 * n as u64).next().unwrap()).unwrap();
+        let (fwd, _, _, plan) = tables_of(n, m);
+        for log_gap in [0u32, 1, 5, log_n - 1] {
+            let mut rng = seeded_rng(u64::from(log_n) * 100 + u64::from(log_gap));
+            let words: Vec<u64> = (0..n >> log_gap)
+                .map(|i| {
+                    let mantissa = (rng.next_u64() >> 11) as f64;
+                    let shift = if i % 2 == 0 {
+                        0
+                    } else {
+                        (rng.next_u64() % 600) as i32
+                    };
+                    let sign = if rng.next_u64() & 1 == 0 { 1.0 } else { -1.0 };
+                    (sign * mantissa * 2f64.powi(shift)).to_bits()
+                })
+                .collect();
+            let reduce = |bits: u64| m.reduce_f64(f64::from_bits(bits)).unwrap();
+            let mut reference: Vec<u64> = (0..n)
+                .map(|i| {
+                    if i % (1 << log_gap) == 0 {
+                        reduce(words[i >> log_gap])
+                    } else {
+                        0
+                    }
+                })
+                .collect();
+            let mut compact = Global::new(words.clone());
+            let mut load = |i: usize| {
+                if i & ((1 << log_gap) - 1) == 0 {
+                    reduce(compact.load(i >> log_gap))
+                } else {
+                    0
+                }
+            };
+            let got = forward(g, &vec![0; n], &fwd, m.value(), Some(&mut load), None);
+            forward_staged(&mut reference, &TwiddleTables::new(&plan), &m);
+            assert_eq!(got, reference, "N = 2^{log_n}, gap 2^{log_gap}");
+        }
+    }
+}

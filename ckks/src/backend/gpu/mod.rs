@@ -275,7 +275,8 @@ impl GpuBackend {
         epilogue: ForwardEpilogue<'_>,
     ) -> Result<()> {
         // SAFETY: every address holds its map's limbs (checked by the
-        // callers' views or fresh scratch), allocated on the compute stream
+        // callers' views or fresh scratch; compact sources at least N/gap
+        // words, checked by `compact_words`), allocated on the compute stream
         // where every launch of this backend runs; the source limbs are the
         // destination's own or lie in another buffer, and the parts'
         // destinations are distinct buffers or disjoint limbs of scratch;
@@ -1450,22 +1451,28 @@ impl Backend for GpuBackend {
             return super::expand_by_parts(self, compact, gap, out);
         }
         let map = LimbMap::new(o0.positions, o0.moduli)?;
-        let batch = launch::encode::MAX_EXPAND_PARTS.min(launch::ntt::MAX_PARTS);
+        let batch = launch::ntt::MAX_PARTS;
         for (sources, outs) in compact.chunks(batch).zip(out.chunks(batch)) {
             let mut addresses = [0u64; launch::ntt::MAX_PARTS];
             for (slot, o) in addresses.iter_mut().zip(outs) {
                 *slot = self.write_view(o)?.0;
             }
+            let mut words = [0u64; launch::ntt::MAX_PARTS];
+            for (slot, c) in words.iter_mut().zip(sources) {
+                super::compact_words(c, gap, self.degree)?;
+                *slot = address(c)?;
+            }
             let dst = first_u64(&addresses, outs.len())?;
             let mut touched: Vec<&Buffer> = sources.to_vec();
             touched.extend(outs.iter().map(|o| &*o.buffer));
             let _guard = self.allocator.prepare(&touched)?;
-            self.expand_raw(dst, sources, gap, &map)?;
+            // The expansion happens as the transform loads its points: the
+            // coefficient form is never written.
             self.ntt_forward_raw(
                 (dst, &map),
-                ForwardSource::Limbs {
-                    src: dst,
-                    map: &map,
+                ForwardSource::Compact {
+                    src: first_u64(&words, sources.len())?,
+                    log_gap: gap.trailing_zeros(),
                 },
                 ForwardEpilogue::Store,
             )?;

@@ -220,6 +220,17 @@ pub enum ForwardSource<'a> {
         /// One limb per part.
         map: &'a LimbMap,
     },
+    /// Compact plaintexts (`cuda/ckks_encode.cu`): part `z` reads the
+    /// `N >> log_gap` words at `src[z]` (the bits of integer-valued `f64`s);
+    /// coefficient `k·2^log_gap` is word `k` reduced exactly into each
+    /// destination limb's prime, every other coefficient zero. The
+    /// coefficient-form limbs are never written.
+    Compact {
+        /// Address of each part's compact words.
+        src: &'a [u64],
+        /// `log2` of the gap between nonzero coefficients.
+        log_gap: u32,
+    },
 }
 
 /// What the forward transform's last phase writes.
@@ -262,7 +273,7 @@ pub enum ForwardEpilogue<'a> {
 ///
 /// # Safety
 /// Every address must hold every limb position of its map (`N` words
-/// each), usable on `stream` until the kernels complete, with no concurrent
+/// each; a compact source `N >> log_gap` words), usable on `stream` until the kernels complete, with no concurrent
 /// access; sources other than a part's own destination limbs must not
 /// overlap any destination; distinct parts' destinations must not overlap;
 /// `consts` and `twiddles` must address the context's modulus table and
@@ -361,6 +372,19 @@ pub unsafe fn forward_async(
             parts.per = 1;
             parts.total = map.count;
             (&empty, input, map, 3u32)
+        }
+        ForwardSource::Compact { src, log_gap } => {
+            same_parts(dst, src)?;
+            if log_gap > geometry.log_n {
+                return Err(Error::LaunchShape {
+                    kernel: "ntt_fwd_cols",
+                    what: "log gap",
+                    expected: geometry.log_n as usize,
+                    found: log_gap as usize,
+                });
+            }
+            fill(&mut parts.aux, src, "compact sources")?;
+            (&empty, 0u64, &empty, 8u32 | (log_gap << 8))
         }
     };
     let s = kernels.device.stream(stream);
