@@ -582,16 +582,26 @@ fn key_records_with_valid_checksums_are_checked_field_by_field() {
     // Payload: count @0; key: tag @4, Galois element @5, seed @13..45,
     // level @45, digits @49, uniform flag @53, first polynomial @54.
     let patch = |at: usize, with: &[u8]| patch_payload_for_tests(&file, at, with);
-    assert_eq!(load(&patch(0, &u32::MAX.to_le_bytes())), invalid("key count"));
+    assert_eq!(
+        load(&patch(0, &u32::MAX.to_le_bytes())),
+        invalid("key count")
+    );
     assert_eq!(load(&patch(4, &[1])), invalid("key kind"));
     assert_eq!(load(&patch(4, &[9])), invalid("key kind"));
     assert_eq!(load(&patch(5, &3u64.to_le_bytes())), invalid("key kind"));
     assert_eq!(load(&patch(45, &99u32.to_le_bytes())), invalid("key level"));
     assert_eq!(load(&patch(49, &1u32.to_le_bytes())), invalid("digits"));
-    assert_eq!(load(&patch(53, &[2]), ), invalid("uniform flag"));
+    assert_eq!(load(&patch(53, &[2]),), invalid("uniform flag"));
     assert_eq!(load(&patch(54, &3u32.to_le_bytes())), invalid("limb count"));
-    assert_eq!(load(&patch(58, &1u32.to_le_bytes())), invalid("modulus index"));
-    let limbs = w.context.params().qp_indices(small.keys().next().unwrap().level()).len();
+    assert_eq!(
+        load(&patch(58, &1u32.to_le_bytes())),
+        invalid("modulus index")
+    );
+    let limbs = w
+        .context
+        .params()
+        .qp_indices(small.keys().next().unwrap().level())
+        .len();
     let first_word = 58 + 4 * limbs;
     assert_eq!(
         load(&patch(first_word, &u64::MAX.to_le_bytes())),

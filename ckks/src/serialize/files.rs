@@ -51,8 +51,8 @@ pub fn write_file(
     let mut file = options.open(&tmp).map_err(|e| io_error(&e))?;
     // Not synced to disk: a crash can leave a damaged file, which loading
     // detects (checksums, end marker).
-    let done = write(&mut file)
-        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| io_error(&e)));
+    let done =
+        write(&mut file).and_then(|()| std::fs::rename(&tmp, path).map_err(|e| io_error(&e)));
     if done.is_err() {
         // Best effort: the error that matters is the one returned.
         let _ = std::fs::remove_file(&tmp);

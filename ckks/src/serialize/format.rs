@@ -162,7 +162,12 @@ impl<W: Write> Writer<W> {
             &mut self.written,
             &len.to_le_bytes(),
         )?;
-        emit(&mut self.inner, &mut self.crc, &mut self.written, &self.frame)?;
+        emit(
+            &mut self.inner,
+            &mut self.crc,
+            &mut self.written,
+            &self.frame,
+        )?;
         let sum = self.crc.clone().finalize();
         emit(
             &mut self.inner,
@@ -583,7 +588,7 @@ impl<R: Read> Reader<R> {
 }
 
 /// Walks the frames of `bytes` (a whole object), calling `visit` with each
-/// frame's payload range, then recomputes every checksum.
+/// frame's payload and its payload offset, then recomputes every checksum.
 #[cfg(any(test, feature = "test-utils"))]
 pub(crate) fn reframe(bytes: &[u8], mut visit: impl FnMut(&mut [u8], usize)) -> Vec<u8> {
     let mut out = bytes.to_vec();
@@ -594,23 +599,27 @@ pub(crate) fn reframe(bytes: &[u8], mut visit: impl FnMut(&mut [u8], usize)) -> 
     if let Some(slot) = out.get_mut(16..20) {
         slot.copy_from_slice(&sum.to_le_bytes());
     }
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(out.get(..HEADER_BYTES).unwrap_or_default());
     let mut at = HEADER_BYTES;
     let mut payload_offset = 0;
     while let Some(len) = out.get(at..at + 4) {
         let mut b = [0u8; 4];
         b.copy_from_slice(len);
         let len = u32::from_le_bytes(b) as usize;
-        if at + 4 + len + 4 > out.len() {
+        if at + 8 + len > out.len() {
             break;
         }
         if let Some(frame) = out.get_mut(at + 4..at + 4 + len) {
             visit(frame, payload_offset);
         }
         payload_offset += len;
-        let sum = crc32fast::hash(out.get(..at + 4 + len).unwrap_or_default());
+        crc.update(out.get(at..at + 4 + len).unwrap_or_default());
+        let sum = crc.clone().finalize();
         if let Some(slot) = out.get_mut(at + 4 + len..at + 8 + len) {
             slot.copy_from_slice(&sum.to_le_bytes());
         }
+        crc.update(&sum.to_le_bytes());
         at += 8 + len;
         if len == 0 {
             break;
