@@ -19,15 +19,15 @@
 //! wherever its ciphertexts live. Intermediates are `Temporary` memory, the
 //! encoded DFT diagonals `BootstrapConstant`, the keys `EvaluationKey`.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use hemem_ckks::Context;
 use hemem_ckks::encoding::Plaintext;
 use hemem_ckks::eval::{Ciphertext, Evaluator};
-use hemem_ckks::keys::{KeyGenerator, KeySet, KeySetRequest, SecretKey, SwitchingKey};
+use hemem_ckks::keys::{KeyGenerator, KeyKind, KeySet, KeySetRequest, SecretKey, SwitchingKey};
 use hemem_ckks::ntt::GaloisElement;
-use hemem_ckks::params::Level;
+use hemem_ckks::params::{Level, Parameters};
 use hemem_memory::MemoryClass;
 
 use crate::arith::SlotArithmetic;
@@ -65,12 +65,14 @@ impl BootstrapKeys {
         schedule: &BootstrapSchedule,
     ) -> Result<Self> {
         let params = keygen.context().params();
-        let keys = keygen.key_set(secret, &key_request(schedule, params.slots())?)?;
+        let keys = keygen.key_set(secret, &key_request(schedule, params)?)?;
         let sse = if schedule.choice.sse {
+            // Dense → sparse runs at level 0 (before ModRaise), sparse →
+            // dense at the top level (after it).
             let sparse = keygen.secret_key_with_weight(SSE_HAMMING_WEIGHT)?;
             Some(SseKeys {
-                to_sparse: keygen.switching_key(secret, &sparse)?,
-                to_dense: keygen.switching_key(&sparse, secret)?,
+                to_sparse: keygen.switching_key_at(secret, &sparse, Level(0))?,
+                to_dense: keygen.switching_key_at(&sparse, secret, Level(schedule.top_level))?,
             })
         } else {
             None
@@ -79,6 +81,22 @@ impl BootstrapKeys {
             keys: Arc::new(keys),
             sse,
         })
+    }
+
+    /// The bytes [`BootstrapKeys::generate`] makes for `schedule` (compressed,
+    /// level-aware keys; the SSE keys included), computed without making
+    /// them.
+    ///
+    /// # Errors
+    /// As [`key_request`].
+    pub fn planned_bytes(schedule: &BootstrapSchedule, params: &Parameters) -> Result<u64> {
+        let sse = if schedule.choice.sse {
+            params.switching_key_bytes_at(Level(0), false)
+                + params.switching_key_bytes_at(Level(schedule.top_level), false)
+        } else {
+            0
+        };
+        Ok(key_request(schedule, params)?.key_bytes(params) + sse)
     }
 
     /// The key set (relinearisation, conjugation, rotations).
@@ -119,22 +137,91 @@ fn subsum_steps(slots: usize, max_slots: usize) -> Vec<i64> {
 }
 
 /// The evaluation keys `schedule` needs, as a request: relinearisation,
-/// conjugation, the DFTs' rotations and, for sparse slots, SubSum's.
+/// conjugation, the DFTs' rotations and, for sparse slots, SubSum's — each
+/// for the highest level the bootstrap uses it at (level-aware keys): a
+/// CoeffToSlot rotation at its factor's level (`L`, `L−1`, `L−2`), a
+/// SlotToCoeff-only rotation at levels 3…1 (a few percent of a full key),
+/// SubSum at `L`, conjugation (the real/imaginary split) and
+/// relinearisation (EvalMod) at `L−3`, raised to the parameters' encryption
+/// level so that the same keys serve user computation.
 ///
 /// # Errors
-/// [`Error::InvalidSlots`] for a schedule of more slots than `max_slots`.
-pub fn key_request(schedule: &BootstrapSchedule, max_slots: usize) -> Result<KeySetRequest> {
-    let mut rotations: BTreeSet<i64> = schedule
-        .rotation_keys()?
-        .into_iter()
-        .map(|k| k as i64)
-        .collect();
-    rotations.extend(subsum_steps(schedule.slots(), max_slots));
+/// [`Error::InvalidSlots`] for a schedule of more slots than `params` have.
+pub fn key_request(schedule: &BootstrapSchedule, params: &Parameters) -> Result<KeySetRequest> {
+    let n = params.degree().get();
+    let mut levels: BTreeMap<KeyKind, Level> = BTreeMap::new();
+    let mut need = |kind: KeyKind, level: usize| {
+        let entry = levels.entry(kind).or_insert(Level(level));
+        *entry = (*entry).max(Level(level));
+    };
+    let mut rotations = BTreeSet::new();
+    let dfts = [
+        (schedule.cts_dft()?, schedule.top_level),
+        (schedule.stc_dft()?, INPUT_LEVEL),
+    ];
+    for (dft, start) in &dfts {
+        for (i, transform) in dft
+            .linear_transforms(schedule.log_bsgs_ratio)
+            .iter()
+            .enumerate()
+        {
+            for step in transform.rotations() {
+                let step = step as i64;
+                rotations.insert(step);
+                need(
+                    KeyKind::Rotation(GaloisElement::rotation(step, n)),
+                    start - i,
+                );
+            }
+        }
+    }
+    for step in subsum_steps(schedule.slots(), params.slots()) {
+        rotations.insert(step);
+        need(
+            KeyKind::Rotation(GaloisElement::rotation(step, n)),
+            schedule.top_level,
+        );
+    }
+    let user = params.enc_level().0;
+    need(KeyKind::Conjugation, schedule.eval_mod_level.max(user));
+    need(KeyKind::Relinearization, schedule.eval_mod_level.max(user));
     Ok(KeySetRequest {
         relinearization: true,
         conjugation: true,
         rotations: rotations.into_iter().collect(),
+        levels,
     })
+}
+
+/// Checks that `keys` hold every key `request` names, each serving its level.
+fn check_keys(keys: &KeySet, request: &KeySetRequest, params: &Parameters) -> Result<()> {
+    let n = params.degree().get();
+    let top = params.max_level();
+    let check = |key: &SwitchingKey| -> Result<()> {
+        let needed = request.level_of(key.kind(), top);
+        if key.level() < needed {
+            return Err(
+                hemem_ckks::Error::from(hemem_ckks::KeyError::KeyLevelTooLow {
+                    kind: key.kind().name(),
+                    needed: needed.0,
+                    level: key.level().0,
+                })
+                .into(),
+            );
+        }
+        Ok(())
+    };
+    check(keys.relinearization_key()?)?;
+    check(keys.conjugation_key()?)?;
+    for &step in &request.rotations {
+        let key = keys
+            .rotation_key(GaloisElement::rotation(step, n))
+            .ok_or_else(|| {
+                hemem_ckks::Error::from(hemem_ckks::KeyError::MissingRotationKey { step })
+            })?;
+        check(key)?;
+    }
+    Ok(())
 }
 
 /// The intermediate ciphertexts of one bootstrap, in order, as
@@ -211,22 +298,8 @@ impl Bootstrapper {
                 reason: "the schedule needs sparse-secret encapsulation keys",
             });
         }
-        let n = params.degree().get();
-        let request = key_request(&schedule, params.slots())?;
-        let key_set = &keys.keys;
-        key_set.relinearization_key()?;
-        key_set.conjugation_key()?;
-        for &step in &request.rotations {
-            if key_set
-                .rotation_key(GaloisElement::rotation(step, n))
-                .is_none()
-            {
-                return Err(
-                    hemem_ckks::Error::from(hemem_ckks::KeyError::MissingRotationKey { step })
-                        .into(),
-                );
-            }
-        }
+        let request = key_request(&schedule, params)?;
+        check_keys(&keys.keys, &request, params)?;
         let evaluator = Evaluator::with_keys(context, Arc::clone(&keys.keys))
             .with_output_class(MemoryClass::Temporary);
         let slots = schedule.slots();

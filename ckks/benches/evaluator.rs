@@ -25,6 +25,7 @@ fn evaluator(c: &mut Criterion) {
         relinearization: true,
         conjugation: true,
         rotations: (1..=HOISTED).collect(),
+        ..Default::default()
     };
     let keys = keygen.key_set(&secret, &request).unwrap();
     let eval = Evaluator::with_keys(&context, Arc::new(keys));

@@ -168,6 +168,18 @@ pub enum KeyError {
         /// The rotation asked for (left, in slots).
         step: i64,
     },
+    /// A level-aware key used above the highest level it was made for.
+    #[error(
+        "the {kind} key serves levels up to {level}, not {needed}; generate it for a higher level"
+    )]
+    KeyLevelTooLow {
+        /// What the key is for.
+        kind: &'static str,
+        /// The level of the key switch.
+        needed: usize,
+        /// The key's highest level.
+        level: usize,
+    },
     /// A switching key for another purpose than the one asked.
     #[error("switching key is for {found}, not {expected}")]
     WrongKey {
@@ -361,6 +373,15 @@ mod tests {
     #[test]
     fn error_strings() {
         let cases: Vec<(Error, &str)> = vec![
+            (
+                KeyError::KeyLevelTooLow {
+                    kind: "rotation",
+                    needed: 5,
+                    level: 3,
+                }
+                .into(),
+                "the rotation key serves levels up to 3, not 5; generate it for a higher level",
+            ),
             (
                 Error::InvalidModulus { modulus: 1 },
                 "modulus 1 is outside [2, 2^62)",

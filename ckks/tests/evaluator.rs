@@ -10,6 +10,8 @@
 
 use std::sync::Arc;
 
+use hemem_ckks::keys::KeyKind;
+use hemem_ckks::ntt::GaloisElement;
 use hemem_ckks::prelude::*;
 use hemem_ckks::testing::{max_abs_error, seed32, seeded_rng, unit_disk};
 use hemem_ckks::{Error, KeyError, OperandError};
@@ -222,6 +224,8 @@ fn rotations_by_every_key_of_a_power_of_two_set() {
     assert!(got.iter().all(|v| (v - total).norm() < 1e-4));
 }
 
+/// Keys are made compressed (the seed stands for the uniform halves);
+/// expanded, they switch to the very same limbs.
 #[test]
 fn compressed_keys_give_identical_results() {
     let s = Setup::new(Preset::TestFTb, 9);
@@ -234,10 +238,11 @@ fn compressed_keys_give_identical_results() {
                 relinearization: true,
                 conjugation: false,
                 rotations: vec![3],
+                ..Default::default()
             },
         )
         .unwrap();
-    let full = keys.size_bytes();
+    let compressed = keys.size_bytes();
     let x = unit_disk(&mut seeded_rng(9), slots);
     let cx = s.encrypt(&x);
     let keys = Arc::new(keys);
@@ -245,14 +250,14 @@ fn compressed_keys_give_identical_results() {
     let a = eval.mult(&cx, &cx).unwrap();
     let r = eval.rotate(&cx, 3).unwrap();
     drop(eval);
-    let mut original = Arc::try_unwrap(keys).unwrap();
-    for k in original.keys_mut() {
-        assert!(!k.is_compressed());
-        k.compress();
+    let mut expanded = Arc::try_unwrap(keys).unwrap();
+    for k in expanded.keys_mut() {
         assert!(k.is_compressed());
+        k.expand().unwrap();
+        assert!(!k.is_compressed());
     }
-    assert!(original.size_bytes() * 2 <= full);
-    let eval = Evaluator::with_keys(&s.context, Arc::new(original));
+    assert_eq!(expanded.size_bytes(), compressed * 2);
+    let eval = Evaluator::with_keys(&s.context, Arc::new(expanded));
     let b = eval.mult(&cx, &cx).unwrap();
     let r2 = eval.rotate(&cx, 3).unwrap();
     let words = |ct: &Ciphertext| {
@@ -303,6 +308,7 @@ fn bad_operations_are_typed_errors() {
         relinearization: false,
         conjugation: false,
         rotations: vec![1],
+        ..Default::default()
     });
     assert!(matches!(
         e(eval.mult(&cx, &cx)),
@@ -448,4 +454,83 @@ fn mod_raise_adds_multiples_of_q0_only() {
         plain.mod_raise(&raised, top).map(|_| ()),
         Err(Error::Operand(OperandError::LevelOutOfRange { .. }))
     ));
+}
+
+/// Level-aware keys: a rotation key and a relinearisation key made for level
+/// `m` give the very limbs the top-level keys give at every level up to `m`
+/// (same randomness), decrypt to the f64 reference, and are refused above
+/// `m` with a typed error.
+#[test]
+fn level_aware_keys_switch_like_full_keys_up_to_their_level() {
+    let s = Setup::new(Preset::TestFGb, 70);
+    let params = s.context.params().clone();
+    let n = params.degree().get();
+    let m = Level(5);
+    let step = 3;
+    let g = GaloisElement::rotation(step, n);
+    // One key per set, generated first by a generator in the same state as
+    // `s.keygen`: the same secret and the same key randomness.
+    let evaluator = |kind: KeyKind, level: Option<Level>| {
+        let request = KeySetRequest {
+            relinearization: kind == KeyKind::Relinearization,
+            rotations: if kind == KeyKind::Rotation(g) {
+                vec![step]
+            } else {
+                vec![]
+            },
+            levels: level.map(|l| [(kind, l)].into()).unwrap_or_default(),
+            ..Default::default()
+        };
+        let keygen = KeyGenerator::with_seed(&s.context, seed32(70));
+        let secret = keygen.secret_key().unwrap();
+        let _public = keygen.public_key(&secret).unwrap();
+        let keys = keygen.key_set(&secret, &request).unwrap();
+        let key = keys.keys().next().unwrap();
+        assert_eq!(key.level(), level.unwrap_or(params.max_level()));
+        let bytes = keys.size_bytes();
+        (Evaluator::with_keys(&s.context, Arc::new(keys)), bytes)
+    };
+    let words = |ct: &Ciphertext| {
+        (
+            ct.parts().0.to_words().unwrap(),
+            ct.parts().1.to_words().unwrap(),
+        )
+    };
+    let mut rng = seeded_rng(71);
+    let x = unit_disk(&mut rng, params.slots());
+    let fresh = s.encrypt(&x);
+    for kind in [KeyKind::Rotation(g), KeyKind::Relinearization] {
+        let (full, full_bytes) = evaluator(kind, None);
+        let (low, low_bytes) = evaluator(kind, Some(m));
+        assert!(low_bytes * 2 < full_bytes, "{low_bytes} vs {full_bytes}");
+        let op = |eval: &Evaluator, ct: &Ciphertext| match kind {
+            KeyKind::Relinearization => eval.mult(ct, ct),
+            _ => eval.rotate(ct, step),
+        };
+        for level in [m, Level(3), Level(1)] {
+            let ct = full.level_down(&fresh, level).unwrap();
+            let a = op(&full, &ct).unwrap();
+            let b = op(&low, &ct).unwrap();
+            assert!(words(&a) == words(&b), "{kind:?} at {level:?}");
+            let expected: Vec<Complex64> = match kind {
+                KeyKind::Relinearization => x.iter().map(|v| v * v).collect(),
+                _ => rotate_left(&x, step),
+            };
+            let err = max_abs_error(&s.decrypt(&b), &expected);
+            assert!(
+                bits(err) > 12.0,
+                "{kind:?} at {level:?}: {} bits",
+                bits(err)
+            );
+        }
+        let above = full.level_down(&fresh, Level(m.0 + 1)).unwrap();
+        assert!(matches!(
+            op(&low, &above),
+            Err(Error::Key(KeyError::KeyLevelTooLow {
+                needed: 6,
+                level: 5,
+                ..
+            }))
+        ));
+    }
 }

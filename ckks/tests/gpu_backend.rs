@@ -911,6 +911,7 @@ fn evaluator(name: &str, preset: Preset, min_bits: f64) {
         relinearization: true,
         conjugation: true,
         rotations: vec![1, -3, 5, 16],
+        ..Default::default()
     };
     struct Side {
         ctx: Context,

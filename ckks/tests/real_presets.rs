@@ -61,6 +61,7 @@ fn run(preset: Preset, floors: Floors) {
                 relinearization: true,
                 conjugation: true,
                 rotations: rotations.clone(),
+                ..Default::default()
             },
         )
         .unwrap();

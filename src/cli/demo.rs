@@ -125,6 +125,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         relinearization: true,
         conjugation: true,
         rotations: vec![ROTATION],
+        ..Default::default()
     };
     let t = Instant::now();
     let keys = keygen.key_set(&secret, &request)?;

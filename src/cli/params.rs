@@ -1,5 +1,7 @@
 //! `hemem params`: the preset table.
 
+use hemem_bootstrap::BootstrapKeys;
+use hemem_bootstrap::schedule::BootstrapSchedule;
 use hemem_ckks::params::{Parameters, Preset};
 use serde::Serialize;
 
@@ -28,6 +30,9 @@ struct Row {
     security_bits: u32,
     switching_key_bytes: u64,
     bootstrap_key_set_bytes: Option<u64>,
+    /// What hemem stores for the recommended schedule: compressed,
+    /// level-aware keys (SSE keys included).
+    bootstrap_key_set_stored_bytes: Option<u64>,
 }
 
 fn row(p: &Parameters) -> Row {
@@ -45,6 +50,9 @@ fn row(p: &Parameters) -> Row {
         security_bits: p.security().bits,
         switching_key_bytes: p.switching_key_bytes(),
         bootstrap_key_set_bytes: p.bootstrap_key_set_bytes(),
+        bootstrap_key_set_stored_bytes: BootstrapSchedule::recommended(p)
+            .and_then(|s| BootstrapKeys::planned_bytes(&s, p))
+            .ok(),
     }
 }
 
@@ -59,7 +67,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         return Ok(());
     }
     out!(
-        "{:<6} {:>6} {:>6} {:>7} {:>7} {:>5} {:>7} {:>4} {:>8} {:>4} {:>9} {:>12} {:>14}",
+        "{:<6} {:>6} {:>6} {:>7} {:>7} {:>5} {:>7} {:>4} {:>8} {:>4} {:>9} {:>12} {:>14} {:>12}",
         "preset",
         "log N",
         "slots",
@@ -72,11 +80,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         "h",
         "security",
         "swk size",
-        "BTS key set"
+        "BTS key set",
+        "stored"
     );
     for r in &rows {
         out!(
-            "{:<6} {:>6} {:>6} {:>7} {:>7} {:>5} {:>7} {:>4} {:>8} {:>4} {:>9} {:>12} {:>14}",
+            "{:<6} {:>6} {:>6} {:>7} {:>7} {:>5} {:>7} {:>4} {:>8} {:>4} {:>9} {:>12} {:>14} {:>12}",
             r.name,
             r.log_n,
             format!("2^{}", r.log_slots),
@@ -90,6 +99,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             format!("{} bits", r.security_bits),
             human_bytes(r.switching_key_bytes),
             r.bootstrap_key_set_bytes.map_or("-".into(), human_bytes),
+            r.bootstrap_key_set_stored_bytes
+                .map_or("-".into(), human_bytes),
         );
     }
     out!("");
@@ -99,6 +110,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     out!(
         "table bounds log QP only: 1747 at N=2^16, 3523 at 2^17, 868 at 2^15). Bootstrapping key set:"
     );
-    out!("38 (FG), 42 (FV) or 34 (FT) rotation keys plus relinearisation and conjugation keys.");
+    out!("38 (FG), 42 (FV) or 34 (FT) rotation keys plus relinearisation and conjugation keys,");
+    out!("full size; `stored` is what hemem keeps for its recommended schedule: compressed keys");
+    out!(
+        "(the uniform halves regenerated from a seed) made for the highest level each is used at."
+    );
     Ok(())
 }

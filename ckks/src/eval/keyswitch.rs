@@ -62,6 +62,24 @@ pub(crate) fn decompose(
     Ok(Decomposition { digits, level })
 }
 
+/// The first `count` polynomials' limbs at storage `positions`, moduli `moduli`.
+fn select_limbs<'a>(
+    polys: &'a [RnsPoly<Ntt>],
+    count: usize,
+    positions: &'a [usize],
+    moduli: &'a [usize],
+) -> Vec<Limbs<'a>> {
+    polys
+        .iter()
+        .take(count)
+        .map(|p| Limbs {
+            buffer: p.buffer(),
+            positions,
+            moduli,
+        })
+        .collect()
+}
+
 /// Applies `key` to a decomposition (after the automorphism `galois`, for
 /// hoisted rotations): returns `(k0, k1)` over `Q_l`, in `class` memory, with
 /// `k0 + k1·s ≈ c·s'` (or `σ_g(c)·s'`), plus `add[0]` and `add[1]` when
@@ -80,7 +98,9 @@ pub(crate) fn apply_key(
     let first = decomposition.digits.first().ok_or(Error::EmptyBasis)?;
     let backend = first.backend();
     let count = decomposition.digits.len();
-    if key.b.len() < count {
+    // The key holds Q_{key level} ∪ P: select Q_l ∪ P by position.
+    let (positions, key_digits) = key.positions_at(level)?;
+    if key.b.len() < count || key_digits != count {
         return Err(Error::LengthMismatch {
             expected: count,
             actual: key.b.len(),
@@ -91,28 +111,10 @@ pub(crate) fn apply_key(
         .iter()
         .map(RnsPoly::limbs)
         .collect::<Result<_>>()?;
-    // The key is stored over Q_L ∪ P with global index = position; select Q_l ∪ P.
-    let b: Vec<Limbs<'_>> = key
-        .b
-        .iter()
-        .take(count)
-        .map(|p| Limbs {
-            buffer: p.buffer(),
-            positions: &qp,
-            moduli: &qp,
-        })
-        .collect();
+    let b = select_limbs(&key.b, count, &positions, &qp);
     let halves = key.uniform_halves(&qp, count)?;
     let a: Vec<Limbs<'_>> = match &halves {
-        UniformHalves::Stored(a) => a
-            .iter()
-            .take(count)
-            .map(|p| Limbs {
-                buffer: p.buffer(),
-                positions: &qp,
-                moduli: &qp,
-            })
-            .collect(),
+        UniformHalves::Stored(a) => select_limbs(a, count, &positions, &qp),
         UniformHalves::Regenerated(a) => a.iter().map(RnsPoly::limbs).collect::<Result<_>>()?,
     };
     let mut acc0 = RnsPoly::<Ntt>::allocate(backend, &qp, MemoryClass::Temporary, false)?;

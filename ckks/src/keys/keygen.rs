@@ -10,7 +10,7 @@ use crate::Result;
 use crate::backend::{BinaryOp, Limbs, LimbsMut, contiguous};
 use crate::context::Context;
 use crate::ntt::GaloisElement;
-use crate::params::ERROR_STD_DEV;
+use crate::params::{ERROR_STD_DEV, Level};
 use crate::poly::{Coeff, Ntt, RnsPoly};
 use crate::sampling::Sampler;
 
@@ -122,21 +122,25 @@ impl KeyGenerator {
     }
 
     /// A switching key from `from` (NTT form over every modulus, global
-    /// layout) to `to`, as [`SwitchingKey`] describes.
+    /// layout) to `to`, serving levels up to `level`, as [`SwitchingKey`]
+    /// describes. The randomness drawn does not depend on `level` beyond the
+    /// number of digits, so a lower-level key from the same stream is the
+    /// restriction of the top-level one.
     fn switching_key_from(
         &self,
         from: &RnsPoly<Ntt>,
         to: &SecretKey,
         kind: KeyKind,
+        level: Level,
     ) -> Result<SwitchingKey> {
         self.context.check_same(&to.context)?;
         let params = self.context.params();
+        params.q_modulus(level)?;
         let backend = self.context.backend();
         let n = params.degree().get();
-        let q_count = params.q_moduli().len();
-        let all: Vec<usize> = (0..q_count + params.p_moduli().len()).collect();
+        let moduli = params.qp_indices(level);
         let alpha = params.alpha();
-        let digits = params.digits_at(params.max_level());
+        let digits = params.digits_at(level);
         // P mod q_i, the gadget factor on digit j's own primes.
         let p_mod_q: Vec<u64> = params
             .q_moduli()
@@ -148,34 +152,36 @@ impl KeyGenerator {
                     .fold(1u64, |acc, p| q.mul(acc, q.reduce(p.value())))
             })
             .collect();
+        let mut s_moduli = Vec::new();
+        let s = to.poly.select(&moduli, &mut s_moduli)?;
         let mut sampler = self.sampler();
         let seed = *sampler.seed();
         let mut b = Vec::with_capacity(digits);
-        let mut a = Vec::with_capacity(digits);
         for j in 0..digits {
-            let a_j = regenerate_uniform(backend, seed, j, &all, MemoryClass::EvaluationKey)?;
             let e = sampler.gaussian(n, ERROR_STD_DEV);
             let mut b_j = RnsPoly::<Coeff>::from_signed(
                 backend,
-                &all,
+                &moduli,
                 MemoryClass::EvaluationKey,
                 &e,
                 false,
             )?
             .into_ntt()?;
-            let mut a_s = RnsPoly::<Ntt>::allocate(backend, &all, MemoryClass::Temporary, false)?;
-            backend.binary(
-                BinaryOp::Mul,
-                a_j.limbs()?,
-                to.poly.limbs()?,
-                a_s.limbs_mut()?,
-            )?;
-            b_j.sub_assign(&a_s)?;
+            {
+                // a_j·s lives only in this scope: a temporary derived from
+                // the secret, zeroed on release (sensitive).
+                let a_j = regenerate_uniform(backend, seed, j, &moduli, MemoryClass::Temporary)?;
+                let mut a_s =
+                    RnsPoly::<Ntt>::allocate(backend, &moduli, MemoryClass::Temporary, true)?;
+                backend.binary(BinaryOp::Mul, a_j.limbs()?, s, a_s.limbs_mut()?)?;
+                b_j.sub_assign(&a_s)?;
+            }
 
+            // Digit j's primes at this level; q_i sits at position i.
             let start = j * alpha;
-            let end = (start + alpha).min(q_count);
+            let end = (start + alpha).min(level.primes());
             let digit = contiguous(start, end - start)?;
-            let digit_moduli = all.get(start..end).ok_or(crate::Error::EmptyBasis)?;
+            let digit_moduli = moduli.get(start..end).ok_or(crate::Error::EmptyBasis)?;
             let mut gadget =
                 RnsPoly::<Ntt>::allocate(backend, digit_moduli, MemoryClass::Temporary, true)?;
             backend.copy(
@@ -200,14 +206,14 @@ impl KeyGenerator {
                 gadget.limbs()?,
             )?;
             b.push(b_j);
-            a.push(a_j);
         }
         Ok(SwitchingKey {
             context: self.context.clone(),
             kind,
+            level,
             seed,
             b,
-            a: Some(a),
+            a: None,
         })
     }
 
@@ -216,8 +222,22 @@ impl KeyGenerator {
     /// # Errors
     /// [`crate::OperandError::ContextMismatch`]; allocation errors.
     pub fn switching_key(&self, from: &SecretKey, to: &SecretKey) -> Result<SwitchingKey> {
+        self.switching_key_at(from, to, self.context.params().max_level())
+    }
+
+    /// [`KeyGenerator::switching_key`] for key switches at levels up to
+    /// `level` only (a smaller key).
+    ///
+    /// # Errors
+    /// As [`KeyGenerator::switching_key`]; a level beyond the chain.
+    pub fn switching_key_at(
+        &self,
+        from: &SecretKey,
+        to: &SecretKey,
+        level: Level,
+    ) -> Result<SwitchingKey> {
         self.context.check_same(&from.context)?;
-        self.switching_key_from(&from.poly, to, KeyKind::Generic)
+        self.switching_key_from(&from.poly, to, KeyKind::Generic, level)
     }
 
     /// The relinearisation key: switches `s²` to `s`.
@@ -225,8 +245,17 @@ impl KeyGenerator {
     /// # Errors
     /// [`crate::OperandError::ContextMismatch`]; allocation errors.
     pub fn relinearization_key(&self, secret: &SecretKey) -> Result<SwitchingKey> {
+        self.relinearization_key_at(secret, self.context.params().max_level())
+    }
+
+    /// The relinearisation key for levels up to `level` only.
+    ///
+    /// # Errors
+    /// As [`KeyGenerator::relinearization_key`]; a level beyond the chain.
+    pub fn relinearization_key_at(&self, secret: &SecretKey, level: Level) -> Result<SwitchingKey> {
+        self.context.check_same(&secret.context)?;
         let square = secret.poly.mul(&secret.poly, MemoryClass::Temporary)?;
-        self.switching_key_from(&square, secret, KeyKind::Relinearization)
+        self.switching_key_from(&square, secret, KeyKind::Relinearization, level)
     }
 
     /// The key for the automorphism with Galois element `g`: switches
@@ -235,6 +264,20 @@ impl KeyGenerator {
     /// # Errors
     /// [`crate::OperandError::ContextMismatch`]; allocation errors.
     pub fn galois_key(&self, secret: &SecretKey, g: GaloisElement) -> Result<SwitchingKey> {
+        self.galois_key_at(secret, g, self.context.params().max_level())
+    }
+
+    /// The key for the automorphism `g` for levels up to `level` only.
+    ///
+    /// # Errors
+    /// As [`KeyGenerator::galois_key`]; a level beyond the chain.
+    pub fn galois_key_at(
+        &self,
+        secret: &SecretKey,
+        g: GaloisElement,
+        level: Level,
+    ) -> Result<SwitchingKey> {
+        self.context.check_same(&secret.context)?;
         let n = self.context.params().degree().get();
         let kind = if g == GaloisElement::conjugation(n) {
             KeyKind::Conjugation
@@ -242,7 +285,7 @@ impl KeyGenerator {
             KeyKind::Rotation(g)
         };
         let rotated = secret.poly.automorphism(g, MemoryClass::Temporary)?;
-        self.switching_key_from(&rotated, secret, kind)
+        self.switching_key_from(&rotated, secret, kind, level)
     }
 
     /// The key for a left rotation of the slots by `steps` (negative: right).
@@ -263,23 +306,30 @@ impl KeyGenerator {
         self.galois_key(secret, GaloisElement::conjugation(n))
     }
 
-    /// Every key `request` names (rotations deduplicated by Galois element).
+    /// Every key `request` names (rotations deduplicated by Galois element),
+    /// each for the level `request.levels` gives it (the top level where
+    /// none is given).
     ///
     /// # Errors
     /// As the individual generators.
     pub fn key_set(&self, secret: &SecretKey, request: &KeySetRequest) -> Result<KeySet> {
-        let n = self.context.params().degree().get();
+        let params = self.context.params();
+        let n = params.degree().get();
+        let level = |kind: KeyKind| request.level_of(kind, params.max_level());
         let mut set = KeySet::new();
         if request.relinearization {
-            set.insert(self.relinearization_key(secret)?)?;
+            let square = secret.poly.mul(&secret.poly, MemoryClass::Temporary)?;
+            let kind = KeyKind::Relinearization;
+            set.insert(self.switching_key_from(&square, secret, kind, level(kind))?)?;
         }
         if request.conjugation {
-            set.insert(self.conjugation_key(secret)?)?;
+            let g = GaloisElement::conjugation(n);
+            set.insert(self.galois_key_at(secret, g, level(KeyKind::Conjugation))?)?;
         }
         for &steps in &request.rotations {
             let g = GaloisElement::rotation(steps, n);
             if g.0 != 1 && set.rotation_key(g).is_none() {
-                set.insert(self.galois_key(secret, g)?)?;
+                set.insert(self.galois_key_at(secret, g, level(KeyKind::Rotation(g)))?)?;
             }
         }
         Ok(set)

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use super::{KeyKind, SwitchingKey};
 use crate::ntt::GaloisElement;
+use crate::params::{Level, Parameters};
 use crate::{KeyError, Result};
 
 /// Which evaluation keys to generate.
@@ -15,9 +16,46 @@ pub struct KeySetRequest {
     pub conjugation: bool,
     /// Left rotations by these amounts (negative: right).
     pub rotations: Vec<i64>,
+    /// The highest level each key must serve, by kind (rotations by their
+    /// Galois element); a key not listed serves every level. A lower level
+    /// makes a smaller key ([`SwitchingKey`]'s "level-aware"); using it
+    /// higher is [`KeyError::KeyLevelTooLow`].
+    pub levels: BTreeMap<KeyKind, Level>,
 }
 
 impl KeySetRequest {
+    /// The bytes the key set this request makes holds (compressed keys,
+    /// each at its level; rotations deduplicated by Galois element).
+    pub fn key_bytes(&self, params: &Parameters) -> u64 {
+        let n = params.degree().get();
+        let top = params.max_level();
+        let mut kinds = Vec::new();
+        if self.relinearization {
+            kinds.push(KeyKind::Relinearization);
+        }
+        if self.conjugation {
+            kinds.push(KeyKind::Conjugation);
+        }
+        let mut rotations: Vec<GaloisElement> = self
+            .rotations
+            .iter()
+            .map(|&k| GaloisElement::rotation(k, n))
+            .filter(|g| g.0 != 1)
+            .collect();
+        rotations.sort_unstable_by_key(|g| g.0);
+        rotations.dedup();
+        kinds.extend(rotations.into_iter().map(KeyKind::Rotation));
+        kinds
+            .into_iter()
+            .map(|kind| params.switching_key_bytes_at(self.level_of(kind, top), false))
+            .sum()
+    }
+
+    /// The level `kind`'s key is made for: `levels`' entry, capped at `top`.
+    pub fn level_of(&self, kind: KeyKind, top: Level) -> Level {
+        self.levels.get(&kind).map_or(top, |&l| l.min(top))
+    }
+
     /// Relinearisation, conjugation, and rotations by every power of two
     /// below `slots`, left and right: enough to compose any rotation with
     /// at most `log2(slots)` key switches.
@@ -26,6 +64,7 @@ impl KeySetRequest {
             relinearization: true,
             conjugation: true,
             rotations: power_of_two_rotations(slots),
+            levels: BTreeMap::new(),
         }
     }
 }

@@ -15,3 +15,6 @@ pub use secret::SecretKey;
 pub use switching::{KeyKind, SwitchingKey};
 
 pub(crate) use switching::UniformHalves;
+
+#[cfg(test)]
+mod tests;

@@ -50,12 +50,23 @@ impl KeyKind {
 /// by `P` leaves `c·s'` plus small noise.
 ///
 /// The uniform halves `a_j` come from a 32-byte seed (one ChaCha20 sub-stream
-/// per digit and limb), so a key can be stored **compressed** — `b` and the
-/// seed only, half the bytes — and `a` regenerated limb by limb when needed.
-/// Buffers are `EvaluationKey`-class.
+/// per digit and limb), so a key is stored **compressed** — `b` and the
+/// seed only, half the bytes — and `a` regenerated limb by limb when needed
+/// ([`SwitchingKey::expand`] keeps them instead).
+///
+/// **Level-aware.** A key switch at level `l` reads only the first
+/// `⌈(l+1)/α⌉` digits and, of each, only the limbs `q_0 … q_l` and the
+/// special primes. A key made for a highest level `m` ([`SwitchingKey::level`])
+/// holds exactly that: `digits_at(m)` digits over `Q_m ∪ P`, and equals the
+/// restriction of the top-level key made from the same randomness (the
+/// gadget `P·[D̂_j]` is diagonal in the RNS basis, so restricting limbs
+/// commutes with it). Bootstrapping's SlotToCoeff keys (levels ≤ 3) take a
+/// few percent of a full key. Using a key above its level is
+/// [`crate::KeyError::KeyLevelTooLow`]. Buffers are `EvaluationKey`-class.
 pub struct SwitchingKey {
     pub(crate) context: Context,
     pub(crate) kind: KeyKind,
+    pub(crate) level: Level,
     pub(crate) seed: [u8; 32],
     pub(crate) b: Vec<RnsPoly<Ntt>>,
     pub(crate) a: Option<Vec<RnsPoly<Ntt>>>,
@@ -65,6 +76,7 @@ impl fmt::Debug for SwitchingKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SwitchingKey")
             .field("kind", &self.kind)
+            .field("level", &self.level.0)
             .field("digits", &self.b.len())
             .field("compressed", &self.is_compressed())
             .finish_non_exhaustive()
@@ -157,8 +169,9 @@ impl SwitchingKey {
         Ok(())
     }
 
-    /// The digits' `a_j` over `moduli` (positions equal global indices in
-    /// the key's layout), regenerated into temporaries when compressed.
+    /// The digits' `a_j` over `moduli` (stored: in the key's layout, select
+    /// with [`SwitchingKey::positions_at`]), regenerated into temporaries
+    /// over exactly `moduli` when compressed.
     pub(crate) fn uniform_halves(
         &self,
         moduli: &[usize],
@@ -215,21 +228,52 @@ impl SwitchingKey {
         Ok(Self {
             context: self.context.clone(),
             kind: self.kind,
+            level: self.level,
             seed: self.seed,
             b,
             a,
         })
     }
 
-    /// The top level the key supports (always the chain's top).
+    /// The highest level the key serves: it holds `digits_at(level)` digits
+    /// over `Q_level ∪ P`.
     pub fn level(&self) -> Level {
-        self.context.params().max_level()
+        self.level
+    }
+
+    /// The global moduli indices of the key's limbs, `Q_level ∪ P`, in
+    /// storage order.
+    pub fn moduli(&self) -> Vec<usize> {
+        self.context.params().qp_indices(self.level)
+    }
+
+    /// For a key switch at `level`: the storage positions of `Q_level ∪ P`
+    /// in each digit (`q_i` at `i`, the special primes after `q_{self.level}`)
+    /// and the number of digits it reads.
+    ///
+    /// # Errors
+    /// [`crate::KeyError::KeyLevelTooLow`] above the key's level.
+    pub(crate) fn positions_at(&self, level: Level) -> Result<(Vec<usize>, usize)> {
+        if level > self.level {
+            return Err(crate::KeyError::KeyLevelTooLow {
+                kind: self.kind.name(),
+                needed: level.0,
+                level: self.level.0,
+            }
+            .into());
+        }
+        let params = self.context.params();
+        let p_count = params.p_moduli().len();
+        let positions = (0..=level.0)
+            .chain(self.level.0 + 1..self.level.0 + 1 + p_count)
+            .collect();
+        Ok((positions, params.digits_at(level)))
     }
 }
 
 /// The uniform halves of a key, as stored or regenerated for one use.
 pub(crate) enum UniformHalves<'a> {
-    /// Stored with the key (full layout `Q_L ∪ P`: select by global index).
+    /// Stored with the key (its layout `Q_level ∪ P`: select by position).
     Stored(&'a [RnsPoly<Ntt>]),
     /// Regenerated over exactly the moduli asked for.
     Regenerated(Vec<RnsPoly<Ntt>>),

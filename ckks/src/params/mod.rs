@@ -338,6 +338,15 @@ impl Parameters {
         (self.spec.dnum * 2 * (self.q.len() + self.p.len()) * self.degree().0 * 8) as u64
     }
 
+    /// Bytes one switching key made for `level` holds: `digits_at(level)`
+    /// digits of `(level+1+K)` limbs of `N` words, once (`b` only, the
+    /// uniform halves regenerated from the seed) or twice when expanded.
+    pub fn switching_key_bytes_at(&self, level: Level, expanded: bool) -> u64 {
+        let halves = if expanded { 2 } else { 1 };
+        (self.digits_at(level) * halves * (level.primes() + self.p.len()) * self.degree().0 * 8)
+            as u64
+    }
+
     /// Rotation keys a full-slot bootstrap needs, where known.
     pub fn bootstrap_rotation_keys(&self) -> Option<usize> {
         self.spec.bootstrap_rotation_keys

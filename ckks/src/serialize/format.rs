@@ -12,9 +12,10 @@ pub const MAGIC: [u8; 4] = *b"HEMM";
 
 /// The format version this build writes and reads.
 ///
-/// Version 1 (one header with a length and a checksum over an in-memory
-/// payload) is refused with [`SerializationError::UnsupportedVersion`].
-pub const FORMAT_VERSION: u16 = 2;
+/// Versions 1 and 2 (one header with a length and a checksum over an
+/// in-memory payload; version 2 added the switching keys' level) are refused
+/// with [`SerializationError::UnsupportedVersion`].
+pub const FORMAT_VERSION: u16 = 3;
 
 /// Header bytes: magic, version, kind, flags, fingerprint, header CRC.
 pub(crate) const HEADER_BYTES: usize = 20;

@@ -8,7 +8,7 @@
 //! | bytes | field |
 //! |---|---|
 //! | 0..4 | magic `HEMM` |
-//! | 4..6 | format version (little endian), currently 2 |
+//! | 4..6 | format version (little endian), currently 3 |
 //! | 6 | object kind ([`Kind`]) |
 //! | 7 | flags (reserved, 0) |
 //! | 8..16 | fingerprint of the parameters ([`crate::params::Parameters::fingerprint`]) |

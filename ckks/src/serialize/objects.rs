@@ -401,7 +401,7 @@ pub(crate) fn write_switching_key<W: Write>(
     w.u8(tag)?;
     w.u64(galois)?;
     w.bytes(&key.seed)?;
-    w.u32(key.level().0 as u32)?;
+    w.u32(key.level.0 as u32)?;
     w.u32(key.b.len() as u32)?;
     let uniform = key.a.as_ref().filter(|_| keep_uniform);
     w.u8(u8::from(uniform.is_some()))?;
@@ -437,8 +437,7 @@ pub(crate) fn read_switching_key<R: Read>(
     let mut seed = [0u8; 32];
     r.bytes_into(&mut seed)?;
     let level = Level(r.u32()? as usize);
-    // This build holds keys over the whole chain only.
-    if level != params.max_level() {
+    if level > params.max_level() {
         return Err(invalid("key level"));
     }
     let digits = r.u32()? as usize;
@@ -465,6 +464,7 @@ pub(crate) fn read_switching_key<R: Read>(
     Ok(SwitchingKey {
         context: context.clone(),
         kind,
+        level,
         seed,
         b,
         a,

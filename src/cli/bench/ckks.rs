@@ -229,6 +229,7 @@ fn run_policy(
             } else {
                 vec![1]
             },
+            ..Default::default()
         };
         let eval = if needs_keys {
             let keys = keygen
