@@ -200,7 +200,10 @@ fn keygen_writes_key_files_that_bootstrap_and_demo_load() {
     assert!(report["key_load_ms"].as_f64().unwrap() > 0.0);
     assert!(report.get("key_setup_ms").is_none());
     assert_eq!(report["key_file_bytes"].as_u64().unwrap(), file_bytes);
-    assert!(report["precision_bits"].as_f64().unwrap() > 15.0, "{report}");
+    assert!(
+        report["precision_bits"].as_f64().unwrap() > 15.0,
+        "{report}"
+    );
 
     let out = hemem(&["demo", "--preset", "test-FTb", "--keys", path, "--json"]);
     assert!(
@@ -234,11 +237,7 @@ fn keygen_writes_key_files_that_bootstrap_and_demo_load() {
     let damaged = dir.path().join("damaged.keys");
     let damaged_path = damaged.to_str().unwrap();
     for suffix in [".public", ".secret"] {
-        std::fs::copy(
-            format!("{path}{suffix}"),
-            format!("{damaged_path}{suffix}"),
-        )
-        .unwrap();
+        std::fs::copy(format!("{path}{suffix}"), format!("{damaged_path}{suffix}")).unwrap();
     }
     std::fs::write(&damaged, &bytes[..bytes.len() / 2]).unwrap();
     let args = ["bootstrap", "--preset", "test-FTb", "--keys", damaged_path];
@@ -248,7 +247,10 @@ fn keygen_writes_key_files_that_bootstrap_and_demo_load() {
     flipped[middle] ^= 0x20;
     std::fs::write(&damaged, &flipped).unwrap();
     refused(&args, "corrupted");
-    refused(&["demo", "--preset", "test-FTb", "--keys", damaged_path], "corrupted");
+    refused(
+        &["demo", "--preset", "test-FTb", "--keys", damaged_path],
+        "corrupted",
+    );
     std::fs::write(&damaged, &bytes).unwrap();
     std::fs::remove_file(format!("{damaged_path}.secret")).unwrap();
     refused(&args, "secret key");

@@ -40,9 +40,17 @@ impl BootstrapKeys {
             .chain(self.sse.iter().flat_map(|s| [&s.to_sparse, &s.to_dense]))
     }
 
-    /// Writes the keys (the [module](self)'s layout) to `w`: one polynomial
-    /// at a time, downloaded a few limbs at a time when the keys live on a
-    /// GPU; nothing the size of a key is copied.
+    /// Writes the keys to `w`: one polynomial at a time, downloaded a few
+    /// limbs at a time when the keys live on a GPU; nothing the size of a
+    /// key is copied.
+    ///
+    /// The file is a hemem object of kind
+    /// [`Kind::BootstrapKeys`] (header, checksummed frames, end marker: see
+    /// [`hemem_ckks::serialize`]) whose payload is a byte (1 when the
+    /// sparse-secret encapsulation keys follow), the key set's record (key
+    /// count, then each switching key's record), and the two SSE keys'
+    /// records (dense → sparse, sparse → dense). Every key is compact: `b`
+    /// and its seed, at its level.
     ///
     /// # Errors
     /// [`SerializationError::InvalidField`] (`"key count"`) for an empty

@@ -23,10 +23,12 @@ use super::report::human_bytes;
 
 /// Arguments of `hemem keygen`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Files written: FILE (bootstrap key set: relinearisation, conjugation, \
+#[command(
+    after_help = "Files written: FILE (bootstrap key set: relinearisation, conjugation, \
 rotation and sparse-secret encapsulation keys, compact, public), FILE.public (public key) and \
 FILE.secret (secret key, mode 0600). Use them with `hemem bootstrap --keys FILE` or \
-`hemem demo --keys FILE` and the same --preset (and --slots).")]
+`hemem demo --keys FILE` and the same --preset (and --slots)."
+)]
 pub struct Args {
     /// Parameter preset (bootstrappable: FGa, FGb, FVa, FVb, FVc, FTa, FTb, test-*).
     #[arg(long)]
