@@ -2,7 +2,13 @@
 //! given seed, for reproducible tests), and the distributions CKKS draws from.
 //!
 //! Everything random is drawn on the host from one stream and uploaded, so
-//! the CPU and GPU backends see the same integers (DESIGN.md, "The seam").
+//! the CPU and GPU backends see the same integers (DESIGN.md, "The seam"),
+//! except switching keys' public uniform halves: [`SeededUniform`] expands
+//! them from a seed by a counter-based generator that both backends run.
+
+mod seeded;
+
+pub use seeded::{SeededUniform, WORDS_PER_BLOCK, stream_id};
 
 use rand::rngs::SysRng;
 use rand_chacha::ChaCha20Rng;

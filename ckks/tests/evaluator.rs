@@ -270,6 +270,67 @@ fn compressed_keys_give_identical_results() {
     assert_eq!(words(&r), words(&r2));
 }
 
+/// A compressed key (its `a_j` generated inside the inner product from the
+/// seed), the stored key and the compressed key expanded again give
+/// bit-identical key switches: relinearisation, single and hoisted rotations
+/// (the Galois inner product), at the top level and one level down.
+#[test]
+fn seeded_key_switch_equals_the_expanded_key() {
+    let s = Setup::new(Preset::TestFGb, 21);
+    let slots = s.context.params().slots();
+    let request = KeySetRequest {
+        relinearization: true,
+        conjugation: true,
+        rotations: vec![1, 5],
+        ..Default::default()
+    };
+    // Three generators from one seed give the same keys (made compressed).
+    let keys = || {
+        KeyGenerator::with_seed(&s.context, seed32(22))
+            .key_set(&s.secret, &request)
+            .unwrap()
+    };
+    let mut stored = keys();
+    for k in stored.keys_mut() {
+        assert!(k.is_compressed());
+        k.expand().unwrap();
+        assert!(!k.is_compressed());
+    }
+    let stored = Arc::new(stored);
+    let compressed = keys();
+    let mut expanded = keys();
+    for k in expanded.keys_mut() {
+        k.expand().unwrap();
+        k.compress();
+        k.expand().unwrap();
+    }
+    let x = unit_disk(&mut seeded_rng(21), slots);
+    let top = s.encrypt(&x);
+    let words = |ct: &Ciphertext| {
+        (
+            ct.parts().0.to_words().unwrap(),
+            ct.parts().1.to_words().unwrap(),
+        )
+    };
+    let run = |keys: Arc<KeySet>| {
+        let eval = Evaluator::with_keys(&s.context, keys);
+        let lower = eval.rescale(&eval.mult(&top, &top).unwrap()).unwrap();
+        let mut out = Vec::new();
+        for ct in [&top, &lower] {
+            out.push(words(&eval.mult(ct, ct).unwrap()));
+            out.push(words(&eval.rotate(ct, 5).unwrap()));
+            out.push(words(&eval.conjugate(ct).unwrap()));
+            for r in eval.rotate_hoisted(ct, &[1, 5]).unwrap() {
+                out.push(words(&r));
+            }
+        }
+        out
+    };
+    let reference = run(stored);
+    assert_eq!(reference, run(Arc::new(compressed)), "compressed keys");
+    assert_eq!(reference, run(Arc::new(expanded)), "re-expanded keys");
+}
+
 #[test]
 fn fgb_structure_chain_down_to_level_3() {
     let s = Setup::new(Preset::TestFGb, 11);

@@ -1080,6 +1080,343 @@ fn gpu_evaluator_matches_cpu_fgb() {
     evaluator("gpu_evaluator_matches_cpu_fgb", Preset::FGb, 25.0);
 }
 
+// ---------------------------------------------------------------------------
+// Seeded switching keys: the counter-based generator of `a_j` on the device
+// (`ckks_prf.cu`) against the CPU's, and the fused seeded inner product.
+
+/// Real NTT primes for degree `n`: the largest 42-, 50-, 55-, 58- and
+/// 61-bit ones (rejections about 2^-20 or rarer), and the smallest 45- and
+/// 59-bit ones (about half the first candidates rejected, so the device's
+/// retry path runs for every other coefficient).
+fn seeded_moduli(n: usize) -> Vec<hemem_ckks::zq::Modulus> {
+    use hemem_ckks::zq::primes::{PrimeGenerator, is_prime};
+    let two_n = 2 * n as u64;
+    let low = |bits: u32| {
+        let mut p = (1u64 << (bits - 1)) + 1;
+        while !is_prime(p) {
+            p += two_n;
+        }
+        p
+    };
+    let mut q: Vec<u64> = [42u32, 50, 55, 58, 61]
+        .iter()
+        .map(|&b| PrimeGenerator::new(b, two_n).next().unwrap())
+        .collect();
+    q.insert(2, low(45));
+    q.push(low(59));
+    q.into_iter()
+        .map(|q| hemem_ckks::zq::Modulus::new(q).unwrap())
+        .collect()
+}
+
+/// A CPU backend and a GPU backend over `moduli` at degree `n`.
+fn seeded_backends(
+    name: &str,
+    n: usize,
+    moduli: &[hemem_ckks::zq::Modulus],
+) -> Option<(Arc<dyn Backend>, Arc<dyn Backend>)> {
+    let device = gpu_or_skip(name)?;
+    let cpu = hemem_ckks::backend::CpuBackend::new(n, moduli).unwrap();
+    let allocator =
+        hemem_memory::Allocator::gpu(&device, &hemem_memory::MemoryConfig::default()).unwrap();
+    let gpu = hemem_ckks::backend::GpuBackend::new(device, allocator, cpu.plans()).unwrap();
+    Some((Arc::new(cpu), Arc::new(gpu)))
+}
+
+/// Device generation equals host generation bit for bit, for several digits,
+/// through a view whose positions and modulus order are shuffled (the stream
+/// follows the global modulus index, not the position).
+fn uniform_from_seed_matches_cpu(name: &str, log_n: u32) {
+    let n = 1usize << log_n;
+    let moduli = seeded_moduli(n);
+    let Some((cpu, gpu)) = seeded_backends(name, n, &moduli) else {
+        return;
+    };
+    let limbs = moduli.len();
+    let mut rng = seeded_rng(u64::from(log_n) << 8);
+    // Position p of the buffer holds modulus (p * 3 + 1) % limbs.
+    let positions: Vec<usize> = (0..limbs).rev().collect();
+    let order: Vec<usize> = positions.iter().map(|&p| (p * 3 + 1) % limbs).collect();
+    for digit in [0usize, 1, 4, 15] {
+        let mut seed = [0u8; 32];
+        rng.fill_bytes(&mut seed);
+        let out = poisoned(&cpu, &gpu, limbs);
+        let (mut c, mut g) = (out.cpu, out.gpu);
+        let view = |buffer| LimbsMut {
+            buffer,
+            positions: &positions,
+            moduli: &order,
+        };
+        cpu.uniform_from_seed(&seed, digit, view(&mut c)).unwrap();
+        gpu.uniform_from_seed(&seed, digit, view(&mut g)).unwrap();
+        let host = download(&cpu, &c, &positions, &order);
+        assert_same(
+            &format!("{name}: digit {digit}"),
+            &host,
+            &download(&gpu, &g, &positions, &order),
+            n,
+        );
+        // And the spec itself, coefficient by coefficient, on a sample.
+        let generator = hemem_ckks::sampling::SeededUniform::new(&seed);
+        for (l, &m) in order.iter().enumerate() {
+            let q = moduli[m].value();
+            for k in (0..n).step_by(n / 64 + 1).chain([n - 1]) {
+                assert_eq!(
+                    host[l * n + k],
+                    generator.coefficient(digit, m, q, k as u64),
+                    "{name}: digit {digit} modulus {m} coefficient {k}"
+                );
+            }
+        }
+        println!("{name}: digit {digit}: {limbs} limbs bit-identical");
+    }
+}
+
+#[test]
+fn gpu_uniform_from_seed_matches_cpu_logn12() {
+    uniform_from_seed_matches_cpu("gpu_uniform_from_seed_matches_cpu_logn12", 12);
+}
+
+#[test]
+fn gpu_uniform_from_seed_matches_cpu_logn13() {
+    uniform_from_seed_matches_cpu("gpu_uniform_from_seed_matches_cpu_logn13", 13);
+}
+
+#[test]
+fn gpu_uniform_from_seed_matches_cpu_logn14() {
+    uniform_from_seed_matches_cpu("gpu_uniform_from_seed_matches_cpu_logn14", 14);
+}
+
+#[test]
+fn gpu_uniform_from_seed_matches_cpu_logn15() {
+    uniform_from_seed_matches_cpu("gpu_uniform_from_seed_matches_cpu_logn15", 15);
+}
+
+#[test]
+fn gpu_uniform_from_seed_matches_cpu_logn16() {
+    uniform_from_seed_matches_cpu("gpu_uniform_from_seed_matches_cpu_logn16", 16);
+}
+
+/// Views of every limb of each pair's CPU or GPU buffer.
+fn pair_views<'a>(list: &'a [Pair], gpu: bool, all: &'a [usize]) -> Vec<Limbs<'a>> {
+    list.iter()
+        .map(|p| Limbs {
+            buffer: if gpu { &p.gpu } else { &p.cpu },
+            positions: all,
+            moduli: all,
+        })
+        .collect()
+}
+
+/// The fused seeded inner product (with and without a Galois element; 3
+/// digits, and 9 so the kernel's mid-sum reduction runs) equals the CPU's
+/// expansion followed by its inner product, and the device's own expansion
+/// followed by the stored-key kernel. Views the kernel does not fit take
+/// the fallback and agree too.
+fn seeded_inner_product_matches_cpu(name: &str, log_n: u32) {
+    let n = 1usize << log_n;
+    let moduli = seeded_moduli(n);
+    let Some((cpu, gpu)) = seeded_backends(name, n, &moduli) else {
+        return;
+    };
+    let limbs = moduli.len();
+    let all: Vec<usize> = (0..limbs).collect();
+    let table: Vec<u64> = moduli.iter().map(|m| m.value()).collect();
+    let mut rng = seeded_rng(0x5eed_0000 + u64::from(log_n));
+    let mut random = |count: usize| -> Vec<Pair> {
+        (0..count)
+            .map(|_| {
+                let words: Vec<u64> = table
+                    .iter()
+                    .flat_map(|&q| (0..n).map(|_| rng.next_u64() % q).collect::<Vec<_>>())
+                    .collect();
+                pair(&cpu, &gpu, limbs, &words)
+            })
+            .collect()
+    };
+    let two_n = 2 * n as u64;
+    for count in [3usize, 9] {
+        let digits = random(count);
+        let b = random(count);
+        let seed = seed32(count as u64 + u64::from(log_n));
+        for galois in [None, Some(GaloisElement(5)), Some(GaloisElement(two_n - 1))] {
+            let (mut o0, mut o1) = (poisoned(&cpu, &gpu, limbs), poisoned(&cpu, &gpu, limbs));
+            cpu.key_switch_inner_product_seeded(
+                &pair_views(&digits, false, &all),
+                galois,
+                &pair_views(&b, false, &all),
+                &seed,
+                LimbsMut::new(&mut o0.cpu, &all).unwrap(),
+                LimbsMut::new(&mut o1.cpu, &all).unwrap(),
+            )
+            .unwrap();
+            gpu.key_switch_inner_product_seeded(
+                &pair_views(&digits, true, &all),
+                galois,
+                &pair_views(&b, true, &all),
+                &seed,
+                LimbsMut::new(&mut o0.gpu, &all).unwrap(),
+                LimbsMut::new(&mut o1.gpu, &all).unwrap(),
+            )
+            .unwrap();
+            let label = format!("{name}: {count} digits, galois {galois:?}");
+            let c0 = download(&cpu, &o0.cpu, &all, &all);
+            let c1 = download(&cpu, &o1.cpu, &all, &all);
+            assert_same(
+                &format!("{label}: out0"),
+                &c0,
+                &download(&gpu, &o0.gpu, &all, &all),
+                n,
+            );
+            assert_same(
+                &format!("{label}: out1"),
+                &c1,
+                &download(&gpu, &o1.gpu, &all, &all),
+                n,
+            );
+            // The device's expansion and stored-key kernel give the same sums.
+            let a: Vec<hemem_memory::Buffer> = (0..count)
+                .map(|j| {
+                    let mut buffer = gpu.allocate(MemoryClass::Temporary, limbs, false).unwrap();
+                    gpu.uniform_from_seed(&seed, j, LimbsMut::new(&mut buffer, &all).unwrap())
+                        .unwrap();
+                    buffer
+                })
+                .collect();
+            let a_views: Vec<Limbs<'_>> = a.iter().map(|x| Limbs::new(x, &all).unwrap()).collect();
+            let (mut e0, mut e1) = (poisoned(&cpu, &gpu, limbs), poisoned(&cpu, &gpu, limbs));
+            let (d, bv) = (pair_views(&digits, true, &all), pair_views(&b, true, &all));
+            let (out0, out1) = (
+                LimbsMut::new(&mut e0.gpu, &all).unwrap(),
+                LimbsMut::new(&mut e1.gpu, &all).unwrap(),
+            );
+            match galois {
+                Some(g) => gpu.key_switch_inner_product_galois(&d, g, &bv, &a_views, out0, out1),
+                None => gpu.key_switch_inner_product(&d, &bv, &a_views, out0, out1),
+            }
+            .unwrap();
+            assert_same(
+                &format!("{label}: expanded out1"),
+                &c1,
+                &download(&gpu, &e1.gpu, &all, &all),
+                n,
+            );
+            println!("{label}: bit-identical (fused and expanded)");
+        }
+        // Outputs at different positions: the fused kernel does not fit
+        // them and the fallback (expansion, then the inner product by parts)
+        // must agree too.
+        let reversed: Vec<usize> = all.iter().rev().copied().collect();
+        let (mut o0, mut o1) = (poisoned(&cpu, &gpu, limbs), poisoned(&cpu, &gpu, limbs));
+        for (backend, side, o0, o1) in [
+            (&cpu, false, &mut o0.cpu, &mut o1.cpu),
+            (&gpu, true, &mut o0.gpu, &mut o1.gpu),
+        ] {
+            backend
+                .key_switch_inner_product_seeded(
+                    &pair_views(&digits, side, &all),
+                    None,
+                    &pair_views(&b, side, &all),
+                    &seed,
+                    LimbsMut {
+                        buffer: o0,
+                        positions: &reversed,
+                        moduli: &all,
+                    },
+                    LimbsMut::new(o1, &all).unwrap(),
+                )
+                .unwrap();
+        }
+        for (what, o, positions) in [("out0", &o0, &reversed), ("out1", &o1, &all)] {
+            assert_same(
+                &format!("{name}: {count} digits, fallback {what}"),
+                &download(&cpu, &o.cpu, positions, &all),
+                &download(&gpu, &o.gpu, positions, &all),
+                n,
+            );
+        }
+        println!("{name}: {count} digits: fallback bit-identical");
+    }
+}
+
+#[test]
+fn gpu_seeded_inner_product_matches_cpu_logn12() {
+    seeded_inner_product_matches_cpu("gpu_seeded_inner_product_matches_cpu_logn12", 12);
+}
+
+#[test]
+fn gpu_seeded_inner_product_matches_cpu_logn16() {
+    seeded_inner_product_matches_cpu("gpu_seeded_inner_product_matches_cpu_logn16", 16);
+}
+
+/// Keys generated on the device (their `a_j` by the device generator) equal
+/// the CPU's, and a compressed key's key switch on the GPU (the fused
+/// kernel) equals the CPU's and the stored key's, for relinearisation,
+/// rotations (single and hoisted) and conjugation, at two levels.
+#[test]
+fn gpu_compressed_key_switch_matches_cpu_logn12() {
+    let name = "gpu_compressed_key_switch_matches_cpu_logn12";
+    let Some((cpu_ctx, gpu_ctx)) = contexts(name, Preset::TestFGb) else {
+        return;
+    };
+    let request = KeySetRequest {
+        relinearization: true,
+        conjugation: true,
+        rotations: vec![1, 5],
+        ..Default::default()
+    };
+    let slots = cpu_ctx.params().slots();
+    let x = unit_disk(&mut seeded_rng(301), slots);
+    let run = |ctx: &Context, compress: bool| {
+        let keygen = KeyGenerator::with_seed(ctx, seed32(300));
+        let secret = keygen.secret_key().unwrap();
+        let public = keygen.public_key(&secret).unwrap();
+        let mut keys = keygen.key_set(&secret, &request).unwrap();
+        // Keys are made compressed: expand them (on the device for the GPU
+        // context) to compare their a_j, and to have stored keys.
+        keys.keys_mut().for_each(|k| k.expand().unwrap());
+        // Every key in full (b and a): the device generated its a_j.
+        let key_bytes: Vec<Vec<u8>> = keys
+            .keys()
+            .map(|k| hemem_ckks::serialize::ToBytes::to_bytes(k).unwrap())
+            .collect();
+        if compress {
+            keys.keys_mut().for_each(SwitchingKey::compress);
+        }
+        let eval = Evaluator::with_keys(ctx, Arc::new(keys));
+        let top = Encryptor::with_seed(ctx, seed32(302))
+            .encrypt(&Encoder::new(ctx).encode(&x).unwrap(), &public)
+            .unwrap();
+        let lower = eval.rescale(&eval.mult(&top, &top).unwrap()).unwrap();
+        let mut out = Vec::new();
+        for ct in [&top, &lower] {
+            out.push(parts(&eval.mult(ct, ct).unwrap()));
+            out.push(parts(&eval.rotate(ct, 5).unwrap()));
+            out.push(parts(&eval.conjugate(ct).unwrap()));
+            for r in eval.rotate_hoisted(ct, &[1, 5]).unwrap() {
+                out.push(parts(&r));
+            }
+        }
+        (key_bytes, out)
+    };
+    let (cpu_keys, reference) = run(&cpu_ctx, false);
+    let (gpu_keys, gpu_stored) = run(&gpu_ctx, false);
+    assert!(cpu_keys == gpu_keys, "{name}: device-generated keys differ");
+    println!("{name}: keys generated on the device are bit-identical");
+    assert!(reference == gpu_stored, "{name}: stored keys differ");
+    let (_, gpu_compressed) = run(&gpu_ctx, true);
+    assert!(
+        reference == gpu_compressed,
+        "{name}: compressed keys on the GPU differ"
+    );
+    let (_, cpu_compressed) = run(&cpu_ctx, true);
+    assert!(
+        reference == cpu_compressed,
+        "{name}: compressed keys on the CPU differ"
+    );
+    println!("{name}: compressed key switches bit-identical (CPU, GPU fused, stored)");
+}
+
 /// Key files through a GPU: keys made on the GPU are saved a few limbs at a
 /// time through a host staging buffer, and load (uploaded polynomial by
 /// polynomial) to the same bytes on either backend.

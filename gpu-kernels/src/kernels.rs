@@ -10,12 +10,13 @@ use hemem_memory::GpuDevice;
 use crate::{Error, Result};
 
 /// The committed PTX, by module name (`ptx/<name>.ptx`, from `cuda/<name>.cu`).
-pub const PTX_MODULES: [(&str, &str); 5] = [
+pub const PTX_MODULES: [(&str, &str); 6] = [
     ("touch", include_str!("../ptx/touch.ptx")),
     ("bench", include_str!("../ptx/bench.ptx")),
     ("ckks_ntt", include_str!("../ptx/ckks_ntt.ptx")),
     ("ckks_arith", include_str!("../ptx/ckks_arith.ptx")),
     ("ckks_convert", include_str!("../ptx/ckks_convert.ptx")),
+    ("ckks_prf", include_str!("../ptx/ckks_prf.ptx")),
 ];
 
 /// The CKKS kernels (`cuda/ckks_*.cu`).
@@ -40,6 +41,8 @@ pub(crate) struct Ckks {
     pub(crate) automorphism: CudaFunction,
     pub(crate) base_convert: CudaFunction,
     pub(crate) spread_centered: CudaFunction,
+    pub(crate) uniform_from_seed: CudaFunction,
+    pub(crate) key_switch_inner_product_seeded: CudaFunction,
 }
 
 /// The buffer touch and verify kernels (`cuda/touch.cu`).
@@ -147,12 +150,14 @@ impl Kernels {
             (ntt_name, ntt_ptx),
             (arith_name, arith_ptx),
             (convert_name, convert_ptx),
+            (prf_name, prf_ptx),
         ] = PTX_MODULES;
         let touch_module = load(device, touch_name, touch_ptx)?;
         let bench_module = load(device, bench_name, bench_ptx)?;
         let ntt = load(device, ntt_name, ntt_ptx)?;
         let arith = load(device, arith_name, arith_ptx)?;
         let convert = load(device, convert_name, convert_ptx)?;
+        let prf = load(device, prf_name, prf_ptx)?;
         Ok(Self {
             device: device.clone(),
             touch: Touch {
@@ -180,8 +185,10 @@ impl Kernels {
                 automorphism: function(&arith, "automorphism")?,
                 base_convert: function(&convert, "base_convert")?,
                 spread_centered: function(&convert, "spread_centered")?,
+                uniform_from_seed: function(&prf, "uniform_from_seed")?,
+                key_switch_inner_product_seeded: function(&prf, "key_switch_inner_product_seeded")?,
             },
-            _modules: vec![touch_module, bench_module, ntt, arith, convert],
+            _modules: vec![touch_module, bench_module, ntt, arith, convert, prf],
         })
     }
 
@@ -202,7 +209,14 @@ mod tests {
             assert!(ptx.contains(".target sm_75"), "{name}");
             assert!(!ptx.contains('\0'), "{name}");
         }
-        let [(_, touch), (_, bench), (_, ntt), (_, arith), (_, convert)] = PTX_MODULES;
+        let [
+            (_, touch),
+            (_, bench),
+            (_, ntt),
+            (_, arith),
+            (_, convert),
+            (_, prf),
+        ] = PTX_MODULES;
         for kernel in NTT_FWD_COLS
             .iter()
             .chain(&NTT_INV_COLS)
@@ -226,6 +240,9 @@ mod tests {
         }
         for kernel in ["base_convert", "spread_centered"] {
             assert!(convert.contains(&format!(".entry {kernel}(")), "{kernel}");
+        }
+        for kernel in ["uniform_from_seed", "key_switch_inner_product_seeded"] {
+            assert!(prf.contains(&format!(".entry {kernel}(")), "{kernel}");
         }
         for kernel in ["touch_fill", "touch_verify", "touch_read"] {
             assert!(touch.contains(&format!(".entry {kernel}(")), "{kernel}");

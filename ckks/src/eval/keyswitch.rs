@@ -112,14 +112,31 @@ pub(crate) fn apply_key(
         .map(RnsPoly::limbs)
         .collect::<Result<_>>()?;
     let b = select_limbs(&key.b, count, &positions, &qp);
-    let halves = key.uniform_halves(&qp, count)?;
+    // A compressed key's `a_j` are generated inside the inner product below.
+    let halves = if key.is_compressed() {
+        None
+    } else {
+        Some(key.uniform_halves(&qp, count)?)
+    };
     let a: Vec<Limbs<'_>> = match &halves {
-        UniformHalves::Stored(a) => select_limbs(a, count, &positions, &qp),
-        UniformHalves::Regenerated(a) => a.iter().map(RnsPoly::limbs).collect::<Result<_>>()?,
+        None => Vec::new(),
+        Some(UniformHalves::Stored(a)) => select_limbs(a, count, &positions, &qp),
+        Some(UniformHalves::Regenerated(a)) => {
+            a.iter().map(RnsPoly::limbs).collect::<Result<_>>()?
+        }
     };
     let mut acc0 = RnsPoly::<Ntt>::allocate(backend, &qp, MemoryClass::Temporary, false)?;
     let mut acc1 = RnsPoly::<Ntt>::allocate(backend, &qp, MemoryClass::Temporary, false)?;
     match galois {
+        // A compressed key (on the GPU: one kernel, `a_j` never stored).
+        _ if halves.is_none() => backend.key_switch_inner_product_seeded(
+            &digits,
+            galois,
+            &b,
+            &key.seed,
+            acc0.limbs_mut()?,
+            acc1.limbs_mut()?,
+        )?,
         // Hoisted rotation: the automorphism is applied to the digits as the
         // inner product reads them.
         Some(g) => backend.key_switch_inner_product_galois(

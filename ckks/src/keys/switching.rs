@@ -11,7 +11,6 @@ use crate::context::Context;
 use crate::ntt::GaloisElement;
 use crate::params::Level;
 use crate::poly::{Ntt, RnsPoly};
-use crate::sampling::Sampler;
 
 /// What a switching key switches from (it always switches *to* the secret
 /// key `s`).
@@ -83,12 +82,8 @@ impl fmt::Debug for SwitchingKey {
     }
 }
 
-/// The ChaCha20 sub-stream of digit `digit`, limb with global modulus index `modulus`.
-pub(crate) fn uniform_stream(digit: usize, modulus: usize) -> u64 {
-    ((digit as u64) << 32) | modulus as u64
-}
-
-/// Regenerates the uniform polynomial of `digit` over `moduli` from `seed`.
+/// Regenerates the uniform polynomial of `digit` over `moduli` from `seed`
+/// ([`crate::sampling::SeededUniform`], on the backend's device).
 pub(crate) fn regenerate_uniform(
     backend: &Arc<dyn Backend>,
     seed: [u8; 32],
@@ -96,12 +91,9 @@ pub(crate) fn regenerate_uniform(
     moduli: &[usize],
     class: MemoryClass,
 ) -> Result<RnsPoly<Ntt>> {
-    // One ChaCha stream per (digit, modulus): the limbs fill in parallel.
-    RnsPoly::from_limbs_with(backend, moduli, class, false, |limb, m, words| {
-        let index = moduli.get(limb).copied().unwrap_or_default();
-        Sampler::from_seed_stream(seed, uniform_stream(digit, index))
-            .fill_uniform(m.value(), words);
-    })
+    let mut a = RnsPoly::<Ntt>::allocate(backend, moduli, class, false)?;
+    backend.uniform_from_seed(&seed, digit, a.limbs_mut()?)?;
+    Ok(a)
 }
 
 impl SwitchingKey {

@@ -45,7 +45,11 @@ pub struct Args {
     ntt_buffers: usize,
     /// Operations to run (comma-separated; default all): ntt_forward,
     /// ntt_inverse, tensor, decompose, mult_relin, mult_relin_rescale,
-    /// rescale, rotate, conjugate, hoisted_rotate_8, hoisted_rotate_16, add.
+    /// rescale, rotate, conjugate, hoisted_rotate_8, hoisted_rotate_16, add,
+    /// key_switch, key_switch_compressed (a relinearisation key stored, and
+    /// compressed: `a` generated from the seed inside the inner product),
+    /// expand_key (generate every digit's `a` of one top-level key from its
+    /// seed).
     #[arg(long)]
     ops: Option<String>,
     /// Print JSON.
@@ -65,7 +69,7 @@ struct Timing {
 }
 
 /// Every operation `--ops` accepts, in run order.
-const OPS: [&str; 12] = [
+const OPS: [&str; 15] = [
     "ntt_forward",
     "ntt_inverse",
     "tensor",
@@ -78,7 +82,13 @@ const OPS: [&str; 12] = [
     "hoisted_rotate_8",
     "hoisted_rotate_16",
     "add",
+    "key_switch",
+    "key_switch_compressed",
+    "expand_key",
 ];
+
+/// Operations that need neither a ciphertext nor keys.
+const STANDALONE: [&str; 3] = ["ntt_forward", "ntt_inverse", "expand_key"];
 
 #[derive(Debug, Serialize)]
 struct PolicyRun {
@@ -212,9 +222,32 @@ fn run_policy(
         timings.push(timing(&format!("{op}/{limbs}x2^{}", n.trailing_zeros()), t));
     }
 
+    // One top-level switching key's uniform halves from its seed: every
+    // digit over every limb of Q ∪ P, generated where the key lives.
+    if wanted("expand_key") {
+        let qp = params.qp_indices(level);
+        let digits = params.digits_at(level);
+        let mut seed = [0u8; 32];
+        seed.copy_from_slice(sampler.seed().as_ref());
+        let mut halves = (0..digits)
+            .map(|_| backend.allocate(MemoryClass::Temporary, qp.len(), false))
+            .collect::<hemem_ckks::Result<Vec<_>>>()?;
+        let t = time(&backend, args.iterations, || {
+            for (j, a) in halves.iter_mut().enumerate() {
+                backend.uniform_from_seed(&seed, j, hemem_ckks::backend::LimbsMut::new(a, &qp)?)?;
+            }
+            Ok(())
+        })?;
+        timings.push(timing(
+            &format!("expand_key/{digits}x{}x2^{}", qp.len(), n.trailing_zeros()),
+            t,
+        ));
+    }
+
     // Evaluator operations at the top level.
-    let needs_keys = OPS.iter().skip(4).any(|op| wanted(op));
-    let needs_ct = OPS.iter().skip(2).any(|op| wanted(op));
+    let evaluator_ops = || OPS.iter().filter(|op| !STANDALONE.contains(op));
+    let needs_keys = evaluator_ops().skip(2).any(|op| wanted(op));
+    let needs_ct = evaluator_ops().any(|op| wanted(op));
     if needs_ct {
         let keygen = KeyGenerator::new(&context)?;
         let secret = keygen.secret_key()?;
@@ -296,6 +329,22 @@ fn run_policy(
         }
         if wanted("add") {
             timings.push(timing("add", time(&backend, it, || eval.add(&ct, &ct))?));
+        }
+        if wanted("key_switch") || wanted("key_switch_compressed") {
+            // Keys are made compressed: expand one copy to time the stored
+            // key's inner product.
+            let compressed = keygen.relinearization_key(&secret)?;
+            let mut stored = compressed.to_device()?;
+            stored.expand()?;
+            for (op, key) in [
+                ("key_switch", &stored),
+                ("key_switch_compressed", &compressed),
+            ] {
+                if wanted(op) {
+                    let t = time(&backend, it, || eval.switch_key(&ct, key))?;
+                    timings.push(timing(op, t));
+                }
+            }
         }
     }
     let policy = policy.map_or_else(|| config.policy.kind().to_string(), str::to_owned);

@@ -13,6 +13,7 @@ use self::slices::{read_limbs, write_limbs};
 use super::{Backend, BinaryOp, Device, Limbs, LimbsMut};
 use crate::ntt::{GaloisElement, NttPlan, automorphism_permutation};
 use crate::rns::BaseConverter;
+use crate::sampling::SeededUniform;
 use crate::zq::Modulus;
 use crate::{Error, Result};
 
@@ -383,6 +384,13 @@ impl Backend for CpuBackend {
             }
         });
         Ok(())
+    }
+
+    /// In place, limbs and blocks of coefficients in parallel.
+    fn uniform_from_seed(&self, seed: &[u8; 32], digit: usize, out: LimbsMut<'_>) -> Result<()> {
+        let moduli = out.moduli;
+        let limbs = write_limbs(out, self.degree)?;
+        SeededUniform::new(seed).fill_limbs(digit, &self.moduli, moduli, limbs)
     }
 
     /// Fused over the digits: the products of a block of coefficients are

@@ -13,6 +13,8 @@
 
 #[cfg(test)]
 mod emulate;
+#[cfg(test)]
+mod emulate_prf;
 mod tables;
 
 use std::collections::HashMap;
@@ -31,7 +33,7 @@ use self::tables::{
 };
 use super::{
     Backend, BinaryOp, Device, Limbs, LimbsMut, contiguous, decompose_by_parts,
-    inner_product_by_parts, tensor_by_parts,
+    inner_product_by_parts, seeded_inner_product_by_parts, tensor_by_parts,
 };
 use crate::ntt::{GaloisElement, NttPlan};
 use crate::zq::Modulus;
@@ -741,6 +743,92 @@ impl GpuBackend {
         Ok(table)
     }
 
+    /// Checks that every modulus index is in the table (the kernels index
+    /// the constants by it).
+    fn known_moduli(&self, moduli: &[usize]) -> Result<()> {
+        moduli.iter().try_for_each(|&m| self.modulus(m).map(|_| ()))
+    }
+
+    /// The inner product with a compressed key in one kernel, over the
+    /// digits after `galois` (1: none); `Ok(false)` when the views do not
+    /// fit it (the caller expands `a` instead).
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the trait method's operands and the Galois element"
+    )]
+    fn seeded_inner_product(
+        &self,
+        digits: &[Limbs<'_>],
+        galois: u64,
+        b: &[Limbs<'_>],
+        seed: &[u8; 32],
+        out0: &LimbsMut<'_>,
+        out1: &LimbsMut<'_>,
+    ) -> Result<bool> {
+        let count = digits.len();
+        if count == 0 || count != b.len() {
+            return Err(Error::LengthMismatch {
+                expected: count,
+                actual: b.len(),
+            });
+        }
+        let (first, key) = (
+            digits.first().ok_or(Error::EmptyBasis)?,
+            b.first().ok_or(Error::EmptyBasis)?,
+        );
+        let fits = count <= launch::MAX_DIGITS
+            && self.degree.is_multiple_of(8)
+            && digits
+                .iter()
+                .all(|v| v.positions == first.positions && v.moduli == out0.moduli)
+            && b.iter()
+                .all(|v| v.positions == key.positions && v.moduli == out0.moduli)
+            && out0.positions == out1.positions
+            && out0.moduli == out1.moduli;
+        if !fits {
+            return Ok(false);
+        }
+        self.known_moduli(out0.moduli)?;
+        let addresses = |views: &[Limbs<'_>]| -> Result<PtrArray> {
+            let list = views
+                .iter()
+                .map(|v| {
+                    self.read_view(v)?;
+                    address(v.buffer)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok(PtrArray::new(&list)?)
+        };
+        let (pd, pb) = (addresses(digits)?, addresses(b)?);
+        let digit_map = LimbMap::new(first.positions, first.moduli)?;
+        let key_map = LimbMap::new(key.positions, key.moduli)?;
+        let (o0, mo) = self.write_view(out0)?;
+        let (o1, _) = self.write_view(out1)?;
+        let mut touched: Vec<&Buffer> = digits.iter().chain(b).map(|v| v.buffer).collect();
+        touched.push(&*out0.buffer);
+        touched.push(&*out1.buffer);
+        let _guard = self.allocator.prepare(&touched)?;
+        // SAFETY: every address holds its map's limbs (checked above) on the
+        // compute stream; the outputs are distinct buffers from the inputs
+        // (mutable borrows); the modulus indices are in the constant table;
+        // the Galois element is odd and below 2N (a `GaloisElement`).
+        unsafe {
+            launch::prf::key_switch_inner_product_seeded_async(
+                &self.kernels,
+                StreamId::Compute,
+                (o0, o1, &mo),
+                (&pd, &digit_map),
+                (&pb, &key_map),
+                &launch::prf::Seed::new(seed),
+                count as u32,
+                self.consts()?,
+                self.n(),
+                galois,
+            )
+        }?;
+        Ok(true)
+    }
+
     fn copy_raw(&self, dst: (u64, &LimbMap), src: (u64, &LimbMap)) -> Result<()> {
         // SAFETY: both addresses hold their maps' limbs on the compute stream;
         // callers pass distinct buffers or disjoint limbs.
@@ -1221,6 +1309,50 @@ impl Backend for GpuBackend {
         out1: LimbsMut<'_>,
     ) -> Result<()> {
         self.inner_product(digits, g.0, b, a, out0, out1)
+    }
+
+    /// On the device: one thread per ChaCha20 block of eight coefficients.
+    fn uniform_from_seed(&self, seed: &[u8; 32], digit: usize, out: LimbsMut<'_>) -> Result<()> {
+        let (xo, mo) = self.write_view(&out)?;
+        self.known_moduli(out.moduli)?;
+        let digit = u32::try_from(digit).map_err(|_| Error::LengthMismatch {
+            expected: u32::MAX as usize,
+            actual: digit,
+        })?;
+        let _guard = self.allocator.prepare(&[out.buffer])?;
+        // SAFETY: the view was checked against its buffer, which lives on the
+        // compute stream and is borrowed mutably; the modulus indices are in
+        // the constant table.
+        unsafe {
+            launch::prf::uniform_from_seed_async(
+                &self.kernels,
+                StreamId::Compute,
+                (xo, &mo),
+                &launch::prf::Seed::new(seed),
+                digit,
+                self.consts()?,
+                self.n(),
+            )
+        }?;
+        Ok(())
+    }
+
+    /// One kernel that generates `a_j` as it reads `b_j`; views it does not
+    /// fit fall back to expansion into temporaries.
+    fn key_switch_inner_product_seeded(
+        &self,
+        digits: &[Limbs<'_>],
+        galois: Option<GaloisElement>,
+        b: &[Limbs<'_>],
+        seed: &[u8; 32],
+        out0: LimbsMut<'_>,
+        out1: LimbsMut<'_>,
+    ) -> Result<()> {
+        let g = galois.map_or(1, |g| g.0);
+        if self.seeded_inner_product(digits, g, b, seed, &out0, &out1)? {
+            return Ok(());
+        }
+        seeded_inner_product_by_parts(self, digits, galois, b, seed, out0, out1)
     }
 
     fn ntt_inverse_into(&self, src: Limbs<'_>, dst: LimbsMut<'_>) -> Result<()> {

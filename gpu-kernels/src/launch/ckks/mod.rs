@@ -1,5 +1,5 @@
 //! Launchers of the CKKS kernels (`cuda/ckks_ntt.cu`, `cuda/ckks_arith.cu`,
-//! `cuda/ckks_convert.cu`), and the by-value argument structs they share
+//! `cuda/ckks_convert.cu`, `cuda/ckks_prf.cu`), and the by-value argument structs they share
 //! with the CUDA code (`cuda/ckks_common.cuh`).
 //!
 //! Buffers are passed as raw device addresses with a [`LimbMap`] saying which
@@ -11,6 +11,7 @@
 pub mod arith;
 pub mod convert;
 pub mod ntt;
+pub mod prf;
 
 use cudarc::driver::{DeviceRepr, LaunchConfig};
 

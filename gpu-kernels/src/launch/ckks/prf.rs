@@ -1,0 +1,219 @@
+//! Launchers of `cuda/ckks_prf.cu`: the counter-based generator of switching
+//! keys' uniform halves (ChaCha20 keyed by the key's seed; the spec is
+//! `hemem_ckks::sampling::SeededUniform`'s) and the key-switching inner
+//! product that generates them as it goes. One thread per ChaCha20 block of
+//! eight coefficients; grid `(N/8/256, limbs)`.
+
+use cudarc::driver::{DeviceRepr, PushKernelArg};
+use hemem_memory::StreamId;
+
+use super::{LimbMap, PtrArray, launched, limb_grid};
+use crate::{Error, Kernels, Result};
+
+/// Coefficients per thread: one ChaCha20 block of eight 64-bit words.
+const PER_THREAD: usize = 8;
+
+/// A key's 32-byte seed as eight little-endian words, as `struct Seed` in
+/// `ckks_prf.cu`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Seed {
+    /// The words.
+    pub words: [u32; 8],
+}
+
+impl Seed {
+    /// The words of `seed`.
+    pub fn new(seed: &[u8; 32]) -> Self {
+        let mut words = [0u32; 8];
+        for (w, bytes) in words.iter_mut().zip(seed.chunks_exact(4)) {
+            if let [a, b, c, d] = *bytes {
+                *w = u32::from_le_bytes([a, b, c, d]);
+            }
+        }
+        Self { words }
+    }
+}
+
+// SAFETY: a plain-old-data `#[repr(C)]` struct of eight `u32`, laid out as
+// `struct Seed` in `cuda/ckks_prf.cu` (32 bytes, checked below); passed by
+// value as a kernel parameter.
+unsafe impl DeviceRepr for Seed {}
+
+/// `N` must be a positive multiple of eight (one block per thread).
+fn check_degree(kernel: &'static str, n: u32) -> Result<()> {
+    if n == 0 || !(n as usize).is_multiple_of(PER_THREAD) {
+        return Err(Error::LaunchShape {
+            kernel,
+            what: "degree (multiple of 8)",
+            expected: PER_THREAD,
+            found: n as usize,
+        });
+    }
+    Ok(())
+}
+
+/// Queues the generation of digit `digit`'s uniform half into the limbs of
+/// `map` (limb `i` modulo the prime with global index `map.modulus[i]`, and
+/// generated under that index). Writes `8·N` bytes per limb, reads nothing
+/// but the modulus table; about 1 000 integer instructions per eight
+/// coefficients (one ChaCha20 block), plus one block per rejected candidate.
+///
+/// # Errors
+/// [`Error::LaunchShape`] for a degree that is not a positive multiple of 8
+/// or a digit of 2^16 or more; [`Error::Launch`].
+///
+/// # Safety
+/// `out` must hold the limb positions of `map` (`N` words each, 16-byte
+/// aligned) and be usable on `stream` until the kernel completes; `consts`
+/// must cover `map`'s modulus indices; no other work may touch those limbs
+/// concurrently.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the output, the seed and the shape"
+)]
+pub unsafe fn uniform_from_seed_async(
+    kernels: &Kernels,
+    stream: StreamId,
+    (out, map): (u64, &LimbMap),
+    seed: &Seed,
+    digit: u32,
+    consts: u64,
+    n: u32,
+) -> Result<()> {
+    check_degree("uniform_from_seed", n)?;
+    check_digit("uniform_from_seed", digit)?;
+    if map.is_empty() {
+        return Ok(());
+    }
+    let s = kernels.device.stream(stream);
+    let mut launch = s.launch_builder(&kernels.ckks.uniform_from_seed);
+    launch
+        .arg(&out)
+        .arg(map)
+        .arg(seed)
+        .arg(&digit)
+        .arg(&consts)
+        .arg(&n);
+    // SAFETY: PTX signature (u64, LimbMap, Seed, u32, const ModConst*, u32);
+    // the caller guarantees the memory.
+    unsafe { launch.launch(limb_grid(n as usize / PER_THREAD, map.len())) }
+        .map_err(launched("uniform_from_seed"))?;
+    Ok(())
+}
+
+/// Digits index the stream id's 16-bit digit field.
+fn check_digit(kernel: &'static str, digit: u32) -> Result<()> {
+    if digit >= 1 << 16 {
+        return Err(Error::LaunchShape {
+            kernel,
+            what: "digit",
+            expected: 1 << 16,
+            found: digit as usize,
+        });
+    }
+    Ok(())
+}
+
+/// Queues the key-switching inner product with a compressed key:
+/// `out0 = Σ_j digit_j·b_j`, `out1 = Σ_j digit_j·a_j` over `count` digits,
+/// where `a_j` (digit `j` of the key with `seed`) is generated in the kernel
+/// and never stored. With `galois ≠ 1` the digits are read through
+/// `X ↦ X^galois` as in
+/// [`key_switch_inner_product_async`](super::arith::key_switch_inner_product_async).
+/// Reads `16·count·N` bytes and writes `16·N` per limb (the stored-key
+/// kernel reads `24·count·N`), plus one ChaCha20 block per digit and eight
+/// coefficients.
+///
+/// # Errors
+/// [`Error::LaunchShape`] for maps of different lengths, more than
+/// [`super::MAX_DIGITS`] digits or a degree that is not a positive multiple
+/// of 8; [`Error::Launch`].
+///
+/// # Safety
+/// Every address must hold its map's limbs (`N` words each, 16-byte aligned)
+/// and be usable on `stream` until the kernel completes; `consts` must cover
+/// the maps' modulus indices; outputs must not alias inputs; `galois` must be
+/// odd and below `2N`.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "digits, key half, seed and their maps"
+)]
+pub unsafe fn key_switch_inner_product_seeded_async(
+    kernels: &Kernels,
+    stream: StreamId,
+    (out0, out1, out_map): (u64, u64, &LimbMap),
+    (digits, digit_map): (&PtrArray, &LimbMap),
+    (b, key_map): (&PtrArray, &LimbMap),
+    seed: &Seed,
+    count: u32,
+    consts: u64,
+    n: u32,
+    galois: u64,
+) -> Result<()> {
+    const KERNEL: &str = "key_switch_inner_product_seeded";
+    for m in [digit_map, key_map] {
+        if m.count != out_map.count {
+            return Err(Error::LaunchShape {
+                kernel: KERNEL,
+                what: "limbs",
+                expected: out_map.len(),
+                found: m.len(),
+            });
+        }
+    }
+    if count == 0 || count as usize > super::MAX_DIGITS {
+        return Err(Error::LaunchShape {
+            kernel: KERNEL,
+            what: "digits",
+            expected: super::MAX_DIGITS,
+            found: count as usize,
+        });
+    }
+    check_degree(KERNEL, n)?;
+    let log_n = n.trailing_zeros();
+    if out_map.is_empty() {
+        return Ok(());
+    }
+    let s = kernels.device.stream(stream);
+    let mut launch = s.launch_builder(&kernels.ckks.key_switch_inner_product_seeded);
+    launch
+        .arg(&out0)
+        .arg(&out1)
+        .arg(out_map)
+        .arg(digits)
+        .arg(digit_map)
+        .arg(b)
+        .arg(key_map)
+        .arg(seed)
+        .arg(&count)
+        .arg(&consts)
+        .arg(&n)
+        .arg(&galois)
+        .arg(&log_n);
+    // SAFETY: PTX signature (u64, u64, LimbMap, PtrArray, LimbMap, PtrArray,
+    // LimbMap, Seed, u32, const ModConst*, u32, u64, u32); the caller
+    // guarantees the memory.
+    unsafe { launch.launch(limb_grid(n as usize / PER_THREAD, out_map.len())) }
+        .map_err(launched(KERNEL))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_layout_matches_the_cuda_struct() {
+        assert_eq!(std::mem::size_of::<Seed>(), 32);
+        assert_eq!(std::mem::align_of::<Seed>(), 4);
+        let mut bytes = [0u8; 32];
+        bytes[0] = 1;
+        bytes[5] = 2;
+        bytes[31] = 0x80;
+        let s = Seed::new(&bytes);
+        assert_eq!(s.words[0], 1);
+        assert_eq!(s.words[1], 2 << 8);
+        assert_eq!(s.words[7], 0x8000_0000);
+    }
+}
