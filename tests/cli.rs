@@ -153,3 +153,105 @@ fn gpu_selection_fails_cleanly_and_auto_falls_back() {
         assert!(gpu.status.success());
     }
 }
+
+#[test]
+fn keygen_writes_key_files_that_bootstrap_and_demo_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ftb.keys");
+    let path = file.to_str().unwrap();
+    let out = hemem(&["keygen", "--preset", "test-FTb", "--out", path, "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["preset"], "test-FTb");
+    let file_bytes = report["key_file_bytes"].as_u64().unwrap();
+    assert_eq!(file_bytes, std::fs::metadata(&file).unwrap().len());
+    // Compact keys: the file holds what the keys hold, plus a little framing.
+    let held = report["key_set_bytes"].as_u64().unwrap();
+    assert!(file_bytes >= held && file_bytes < held + held / 100 + 4096);
+    let secret = dir.path().join("ftb.keys.secret");
+    assert!(dir.path().join("ftb.keys.public").exists());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&secret).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    }
+
+    let out = hemem(&[
+        "bootstrap",
+        "--preset",
+        "test-FTb",
+        "--iterations",
+        "1",
+        "--keys",
+        path,
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(report["key_load_ms"].as_f64().unwrap() > 0.0);
+    assert!(report.get("key_setup_ms").is_none());
+    assert_eq!(report["key_file_bytes"].as_u64().unwrap(), file_bytes);
+    assert!(
+        report["precision_bits"].as_f64().unwrap() > 15.0,
+        "{report}"
+    );
+
+    let out = hemem(&["demo", "--preset", "test-FTb", "--keys", path, "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(report["key_load_ms"].as_f64().unwrap() > 0.0);
+    let steps = report["steps"].as_array().unwrap();
+    assert!(steps.iter().any(|s| s["op"] == "bootstrap"));
+    for step in steps {
+        assert!(step["precision_bits"].as_f64().unwrap() > 10.0, "{step}");
+    }
+
+    // Another preset, a truncated file, a corrupted file, a missing file:
+    // a typed message and a failure exit, never a panic.
+    let refused = |args: &[&str], message: &str| {
+        let out = hemem(args);
+        assert!(!out.status.success(), "{args:?}");
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(message), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    };
+    refused(
+        &["bootstrap", "--preset", "test-FGb", "--keys", path],
+        "belongs to other parameters",
+    );
+    let bytes = std::fs::read(&file).unwrap();
+    let damaged = dir.path().join("damaged.keys");
+    let damaged_path = damaged.to_str().unwrap();
+    for suffix in [".public", ".secret"] {
+        std::fs::copy(format!("{path}{suffix}"), format!("{damaged_path}{suffix}")).unwrap();
+    }
+    std::fs::write(&damaged, &bytes[..bytes.len() / 2]).unwrap();
+    let args = ["bootstrap", "--preset", "test-FTb", "--keys", damaged_path];
+    refused(&args, "truncated");
+    let mut flipped = bytes.clone();
+    let middle = flipped.len() / 3;
+    flipped[middle] ^= 0x20;
+    std::fs::write(&damaged, &flipped).unwrap();
+    refused(&args, "corrupted");
+    refused(
+        &["demo", "--preset", "test-FTb", "--keys", damaged_path],
+        "corrupted",
+    );
+    std::fs::write(&damaged, &bytes).unwrap();
+    std::fs::remove_file(format!("{damaged_path}.secret")).unwrap();
+    refused(&args, "secret key");
+}

@@ -49,16 +49,16 @@ use crate::{Error, Result};
 /// at level 0, before ModRaise) and sparse → dense (at the top level, after).
 #[derive(Debug)]
 pub struct SseKeys {
-    to_sparse: SwitchingKey,
-    to_dense: SwitchingKey,
+    pub(crate) to_sparse: SwitchingKey,
+    pub(crate) to_dense: SwitchingKey,
 }
 
 /// Every key a bootstrap needs: relinearisation, conjugation and the DFTs'
 /// (and SubSum's) rotations, plus the SSE keys when the schedule uses it.
 #[derive(Debug)]
 pub struct BootstrapKeys {
-    keys: Arc<KeySet>,
-    sse: Option<SseKeys>,
+    pub(crate) keys: Arc<KeySet>,
+    pub(crate) sse: Option<SseKeys>,
 }
 
 impl BootstrapKeys {

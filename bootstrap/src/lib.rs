@@ -67,6 +67,7 @@ pub mod ckks_ops;
 pub mod dft;
 mod error;
 pub mod eval_mod;
+mod key_file;
 pub mod linear_transform;
 pub mod poly_eval;
 pub mod schedule;

@@ -224,11 +224,11 @@ pub enum SerializationError {
         found: u64,
     },
     /// The data ends early.
-    #[error("data truncated: {needed} more bytes needed, {available} available")]
+    #[error("data truncated: {needed} more bytes needed after {available}")]
     Truncated {
-        /// Bytes needed.
+        /// Bytes missing from the field being read.
         needed: u64,
-        /// Bytes available.
+        /// Bytes read before the data ended.
         available: u64,
     },
     /// The checksum does not match: the data was altered.
@@ -245,6 +245,12 @@ pub enum SerializationError {
     TrailingBytes {
         /// How many.
         extra: u64,
+    },
+    /// Reading or writing the underlying stream or file failed.
+    #[error("I/O error: {kind}")]
+    Io {
+        /// What failed, as the operating system reported it.
+        kind: std::io::ErrorKind,
     },
 }
 
@@ -411,6 +417,29 @@ mod tests {
             (
                 Error::Entropy,
                 "the operating system's random source failed",
+            ),
+            (
+                SerializationError::Io {
+                    kind: std::io::ErrorKind::NotFound,
+                }
+                .into(),
+                "I/O error: entity not found",
+            ),
+            (
+                SerializationError::UnsupportedVersion {
+                    version: 1,
+                    supported: 2,
+                }
+                .into(),
+                "unsupported format version 1 (this build reads version 2)",
+            ),
+            (
+                SerializationError::Truncated {
+                    needed: 8,
+                    available: 100,
+                }
+                .into(),
+                "data truncated: 8 more bytes needed after 100",
             ),
             (
                 ParametersError::UnknownPreset { name: "FGz".into() }.into(),

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use hemem_ckks::backend::{Backend, BinaryOp, Limbs, LimbsMut};
 use hemem_ckks::ntt::GaloisElement;
 use hemem_ckks::prelude::*;
+use hemem_ckks::serialize::{FromBytes as _, ToBytes as _};
 use hemem_ckks::testing::{max_abs_error, seed32, seeded_rng, unit_disk};
 use hemem_memory::MemoryClass;
 use hemem_memory::testing::gpu_or_skip;
@@ -1414,6 +1415,50 @@ fn gpu_compressed_key_switch_matches_cpu_logn12() {
         "{name}: compressed keys on the CPU differ"
     );
     println!("{name}: compressed key switches bit-identical (CPU, GPU fused, stored)");
+}
+
+/// Key files through a GPU: keys made on the GPU are saved a few limbs at a
+/// time through a host staging buffer, and load (uploaded polynomial by
+/// polynomial) to the same bytes on either backend.
+#[test]
+fn gpu_key_files_round_trip_through_device_staging() {
+    let Some((cpu, gpu)) = contexts(
+        "gpu_key_files_round_trip_through_device_staging",
+        Preset::TestFGb,
+    ) else {
+        return;
+    };
+    let request = KeySetRequest {
+        relinearization: true,
+        conjugation: true,
+        rotations: vec![1, -3],
+        ..Default::default()
+    };
+    let make = |context: &Context| {
+        let keygen = KeyGenerator::with_seed(context, seed32(91));
+        let secret = keygen.secret_key().unwrap();
+        let public = keygen.public_key(&secret).unwrap();
+        let keys = keygen.key_set(&secret, &request).unwrap();
+        (secret, public, keys)
+    };
+    let (cpu_secret, cpu_public, cpu_keys) = make(&cpu);
+    let (gpu_secret, gpu_public, gpu_keys) = make(&gpu);
+    let mut from_cpu = Vec::new();
+    cpu_keys.save(&cpu, &mut from_cpu).unwrap();
+    let mut from_gpu = Vec::new();
+    gpu_keys.save(&gpu, &mut from_gpu).unwrap();
+    assert_eq!(from_gpu, from_cpu, "the same keys from either backend");
+    let on_gpu = KeySet::load(&gpu, from_cpu.as_slice()).unwrap();
+    assert_eq!(on_gpu.to_bytes_compressed(&gpu).unwrap(), from_cpu);
+    assert_eq!(
+        gpu_public.to_bytes().unwrap(),
+        cpu_public.to_bytes().unwrap()
+    );
+    let public = PublicKey::from_bytes(&gpu, &cpu_public.to_bytes().unwrap()).unwrap();
+    assert_eq!(public.to_bytes().unwrap(), cpu_public.to_bytes().unwrap());
+    assert_eq!(*gpu_secret.to_bytes(), *cpu_secret.to_bytes());
+    let secret = SecretKey::from_bytes(&gpu, &cpu_secret.to_bytes()).unwrap();
+    assert_eq!(secret.coefficients(), cpu_secret.coefficients());
 }
 
 /// Random integer-valued `f64` bits for compact expansion: small and huge

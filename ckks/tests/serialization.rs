@@ -11,7 +11,10 @@
 use std::sync::Arc;
 
 use hemem_ckks::prelude::*;
-use hemem_ckks::serialize::{FromBytes, ToBytes};
+use hemem_ckks::serialize::{
+    FORMAT_VERSION, FromBytes, Kind, Load, Save, ToBytes, Writer, patch_payload_for_tests,
+    payload_for_tests, reseal_for_tests,
+};
 use hemem_ckks::testing::{max_abs_error, seed32, seeded_rng, unit_disk};
 use hemem_ckks::{Error, SerializationError};
 use rand_core::Rng;
@@ -225,14 +228,17 @@ fn truncated_and_corrupted_data_give_errors_never_panics() {
         Plaintext::from_bytes(&w.context, ct),
         Err(Error::Serialization(SerializationError::WrongKind { .. }))
     ));
-    let mut v2 = ct.clone();
-    v2[4] = 3;
-    assert!(matches!(
-        Ciphertext::from_bytes(&w.context, &v2),
-        Err(Error::Serialization(
-            SerializationError::UnsupportedVersion { version: 3, .. }
-        ))
-    ));
+    for version in [1u8, 2, 4] {
+        let mut old = ct.clone();
+        old[4] = version;
+        assert_eq!(
+            Ciphertext::from_bytes(&w.context, &old).unwrap_err(),
+            Error::Serialization(SerializationError::UnsupportedVersion {
+                version: u16::from(version),
+                supported: FORMAT_VERSION,
+            })
+        );
+    }
     assert!(matches!(
         Ciphertext::from_bytes(&w.context, &ct[..ct.len() - 1]),
         Err(Error::Serialization(SerializationError::Truncated { .. }))
@@ -263,45 +269,383 @@ fn truncated_and_corrupted_data_give_errors_never_panics() {
 fn out_of_range_values_with_valid_checksums_are_refused() {
     let w = world(3);
     let ct = w.ciphertext.to_bytes().unwrap();
-    // Level beyond the chain: patch the first payload field and fix the checksum.
-    let mut bad = ct.clone();
-    bad[32..36].copy_from_slice(&99u32.to_le_bytes());
-    let fixed = hemem_ckks::serialize::reseal_for_tests(&bad);
-    assert!(matches!(
-        Ciphertext::from_bytes(&w.context, &fixed),
-        Err(Error::Serialization(SerializationError::InvalidField {
-            field: "level"
+    let invalid = |field: &'static str| {
+        Err::<(), _>(Error::Serialization(SerializationError::InvalidField {
+            field,
         }))
-    ));
+    };
+    let load_ct = |bytes: &[u8]| Ciphertext::from_bytes(&w.context, bytes).map(|_| ());
+    // Level beyond the chain: the first payload field.
+    let bad = patch_payload_for_tests(&ct, 0, &99u32.to_le_bytes());
+    assert_eq!(load_ct(&bad), invalid("level"));
     // A residue at or above its prime.
-    let mut bad = ct.clone();
-    let first_word = 32 + 4 + 8 + 4 + 4 + 4 * (w.ciphertext.level().get() + 1);
-    bad[first_word..first_word + 8].copy_from_slice(&u64::MAX.to_le_bytes());
-    let fixed = hemem_ckks::serialize::reseal_for_tests(&bad);
-    assert!(matches!(
-        Ciphertext::from_bytes(&w.context, &fixed),
-        Err(Error::Serialization(SerializationError::InvalidField {
-            field: "residue"
-        }))
-    ));
+    let first_word = 4 + 8 + 4 + 4 + 4 * (w.ciphertext.level().get() + 1);
+    let bad = patch_payload_for_tests(&ct, first_word, &u64::MAX.to_le_bytes());
+    assert_eq!(load_ct(&bad), invalid("residue"));
+    // A modulus index out of place.
+    let bad = patch_payload_for_tests(&ct, 4 + 8 + 4 + 4 + 4, &7u32.to_le_bytes());
+    assert_eq!(load_ct(&bad), invalid("modulus index"));
     // A secret coefficient that is not ternary.
-    let mut sk = w.secret.to_bytes().to_vec();
-    sk[40] = 7;
-    let fixed = hemem_ckks::serialize::reseal_for_tests(&sk);
-    assert!(matches!(
-        SecretKey::from_bytes(&w.context, &fixed),
-        Err(Error::Serialization(SerializationError::InvalidField {
-            field: "secret coefficient"
-        }))
-    ));
+    let sk = patch_payload_for_tests(&w.secret.to_bytes(), 4 + 40, &[7]);
+    assert_eq!(
+        SecretKey::from_bytes(&w.context, &sk).map(|_| ()),
+        invalid("secret coefficient")
+    );
     // Non-power-of-two slots.
-    let mut bad = ct.clone();
-    bad[44..48].copy_from_slice(&3u32.to_le_bytes());
-    let fixed = hemem_ckks::serialize::reseal_for_tests(&bad);
+    let bad = patch_payload_for_tests(&ct, 12, &3u32.to_le_bytes());
+    assert_eq!(load_ct(&bad), invalid("slots"));
+    // Nonzero flags.
+    let mut flagged = ct.clone();
+    flagged[7] = 1;
+    assert_eq!(load_ct(&reseal_for_tests(&flagged)), invalid("flags"));
+    // An unknown kind byte.
+    let mut kind = ct.clone();
+    kind[6] = 200;
+    assert_eq!(load_ct(&reseal_for_tests(&kind)), invalid("kind"));
+    // A resealed fingerprint of other parameters.
+    let mut fp = ct.clone();
+    fp[8] ^= 1;
     assert!(matches!(
-        Ciphertext::from_bytes(&w.context, &fixed),
-        Err(Error::Serialization(SerializationError::InvalidField {
-            field: "slots"
+        load_ct(&reseal_for_tests(&fp)),
+        Err(Error::Serialization(
+            SerializationError::ParameterMismatch { .. }
+        ))
+    ));
+}
+
+/// A reader that hands out at most `chunk` bytes per call.
+struct Trickle<'a> {
+    bytes: &'a [u8],
+    chunk: usize,
+}
+
+impl std::io::Read for Trickle<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let k = self.chunk.min(buf.len()).min(self.bytes.len());
+        buf[..k].copy_from_slice(&self.bytes[..k]);
+        self.bytes = &self.bytes[k..];
+        Ok(k)
+    }
+}
+
+fn rotate_words(context: &Context, keys: KeySet, ct: &Ciphertext) -> Vec<Vec<u64>> {
+    let eval = Evaluator::with_keys(context, Arc::new(keys));
+    let mut out = Vec::new();
+    for c in [
+        eval.rotate(ct, -4).unwrap(),
+        eval.rotate(ct, 1).unwrap(),
+        eval.conjugate(ct).unwrap(),
+        eval.mult(ct, ct).unwrap(),
+    ] {
+        out.push(words(c.parts().0));
+        out.push(words(c.parts().1));
+    }
+    out
+}
+
+#[test]
+fn key_sets_stream_in_compact_form_bit_identical() {
+    let w = world(4);
+    let params = w.context.params();
+    let mut file = Vec::new();
+    w.keys.save(&w.context, &mut file).unwrap();
+    // Compact: b and the seed only, whatever the keys hold in memory.
+    let n = params.degree().get();
+    let b_bytes: usize = w
+        .keys
+        .keys()
+        .map(|k| k.digits() * params.qp_indices(k.level()).len() * n * 8)
+        .sum();
+    assert!(file.len() > b_bytes && file.len() < b_bytes + b_bytes / 100);
+    // Several frames: words straddle frame boundaries.
+    assert!(file.len() > 3 << 20, "{}", file.len());
+
+    let loaded = KeySet::load(&w.context, file.as_slice()).unwrap();
+    assert_eq!(loaded.len(), w.keys.len());
+    for (a, b) in loaded.keys().zip(w.keys.keys()) {
+        assert_eq!(
+            (a.kind(), a.seed(), a.digits(), a.level()),
+            (b.kind(), b.seed(), b.digits(), b.level())
+        );
+        assert!(a.is_compressed());
+    }
+    // Saving the loaded set gives the same bytes: every limb came back.
+    let mut again = Vec::new();
+    loaded.save(&w.context, &mut again).unwrap();
+    assert_eq!(again, file);
+    // Through a reader that returns a few bytes at a time.
+    let trickled = KeySet::load(
+        &w.context,
+        Trickle {
+            bytes: &file,
+            chunk: 7,
+        },
+    )
+    .unwrap();
+    assert_eq!(trickled.to_bytes_compressed(&w.context).unwrap(), file);
+    // Loaded keys compute exactly what the originals compute.
+    let original = KeySet::from_bytes(&w.context, &w.keys.to_bytes(&w.context).unwrap()).unwrap();
+    assert_eq!(
+        rotate_words(&w.context, loaded, &w.ciphertext),
+        rotate_words(&w.context, original, &w.ciphertext)
+    );
+}
+
+#[test]
+fn key_files_round_trip_through_paths_with_secret_mode() {
+    let w = world(5);
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys.hemem");
+    let secret = dir.path().join("keys.hemem.secret");
+    let public = dir.path().join("keys.hemem.public");
+    w.keys.save_to_path(&w.context, &keys).unwrap();
+    w.secret.save_to_path(&secret).unwrap();
+    w.public.save_to_path(&public).unwrap();
+    // Nothing else left behind (the temporary files were renamed).
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["keys.hemem", "keys.hemem.public", "keys.hemem.secret"]
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&secret).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+        // Overwriting keeps the owner-only mode.
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
+        w.secret.save_to_path(&secret).unwrap();
+        let mode = std::fs::metadata(&secret).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    }
+    let sk = SecretKey::load_from_path(&w.context, &secret).unwrap();
+    assert_eq!(sk.coefficients(), w.secret.coefficients());
+    let pk = PublicKey::load_from_path(&w.context, &public).unwrap();
+    assert_eq!(words(pk.parts().0), words(w.public.parts().0));
+    assert_eq!(words(pk.parts().1), words(w.public.parts().1));
+    let loaded = KeySet::load_from_path(&w.context, &keys).unwrap();
+    assert_eq!(
+        loaded.to_bytes_compressed(&w.context).unwrap(),
+        std::fs::read(&keys).unwrap()
+    );
+    // A missing file is a typed I/O error.
+    assert_eq!(
+        KeySet::load_from_path(&w.context, dir.path().join("absent")).unwrap_err(),
+        Error::Serialization(SerializationError::Io {
+            kind: std::io::ErrorKind::NotFound
+        })
+    );
+}
+
+/// The offsets of every frame's length field in an object, and the end.
+fn frame_starts(bytes: &[u8]) -> Vec<usize> {
+    let mut at = 20;
+    let mut starts = Vec::new();
+    while at + 8 <= bytes.len() {
+        starts.push(at);
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+        at += 8 + len;
+    }
+    starts
+}
+
+fn serialization_error(r: Result<KeySet, Error>) -> SerializationError {
+    match r {
+        Err(Error::Serialization(e)) => e,
+        other => panic!("expected a serialization error, got {other:?}"),
+    }
+}
+
+#[test]
+fn key_set_files_refuse_corruption_truncation_and_other_parameters() {
+    let w = world(6);
+    let keygen = KeyGenerator::with_seed(&w.context, seed32(60));
+    let mut small = KeySet::new();
+    small
+        .insert(keygen.relinearization_key(&w.secret).unwrap())
+        .unwrap();
+    let mut file = Vec::new();
+    small.save(&w.context, &mut file).unwrap();
+    let starts = frame_starts(&file);
+    assert!(starts.len() >= 4, "several frames and the end marker");
+    let load = |bytes: &[u8]| KeySet::load(&w.context, bytes);
+    let mut rng = seeded_rng(6);
+
+    // A flipped byte: in the header, a typed header error; anywhere else,
+    // the frame's checksum (or a length field sending the reader past the
+    // end) catches it before any field is parsed.
+    let mut positions: Vec<usize> = (0..40).collect();
+    for &s in &starts {
+        positions.extend(s..s + 4);
+        positions.extend(s + 4..(s + 12).min(file.len()));
+    }
+    positions.extend(file.len() - 8..file.len());
+    positions.extend((0..60).map(|_| (rng.next_u64() as usize) % file.len()));
+    for at in positions {
+        let mut bad = file.clone();
+        bad[at] ^= 1 << (rng.next_u32() % 8);
+        let e = serialization_error(load(&bad));
+        match at {
+            0..4 => assert_eq!(e, SerializationError::BadMagic),
+            4..6 => assert!(
+                matches!(e, SerializationError::UnsupportedVersion { .. }),
+                "{at}: {e:?}"
+            ),
+            6..20 => assert_eq!(e, SerializationError::Corrupted, "{at}"),
+            _ if starts.iter().any(|&s| (s..s + 4).contains(&at)) => assert!(
+                matches!(
+                    e,
+                    SerializationError::Corrupted | SerializationError::Truncated { .. }
+                ),
+                "{at}: {e:?}"
+            ),
+            _ => assert_eq!(e, SerializationError::Corrupted, "{at}"),
+        }
+    }
+
+    // Truncated anywhere: a typed truncation.
+    let mut cuts: Vec<usize> = (0..64).collect();
+    for &s in &starts {
+        cuts.extend(s.saturating_sub(3)..(s + 12).min(file.len()));
+    }
+    cuts.extend(file.len() - 8..file.len());
+    cuts.extend((0..40).map(|_| (rng.next_u64() as usize) % file.len()));
+    for cut in cuts {
+        let e = serialization_error(load(&file[..cut]));
+        assert!(
+            matches!(e, SerializationError::Truncated { .. }),
+            "cut at {cut}: {e:?}"
+        );
+    }
+
+    // Trailing bytes, another test preset, another kind, an old version.
+    let mut long = file.clone();
+    long.extend_from_slice(&[9, 8, 7]);
+    assert_eq!(
+        serialization_error(load(&long)),
+        SerializationError::TrailingBytes { extra: 3 }
+    );
+    let other = Context::new(
+        Parameters::from_preset_with(Preset::TestFGb, SecurityCheck::AllowInsecure).unwrap(),
+        DeviceSelection::Cpu,
+    )
+    .unwrap();
+    assert!(matches!(
+        serialization_error(KeySet::load(&other, file.as_slice())),
+        SerializationError::ParameterMismatch { .. }
+    ));
+    assert!(matches!(
+        PublicKey::from_bytes(&w.context, &file),
+        Err(Error::Serialization(SerializationError::WrongKind {
+            expected: "public key",
+            found: "key set"
         }))
     ));
+    assert!(matches!(
+        serialization_error(load(&w.public.to_bytes().unwrap())),
+        SerializationError::WrongKind { .. }
+    ));
+    let mut v1 = file.clone();
+    v1[4..6].copy_from_slice(&1u16.to_le_bytes());
+    assert_eq!(
+        serialization_error(load(&v1)),
+        SerializationError::UnsupportedVersion {
+            version: 1,
+            supported: FORMAT_VERSION
+        }
+    );
+    // Random data, with and without the magic.
+    let mut noise = vec![0u8; 4096];
+    for b in &mut noise {
+        *b = rng.next_u32() as u8;
+    }
+    assert!(load(&noise).is_err());
+    noise[..4].copy_from_slice(b"HEMM");
+    assert!(load(&noise).is_err());
+}
+
+#[test]
+fn key_records_with_valid_checksums_are_checked_field_by_field() {
+    let w = world(7);
+    let keygen = KeyGenerator::with_seed(&w.context, seed32(70));
+    let mut small = KeySet::new();
+    small
+        .insert(keygen.relinearization_key(&w.secret).unwrap())
+        .unwrap();
+    let mut file = Vec::new();
+    small.save(&w.context, &mut file).unwrap();
+    let load = |bytes: &[u8]| KeySet::load(&w.context, bytes).map(|_| ());
+    let invalid = |field: &'static str| {
+        Err::<(), _>(Error::Serialization(SerializationError::InvalidField {
+            field,
+        }))
+    };
+    // Payload: count @0; key: tag @4, Galois element @5, seed @13..45,
+    // level @45, digits @49, uniform flag @53, first polynomial @54.
+    let patch = |at: usize, with: &[u8]| patch_payload_for_tests(&file, at, with);
+    assert_eq!(
+        load(&patch(0, &u32::MAX.to_le_bytes())),
+        invalid("key count")
+    );
+    assert_eq!(load(&patch(4, &[1])), invalid("key kind"));
+    assert_eq!(load(&patch(4, &[9])), invalid("key kind"));
+    assert_eq!(load(&patch(5, &3u64.to_le_bytes())), invalid("key kind"));
+    assert_eq!(load(&patch(45, &99u32.to_le_bytes())), invalid("key level"));
+    assert_eq!(load(&patch(49, &1u32.to_le_bytes())), invalid("digits"));
+    assert_eq!(load(&patch(53, &[2]),), invalid("uniform flag"));
+    assert_eq!(load(&patch(54, &3u32.to_le_bytes())), invalid("limb count"));
+    assert_eq!(
+        load(&patch(58, &1u32.to_le_bytes())),
+        invalid("modulus index")
+    );
+    let limbs = w
+        .context
+        .params()
+        .qp_indices(small.keys().next().unwrap().level())
+        .len();
+    let first_word = 58 + 4 * limbs;
+    assert_eq!(
+        load(&patch(first_word, &u64::MAX.to_le_bytes())),
+        invalid("residue")
+    );
+    // A rotation element that is even, or the identity.
+    let rotation = patch(4, &[1]);
+    let rotation = patch_payload_for_tests(&rotation, 5, &4u64.to_le_bytes());
+    assert_eq!(load(&rotation), invalid("key kind"));
+    // A generic key inside a set.
+    assert!(matches!(
+        load(&patch(4, &[3])),
+        Err(Error::Key(hemem_ckks::KeyError::WrongKey { .. }))
+    ));
+    // The same key twice; a payload longer or shorter than its records.
+    let payload = payload_for_tests(&file);
+    let record = &payload[4..];
+    let craft = |body: &[u8]| {
+        let mut out = Vec::new();
+        let mut wr = Writer::new(&mut out, Kind::KeySet, w.context.params().fingerprint()).unwrap();
+        wr.bytes(body).unwrap();
+        wr.finish().unwrap();
+        out
+    };
+    let mut twice = 2u32.to_le_bytes().to_vec();
+    twice.extend_from_slice(record);
+    twice.extend_from_slice(record);
+    assert_eq!(load(&craft(&twice)), invalid("duplicate key"));
+    let mut longer = payload.clone();
+    longer.extend_from_slice(&[1, 2]);
+    assert_eq!(
+        load(&craft(&longer)),
+        Err(Error::Serialization(SerializationError::TrailingBytes {
+            extra: 2
+        }))
+    );
+    assert!(matches!(
+        load(&craft(&payload[..payload.len() - 5])),
+        Err(Error::Serialization(SerializationError::Truncated { .. }))
+    ));
+    assert_eq!(load(&craft(&payload)), Ok(()));
 }

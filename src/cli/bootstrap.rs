@@ -49,6 +49,11 @@ pub struct Args {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    /// Load the keys from FILE, FILE.public and FILE.secret (written by
+    /// `hemem keygen` for the same preset and slots) instead of generating
+    /// them; the report gives `key_load_ms` instead of `key_setup_ms`.
+    #[arg(long, value_name = "FILE")]
+    keys: Option<std::path::PathBuf>,
     /// How the DFT diagonals are kept: compact (rounded coefficients,
     /// expanded when used) or encoded (every limb, NTT form).
     #[arg(long, default_value = "compact")]
@@ -75,7 +80,18 @@ struct Report {
     slots: usize,
     complex: bool,
     iterations: usize,
-    key_setup_ms: f64,
+    /// Generating the keys and encoding the DFT diagonals (without `--keys`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    key_setup_ms: Option<f64>,
+    /// Loading the key files (with `--keys`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    key_load_ms: Option<f64>,
+    /// Encoding the DFT diagonals after loading the keys (with `--keys`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    constant_setup_ms: Option<f64>,
+    /// Bytes of the bootstrap key file (with `--keys`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    key_file_bytes: Option<u64>,
     bootstrap_ms: Vec<f64>,
     median_ms: f64,
     max_abs_error: f64,
@@ -260,20 +276,44 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         memory.policy.kind().name()
     ));
 
-    let started = Instant::now();
-    let keygen = KeyGenerator::new(&context)?;
-    let secret = keygen.secret_key()?;
-    let public = keygen.public_key(&secret)?;
     let schedule =
         BootstrapSchedule::new(&params, recommended_choice(preset.shape_of()), args.slots)?;
     let sse = schedule.choice.sse;
-    let keys = BootstrapKeys::generate(&keygen, &secret, &schedule)?;
+    let started = Instant::now();
+    let (secret, public, keys, key_load_ms, key_file_bytes) = match &args.keys {
+        Some(path) => {
+            let loaded = super::keygen::load(&context, path)?;
+            progress(&format!(
+                "  {} keys ({}) loaded from {} in {:.2} s",
+                loaded.keys.len(),
+                human_bytes(loaded.file_bytes),
+                path.display(),
+                loaded.ms / 1e3
+            ));
+            (
+                loaded.secret,
+                loaded.public,
+                loaded.keys,
+                Some(loaded.ms),
+                Some(loaded.file_bytes),
+            )
+        }
+        None => {
+            let keygen = KeyGenerator::new(&context)?;
+            let secret = keygen.secret_key()?;
+            let public = keygen.public_key(&secret)?;
+            let keys = BootstrapKeys::generate(&keygen, &secret, &schedule)?;
+            progress(&format!(
+                "  {} keys ({}) generated",
+                keys.len(),
+                human_bytes(keys.size_bytes() as u64)
+            ));
+            (secret, public, keys, None, None)
+        }
+    };
     let (key_count, key_bytes) = (keys.len(), keys.size_bytes());
     let key_set = Arc::clone(keys.key_set());
-    progress(&format!(
-        "  {key_count} keys ({}) generated",
-        human_bytes(key_bytes as u64)
-    ));
+    let constants_started = Instant::now();
     let storage: DiagonalStorage = args.diagonals.parse()?;
     let bootstrapper = Bootstrapper::with_storage(&context, schedule, keys, storage)?;
     // The input is encrypted at the encryption level and levelled down, so
@@ -281,11 +321,21 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let enc = params.enc_level();
     bootstrapper.prepare_for_scale(params.default_scale(enc)?)?;
     context.backend().synchronize()?;
-    let key_setup_ms = started.elapsed().as_secs_f64() * 1e3;
-    progress(&format!(
-        "  key setup {:.1} s (keys and encoded DFT diagonals)",
-        key_setup_ms / 1e3
-    ));
+    let setup_ms = started.elapsed().as_secs_f64() * 1e3;
+    let constant_ms = constants_started.elapsed().as_secs_f64() * 1e3;
+    let (key_setup_ms, constant_setup_ms) = if key_load_ms.is_some() {
+        progress(&format!(
+            "  DFT diagonals encoded in {:.1} s",
+            constant_ms / 1e3
+        ));
+        (None, Some(constant_ms))
+    } else {
+        progress(&format!(
+            "  key setup {:.1} s (keys and encoded DFT diagonals)",
+            setup_ms / 1e3
+        ));
+        (Some(setup_ms), None)
+    };
 
     let slots = bootstrapper.schedule().slots();
     let mut sampler = Sampler::from_os()?;
@@ -425,6 +475,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         complex: args.complex,
         iterations: times.len(),
         key_setup_ms,
+        key_load_ms,
+        constant_setup_ms,
+        key_file_bytes,
         bootstrap_ms: times,
         median_ms,
         max_abs_error: err,
@@ -466,9 +519,17 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             report.max_abs_error,
             report.output_level
         );
+        let setup = match (report.key_setup_ms, report.key_load_ms) {
+            (Some(ms), _) => format!("key setup {:.1} s", ms / 1e3),
+            (None, Some(ms)) => format!(
+                "keys loaded in {:.2} s, diagonals encoded in {:.1} s",
+                ms / 1e3,
+                report.constant_setup_ms.unwrap_or(0.0) / 1e3
+            ),
+            (None, None) => String::new(),
+        };
         out!(
-            "key setup {:.1} s; {} keys, {}; constants {} ({}, {} encoded); SSE {}",
-            report.key_setup_ms / 1e3,
+            "{setup}; {} keys, {}; constants {} ({}, {} encoded); SSE {}",
             report.keys,
             human_bytes(report.key_set_bytes as u64),
             human_bytes(report.constant_bytes as u64),

@@ -41,6 +41,11 @@ pub struct Args {
     /// real presets, gigabytes).
     #[arg(long)]
     no_bootstrap: bool,
+    /// Load the secret, public and bootstrap keys from FILE.secret,
+    /// FILE.public and FILE (written by `hemem keygen` for the same preset)
+    /// instead of generating them.
+    #[arg(long, value_name = "FILE")]
+    keys: Option<std::path::PathBuf>,
     #[command(flatten)]
     memory: MemoryArgs,
 }
@@ -67,6 +72,9 @@ struct Report {
     peak_device_bytes_by_class: Option<serde_json::Map<String, serde_json::Value>>,
     memory_policy: String,
     trace_written: Option<String>,
+    /// Loading the key files (with `--keys`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    key_load_ms: Option<f64>,
 }
 
 fn random_unit_disk(sampler: &mut Sampler, count: usize) -> Vec<Complex64> {
@@ -111,12 +119,30 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     ));
     let started = Instant::now();
     let keygen = KeyGenerator::new(&context)?;
-    let secret = keygen.secret_key()?;
-    let public = keygen.public_key(&secret)?;
-    progress(&format!(
-        "  keys generated in {:.1} ms",
-        started.elapsed().as_secs_f64() * 1e3
-    ));
+    let (secret, public, mut bootstrap_keys) = match &args.keys {
+        Some(path) => {
+            let loaded = super::keygen::load(&context, path)?;
+            progress(&format!(
+                "  keys loaded from {} in {:.1} ms",
+                path.display(),
+                loaded.ms
+            ));
+            (loaded.secret, loaded.public, Some(loaded.keys))
+        }
+        None => {
+            let secret = keygen.secret_key()?;
+            let public = keygen.public_key(&secret)?;
+            progress(&format!(
+                "  keys generated in {:.1} ms",
+                started.elapsed().as_secs_f64() * 1e3
+            ));
+            (secret, public, None)
+        }
+    };
+    let key_load_ms = args
+        .keys
+        .as_ref()
+        .map(|_| started.elapsed().as_secs_f64() * 1e3);
 
     let encoder = Encoder::new(&context);
     let encryptor = Encryptor::new(&context)?;
@@ -207,12 +233,18 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             recommended_choice(preset.shape_of()),
             None,
         )?;
-        let keys = BootstrapKeys::generate(&keygen, &secret, &schedule)?;
+        let (keys, made) = match bootstrap_keys.take() {
+            Some(keys) => (keys, "loaded"),
+            None => (
+                BootstrapKeys::generate(&keygen, &secret, &schedule)?,
+                "generated",
+            ),
+        };
         let count = keys.len();
         let bootstrapper = Bootstrapper::new(&context, schedule, keys)?;
         bootstrapper.prepare_for_scale(ct.scale())?;
         progress(&format!(
-            "  {count} bootstrapping keys and DFT diagonals in {:.1} s",
+            "  {count} bootstrapping keys ({made}) and DFT diagonals in {:.1} s",
             t.elapsed().as_secs_f64()
         ));
         let t = Instant::now();
@@ -254,6 +286,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         peak_device_bytes_by_class: device_peaks,
         memory_policy: memory.policy.kind().name().to_owned(),
         trace_written,
+        key_load_ms,
     };
     if args.json {
         out!("{}", serde_json::to_string_pretty(&report)?);

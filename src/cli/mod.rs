@@ -12,6 +12,7 @@ macro_rules! out {
 mod bench;
 mod bootstrap;
 mod demo;
+mod keygen;
 mod memory;
 mod params;
 mod plot;
@@ -35,6 +36,9 @@ enum Command {
     /// Encrypt random values, multiply, rotate, conjugate, add, square down to
     /// level 3, and report every step's precision and time.
     Demo(demo::Args),
+    /// Generate a preset's bootstrapping keys and save them: FILE (bootstrap
+    /// key set), FILE.public and FILE.secret (mode 0600), for `--keys FILE`.
+    Keygen(keygen::Args),
     /// Run K bootstraps on a preset: time per bootstrap, precision, key-set
     /// and constant sizes, peak memory per class.
     Bootstrap(bootstrap::Args),
@@ -51,6 +55,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Demo(args) => demo::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Bootstrap(args) => bootstrap::run(&args),
+        Command::Keygen(args) => keygen::run(&args),
         Command::Trace(args) => trace::run(&args),
     }
 }

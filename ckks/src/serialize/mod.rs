@@ -1,35 +1,92 @@
 //! A versioned binary format for parameters, keys, plaintexts and
-//! ciphertexts.
+//! ciphertexts, written to any [`std::io::Write`] and read from any
+//! [`std::io::Read`] one polynomial at a time.
 //!
-//! Every object is a 32-byte header followed by a payload:
+//! An object is a 20-byte header, its payload cut into checksummed frames,
+//! and an end marker:
 //!
 //! | bytes | field |
 //! |---|---|
 //! | 0..4 | magic `HEMM` |
-//! | 4..6 | format version (little endian), currently 1 |
-//! | 6 | object kind |
-//! | 7 | flags (bit 0: compressed switching keys) |
+//! | 4..6 | format version (little endian), currently 3 |
+//! | 6 | object kind ([`Kind`]) |
+//! | 7 | flags (reserved, 0) |
 //! | 8..16 | fingerprint of the parameters ([`crate::params::Parameters::fingerprint`]) |
-//! | 16..24 | payload length |
-//! | 24..32 | checksum of the payload |
+//! | 16..20 | CRC-32 of bytes 0..16 |
+//! | then, per frame | payload length `len` (u32, 1 ..= 16 MiB; the writer uses 1 MiB), `len` payload bytes, CRC-32 of every byte of the stream before this field |
+//! | end | length 0, then the CRC-32 of every byte before it |
 //!
-//! All integers are little endian. Loading checks the magic, version, kind,
-//! fingerprint, length and checksum before parsing, and every field after:
-//! levels, moduli, residues below their prime, ternary secret coefficients,
-//! scales and slot counts. Bad data is a [`crate::SerializationError`], never
-//! a panic or an out-of-bounds read; allocations are bounded by the bytes
-//! actually present.
+//! All integers are little endian. A reader checks each frame's CRC before
+//! handing out any of its bytes, so every field it parses has been verified;
+//! the running CRC (`crc32fast`) also covers the header, the frame lengths
+//! and the frames' order. Loading checks the magic, version, kind and
+//! fingerprint, and every field after: counts, levels, Galois elements,
+//! modulus indices, residues below their prime, ternary secret
+//! coefficients, scales and slot counts; then the end marker and that
+//! nothing follows it. Bad data is a [`crate::SerializationError`], never a
+//! panic or an out-of-bounds read; nothing larger than one frame (and, for
+//! a device, a few limbs of staging) is buffered beyond the object itself.
+//! The CRC detects accidental corruption and truncation; it does not
+//! authenticate.
 //!
-//! Switching keys may be written compressed: their uniform halves are
-//! replaced by the 32-byte seed they are regenerated from.
+//! A polynomial is its limb count (u32), its global modulus indices (u32
+//! each) and its residues (u64 each), limb after limb. A switching key is
+//! its kind (u8: relinearisation 0, rotation 1, conjugation 2, generic 3),
+//! Galois element (u64, 0 but for rotations), 32-byte seed, level (u32),
+//! digit count (u32), whether the uniform halves follow (u8), then its `b`
+//! polynomials (over `q_0..q_level` and the special primes) and, if kept,
+//! its `a` ones. Key sets and files are written compact: `b` and the seed.
 
+mod files;
 mod format;
 mod objects;
 
-pub use format::{FORMAT_VERSION, Kind, MAGIC};
+use std::io::{Read, Write};
+use std::path::Path;
+
+pub use files::{FileMode, open_file, write_file};
+pub use format::{FORMAT_VERSION, Header, Kind, MAGIC, Reader, Writer};
 
 use crate::Result;
 use crate::context::Context;
+
+/// Objects that write themselves to a [`Write`], one polynomial at a time.
+pub trait Save {
+    /// Writes the object in hemem's binary format.
+    ///
+    /// # Errors
+    /// Transfer errors when the object lives on a device;
+    /// [`crate::SerializationError::Io`].
+    fn save<W: Write>(&self, w: W) -> Result<()>;
+
+    /// Writes the object to a file, through a temporary file renamed into
+    /// place.
+    ///
+    /// # Errors
+    /// As [`Save::save`].
+    fn save_to_path(&self, path: impl AsRef<Path>) -> Result<()> {
+        write_file(path.as_ref(), FileMode::Shared, |f| self.save(f))
+    }
+}
+
+/// Objects that load from a [`Read`] into a context (on the context's
+/// device), one polynomial at a time straight into its destination.
+pub trait Load: Sized {
+    /// Loads the object, checking everything.
+    ///
+    /// # Errors
+    /// A [`crate::SerializationError`] for malformed, truncated or
+    /// corrupted data, or data of other parameters; allocation errors.
+    fn load<R: Read>(context: &Context, r: R) -> Result<Self>;
+
+    /// Loads the object from a file.
+    ///
+    /// # Errors
+    /// As [`Load::load`].
+    fn load_from_path(context: &Context, path: impl AsRef<Path>) -> Result<Self> {
+        Self::load(context, open_file(path.as_ref())?)
+    }
+}
 
 /// Objects that serialize to bytes.
 pub trait ToBytes {
@@ -38,6 +95,14 @@ pub trait ToBytes {
     /// # Errors
     /// Transfer errors when the object lives on a device.
     fn to_bytes(&self) -> Result<Vec<u8>>;
+}
+
+impl<T: Save> ToBytes for T {
+    fn to_bytes(&self) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        self.save(&mut out)?;
+        Ok(out)
+    }
 }
 
 /// Objects that load from bytes into a context (on the context's device).
@@ -50,13 +115,40 @@ pub trait FromBytes: Sized {
     fn from_bytes(context: &Context, bytes: &[u8]) -> Result<Self>;
 }
 
-/// Recomputes the header checksum of `bytes` after its payload was altered:
-/// lets tests reach the field checks behind the checksum.
+impl<T: Load> FromBytes for T {
+    fn from_bytes(context: &Context, bytes: &[u8]) -> Result<Self> {
+        Self::load(context, bytes)
+    }
+}
+
+/// Recomputes every checksum of `bytes` (a whole object) after it was
+/// altered: lets tests reach the field checks behind the checksums.
 #[cfg(any(test, feature = "test-utils"))]
 pub fn reseal_for_tests(bytes: &[u8]) -> Vec<u8> {
-    let mut out = bytes.to_vec();
-    if let (Some(payload), Some(slot)) = (bytes.get(32..), out.get_mut(24..32)) {
-        slot.copy_from_slice(&format::checksum(payload).to_le_bytes());
-    }
-    out
+    format::reframe(bytes, |_, _| {})
+}
+
+/// Overwrites payload bytes `at..at + with.len()` (payload offsets, frames
+/// skipped) of the object `bytes` and recomputes every checksum.
+#[cfg(any(test, feature = "test-utils"))]
+pub fn patch_payload_for_tests(bytes: &[u8], at: usize, with: &[u8]) -> Vec<u8> {
+    format::reframe(bytes, |frame, start| {
+        for (i, &b) in with.iter().enumerate() {
+            if let Some(slot) = (at + i)
+                .checked_sub(start)
+                .and_then(|offset| frame.get_mut(offset))
+            {
+                *slot = b;
+            }
+        }
+    })
+}
+
+/// The payload of the object `bytes` (frames joined): lets tests find
+/// fields.
+#[cfg(any(test, feature = "test-utils"))]
+pub fn payload_for_tests(bytes: &[u8]) -> Vec<u8> {
+    let mut payload = Vec::new();
+    format::reframe(bytes, |frame, _| payload.extend_from_slice(frame));
+    payload
 }

@@ -1,39 +1,84 @@
-//! The serialized form of each object.
+//! The serialized form of each object, written and read one polynomial at a
+//! time through [`Writer`] and [`Reader`].
+
+use std::io::{Read, Write};
+use std::path::Path;
 
 use hemem_memory::MemoryClass;
 use zeroize::Zeroizing;
 
-use super::format::{Kind, Reader, Writer};
-use super::{FromBytes, ToBytes};
+use super::files::{FileMode, open_file, write_file};
+use super::format::{FRAME_BYTES, HEADER_BYTES, Kind, Reader, Writer};
+use super::{Load, Save};
+use crate::backend::{Limbs, LimbsMut, contiguous};
 use crate::context::Context;
 use crate::encoding::Plaintext;
 use crate::eval::Ciphertext;
 use crate::keys::{KeyKind, KeySet, PublicKey, SecretKey, SwitchingKey};
 use crate::ntt::GaloisElement;
 use crate::params::{Level, Parameters, ParametersSpec, Scale, SecurityCheck};
-use crate::poly::{Representation, RnsPoly};
+use crate::poly::{Ntt, Representation, RnsPoly};
 use crate::{Result, SerializationError};
 
-const COMPRESSED: u8 = 1;
 const NONE_U32: u32 = u32::MAX;
+
+/// Bytes of host staging per transfer when a polynomial lives on a device.
+const STAGING_BYTES: usize = 4 << 20;
 
 fn invalid(field: &'static str) -> crate::Error {
     SerializationError::InvalidField { field }.into()
 }
 
-fn write_poly<R: Representation>(w: &mut Writer, p: &RnsPoly<R>) -> Result<()> {
-    w.u32(p.limb_count() as u32);
+/// Limbs per staging transfer at degree `n`.
+fn staging_limbs(n: usize) -> usize {
+    (STAGING_BYTES / (8 * n.max(1))).max(1)
+}
+
+/// Writes a polynomial: its limb count, its global modulus indices, then its
+/// words limb after limb. A host polynomial is written from its own memory;
+/// a device polynomial is downloaded a few limbs at a time into a small host
+/// buffer (zeroed afterwards when the polynomial is secret material).
+pub(crate) fn write_poly<W: Write, R: Representation>(
+    w: &mut Writer<W>,
+    p: &RnsPoly<R>,
+) -> Result<()> {
+    let count = p.limb_count();
+    w.u32(count as u32)?;
     for &m in p.moduli() {
-        w.u32(m as u32);
+        w.u32(m as u32)?;
     }
-    w.words(&p.to_words()?);
+    let n = p.backend().degree();
+    if let Ok(words) = p.buffer().host_words() {
+        let words = words.get(..count * n).ok_or(crate::Error::LengthMismatch {
+            expected: count * n,
+            actual: words.len(),
+        })?;
+        return w.words(words);
+    }
+    let group = staging_limbs(n).min(count);
+    let mut staging = Zeroizing::new(vec![0u64; group * n]);
+    let mut start = 0;
+    while start < count {
+        let c = group.min(count - start);
+        let moduli = p.moduli().get(start..start + c).unwrap_or_default();
+        let view = Limbs {
+            buffer: p.buffer(),
+            positions: contiguous(start, c)?,
+            moduli,
+        };
+        let buf = staging.get_mut(..c * n).unwrap_or_default();
+        p.backend().read(view, buf)?;
+        w.words(buf)?;
+        start += c;
+    }
     Ok(())
 }
 
 /// Reads a polynomial that must have exactly the moduli `expected`, with
-/// every residue below its prime.
-fn read_poly<R: Representation>(
-    r: &mut Reader<'_>,
+/// every residue below its prime, straight into a new polynomial of `class`
+/// on the context's device (through a small host buffer when that is a GPU).
+pub(crate) fn read_poly<Rd: Read, R: Representation>(
+    r: &mut Reader<Rd>,
     context: &Context,
     expected: &[usize],
     class: MemoryClass,
@@ -47,22 +92,55 @@ fn read_poly<R: Representation>(
             return Err(invalid("modulus index"));
         }
     }
-    let n = context.params().degree().get();
-    let words = r.words(count * n)?;
-    let table = context.params().all_moduli();
-    for (limb, &m) in words.chunks_exact(n).zip(expected) {
-        let q = table
-            .get(m)
-            .ok_or_else(|| invalid("modulus index"))?
-            .value();
-        if limb.iter().any(|&w| w >= q) {
-            return Err(invalid("residue"));
+    let params = context.params();
+    let n = params.degree().get();
+    let table = params.all_moduli();
+    let primes = expected
+        .iter()
+        .map(|&m| table.get(m).map(|q| q.value()))
+        .collect::<Option<Vec<u64>>>()
+        .ok_or_else(|| invalid("modulus index"))?;
+    let backend = context.backend();
+    let mut p = RnsPoly::<R>::allocate(backend, expected, class, false)?;
+    let mut below = true;
+    if let Ok(words) = p.buffer_mut().host_words_mut() {
+        let words = words
+            .get_mut(..count * n)
+            .ok_or(crate::Error::LengthMismatch {
+                expected: count * n,
+                actual: 0,
+            })?;
+        for (limb, &q) in words.chunks_exact_mut(n).zip(&primes) {
+            below &= r.words_below(limb, q)?;
+        }
+    } else {
+        let group = staging_limbs(n).min(count);
+        let mut staging = vec![0u64; group * n];
+        let mut start = 0;
+        while start < count {
+            let c = group.min(count - start);
+            let buf = staging.get_mut(..c * n).unwrap_or_default();
+            let qs = primes.get(start..start + c).unwrap_or_default();
+            for (limb, &q) in buf.chunks_exact_mut(n).zip(qs) {
+                below &= r.words_below(limb, q)?;
+            }
+            let view = LimbsMut {
+                buffer: p.buffer_mut(),
+                positions: contiguous(start, c)?,
+                moduli: expected.get(start..start + c).unwrap_or_default(),
+            };
+            backend.write(view, buf)?;
+            start += c;
         }
     }
-    RnsPoly::from_words(context.backend(), expected, class, &words)
+    if below {
+        Ok(p)
+    } else {
+        Err(invalid("residue"))
+    }
 }
 
-fn check_fingerprint(context: &Context, found: u64) -> Result<()> {
+pub(crate) fn check_fingerprint(context: &Context, found: u64) -> Result<()> {
     let expected = context.params().fingerprint();
     if expected == found {
         Ok(())
@@ -71,45 +149,73 @@ fn check_fingerprint(context: &Context, found: u64) -> Result<()> {
     }
 }
 
-fn write_opt(w: &mut Writer, v: Option<usize>) {
-    w.u32(v.map_or(NONE_U32, |v| v as u32));
+/// Opens an object of `kind` for `context`: header and fingerprint checked.
+pub(crate) fn open<R: Read>(r: R, kind: Kind, context: &Context) -> Result<Reader<R>> {
+    let (header, reader) = Reader::open(r, kind)?;
+    check_fingerprint(context, header.fingerprint)?;
+    Ok(reader)
 }
 
-fn read_opt(r: &mut Reader<'_>) -> Result<Option<usize>> {
+fn write_opt<W: Write>(w: &mut Writer<W>, v: Option<usize>) -> Result<()> {
+    w.u32(v.map_or(NONE_U32, |v| v as u32))
+}
+
+fn read_opt<R: Read>(r: &mut Reader<R>) -> Result<Option<usize>> {
     let v = r.u32()?;
     Ok((v != NONE_U32).then_some(v as usize))
 }
 
-fn read_bits(r: &mut Reader<'_>, field: &'static str) -> Result<Vec<u32>> {
+fn read_bits<R: Read>(r: &mut Reader<R>, field: &'static str) -> Result<Vec<u32>> {
     let count = r.u32()? as usize;
-    if count > 256 || count * 4 > r.remaining() {
+    if count > 256 {
         return Err(invalid(field));
     }
     (0..count).map(|_| r.u32()).collect()
 }
 
+/// The bytes an in-memory writer needs for a payload of `payload` bytes, so
+/// its vector never reallocates (a reallocation would leave a copy behind).
+fn stream_bytes(payload: usize) -> usize {
+    HEADER_BYTES + payload + 8 * (payload / FRAME_BYTES + 2)
+}
+
 impl Parameters {
+    fn write_body<W: Write>(&self, w: &mut Writer<W>) -> Result<()> {
+        let spec = self.spec();
+        w.u32(spec.name.len() as u32)?;
+        w.bytes(spec.name.as_bytes())?;
+        w.u32(spec.log_n)?;
+        w.u32(spec.log_slots)?;
+        w.u32(spec.q_bits.len() as u32)?;
+        for &b in &spec.q_bits {
+            w.u32(b)?;
+        }
+        w.u32(spec.p_bits.len() as u32)?;
+        for &b in &spec.p_bits {
+            w.u32(b)?;
+        }
+        w.u32(spec.dnum as u32)?;
+        w.u32(spec.enc_level as u32)?;
+        write_opt(w, spec.post_bootstrap_level)?;
+        w.u32(spec.user_primes as u32)?;
+        w.u32(spec.hamming_weight as u32)?;
+        write_opt(w, spec.claimed_security_bits.map(|b| b as usize))?;
+        w.u8(u8::from(spec.insecure_test))?;
+        write_opt(w, spec.bootstrap_rotation_keys)
+    }
+
     /// The parameters' description in hemem's binary format.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let spec = self.spec();
-        let mut w = Writer::default();
-        w.u32(spec.name.len() as u32);
-        w.bytes(spec.name.as_bytes());
-        w.u32(spec.log_n);
-        w.u32(spec.log_slots);
-        w.u32(spec.q_bits.len() as u32);
-        spec.q_bits.iter().for_each(|&b| w.u32(b));
-        w.u32(spec.p_bits.len() as u32);
-        spec.p_bits.iter().for_each(|&b| w.u32(b));
-        w.u32(spec.dnum as u32);
-        w.u32(spec.enc_level as u32);
-        write_opt(&mut w, spec.post_bootstrap_level);
-        w.u32(spec.user_primes as u32);
-        w.u32(spec.hamming_weight as u32);
-        write_opt(&mut w, spec.claimed_security_bits.map(|b| b as usize));
-        w.u8(u8::from(spec.insecure_test));
-        write_opt(&mut w, spec.bootstrap_rotation_keys);
-        w.finish(Kind::Parameters, 0, self.fingerprint())
+        let mut out = Vec::new();
+        let written = Writer::new(&mut out, Kind::Parameters, self.fingerprint())
+            .and_then(|mut w| {
+                self.write_body(&mut w)?;
+                w.finish()
+            })
+            .is_ok();
+        // Writing to a vector cannot fail.
+        debug_assert!(written);
+        out
     }
 
     /// Loads parameters, rebuilding the primes and checking the fingerprint.
@@ -123,9 +229,9 @@ impl Parameters {
         if name_len > 256 {
             return Err(invalid("name"));
         }
-        let name = std::str::from_utf8(r.take(name_len)?)
-            .map_err(|_| invalid("name"))?
-            .to_owned();
+        let mut name = vec![0u8; name_len];
+        r.bytes_into(&mut name)?;
+        let name = String::from_utf8(name).map_err(|_| invalid("name"))?;
         let log_n = r.u32()?;
         let log_slots = r.u32()?;
         let q_bits = read_bits(&mut r, "q_bits")?;
@@ -171,15 +277,41 @@ impl Parameters {
 }
 
 impl SecretKey {
-    /// The secret key in hemem's binary format: one byte per ternary
-    /// coefficient. The result is secret material: it is zeroized on drop.
-    pub fn to_bytes(&self) -> Zeroizing<Vec<u8>> {
-        let mut w = Writer::default();
-        w.u32(self.coefficients.len() as u32);
+    /// Writes the secret key in hemem's binary format: one byte per ternary
+    /// coefficient. Every buffer the writer uses is zeroed afterwards; what
+    /// `w` does with the bytes is the caller's concern (see
+    /// [`SecretKey::save_to_path`]).
+    ///
+    /// # Errors
+    /// [`SerializationError::Io`].
+    pub fn save<W: Write>(&self, w: W) -> Result<()> {
+        let mut w = Writer::new(w, Kind::SecretKey, self.context.params().fingerprint())?;
+        w.u32(self.coefficients.len() as u32)?;
         for &c in self.coefficients.iter() {
-            w.u8(c as i8 as u8);
+            w.u8(c as i8 as u8)?;
         }
-        Zeroizing::new(w.finish(Kind::SecretKey, 0, self.context.params().fingerprint()))
+        w.finish()?;
+        Ok(())
+    }
+
+    /// The secret key in hemem's binary format ([`SecretKey::save`] into
+    /// memory). The result is secret material: it is zeroized on drop.
+    pub fn to_bytes(&self) -> Zeroizing<Vec<u8>> {
+        let n = self.coefficients.len();
+        let mut out = Zeroizing::new(Vec::with_capacity(stream_bytes(4 + n)));
+        let written = self.save(&mut *out).is_ok();
+        // Writing to a vector cannot fail.
+        debug_assert!(written);
+        out
+    }
+
+    /// Writes the secret key to a file readable by its owner only (mode
+    /// 0600 on Unix), through a temporary file renamed into place.
+    ///
+    /// # Errors
+    /// [`SerializationError::Io`].
+    pub fn save_to_path(&self, path: impl AsRef<Path>) -> Result<()> {
+        write_file(path.as_ref(), FileMode::OwnerOnly, |f| self.save(f))
     }
 
     /// Loads a secret key into `context` (on its device).
@@ -187,16 +319,16 @@ impl SecretKey {
     /// # Errors
     /// A [`SerializationError`]: malformed data, other parameters, a
     /// coefficient outside {−1, 0, 1}.
-    pub fn from_bytes(context: &Context, bytes: &[u8]) -> Result<Self> {
-        let (header, mut r) = Reader::open(bytes, Kind::SecretKey)?;
-        check_fingerprint(context, header.fingerprint)?;
+    pub fn load<R: Read>(context: &Context, r: R) -> Result<Self> {
+        let mut r = open(r, Kind::SecretKey, context)?;
         let n = context.params().degree().get();
         if r.u32()? as usize != n {
             return Err(invalid("degree"));
         }
-        let raw = r.take(n)?;
+        let mut raw = Zeroizing::new(vec![0u8; n]);
+        r.bytes_into(&mut raw)?;
         let mut coefficients = Zeroizing::new(Vec::with_capacity(n));
-        for &b in raw {
+        for &b in raw.iter() {
             coefficients.push(match b {
                 0 => 0,
                 1 => 1,
@@ -207,21 +339,37 @@ impl SecretKey {
         r.finish()?;
         SecretKey::from_coefficients(context, coefficients)
     }
-}
 
-impl ToBytes for PublicKey {
-    fn to_bytes(&self) -> Result<Vec<u8>> {
-        let mut w = Writer::default();
-        write_poly(&mut w, &self.b)?;
-        write_poly(&mut w, &self.a)?;
-        Ok(w.finish(Kind::PublicKey, 0, self.context.params().fingerprint()))
+    /// Loads a secret key from bytes ([`SecretKey::load`]).
+    ///
+    /// # Errors
+    /// As [`SecretKey::load`].
+    pub fn from_bytes(context: &Context, bytes: &[u8]) -> Result<Self> {
+        Self::load(context, bytes)
+    }
+
+    /// Loads a secret key from a file.
+    ///
+    /// # Errors
+    /// As [`SecretKey::load`].
+    pub fn load_from_path(context: &Context, path: impl AsRef<Path>) -> Result<Self> {
+        Self::load(context, open_file(path.as_ref())?)
     }
 }
 
-impl FromBytes for PublicKey {
-    fn from_bytes(context: &Context, bytes: &[u8]) -> Result<Self> {
-        let (header, mut r) = Reader::open(bytes, Kind::PublicKey)?;
-        check_fingerprint(context, header.fingerprint)?;
+impl Save for PublicKey {
+    fn save<W: Write>(&self, w: W) -> Result<()> {
+        let mut w = Writer::new(w, Kind::PublicKey, self.context.params().fingerprint())?;
+        write_poly(&mut w, &self.b)?;
+        write_poly(&mut w, &self.a)?;
+        w.finish()?;
+        Ok(())
+    }
+}
+
+impl Load for PublicKey {
+    fn load<R: Read>(context: &Context, r: R) -> Result<Self> {
+        let mut r = open(r, Kind::PublicKey, context)?;
         let all = context.params().qp_indices(context.params().max_level());
         let b = read_poly(&mut r, context, &all, MemoryClass::EvaluationKey)?;
         let a = read_poly(&mut r, context, &all, MemoryClass::EvaluationKey)?;
@@ -234,35 +382,170 @@ impl FromBytes for PublicKey {
     }
 }
 
+/// Writes a switching key's record: kind, Galois element, seed, level, digit
+/// count, whether the uniform halves follow, then the `b` polynomials (and
+/// the `a` ones if kept). `keep_uniform = false` writes the compact form.
+///
+/// This and [`read_switching_key`] are the only code that knows the record.
+pub(crate) fn write_switching_key<W: Write>(
+    w: &mut Writer<W>,
+    key: &SwitchingKey,
+    keep_uniform: bool,
+) -> Result<()> {
+    let (tag, galois) = match key.kind {
+        KeyKind::Relinearization => (0u8, 0u64),
+        KeyKind::Rotation(g) => (1, g.0),
+        KeyKind::Conjugation => (2, 0),
+        KeyKind::Generic => (3, 0),
+    };
+    w.u8(tag)?;
+    w.u64(galois)?;
+    w.bytes(&key.seed)?;
+    w.u32(key.level.0 as u32)?;
+    w.u32(key.b.len() as u32)?;
+    let uniform = key.a.as_ref().filter(|_| keep_uniform);
+    w.u8(u8::from(uniform.is_some()))?;
+    for b in &key.b {
+        write_poly(w, b)?;
+    }
+    for a in uniform.into_iter().flatten() {
+        write_poly(w, a)?;
+    }
+    Ok(())
+}
+
+/// Reads a switching key's record (see [`write_switching_key`]), checking
+/// its kind, Galois element, level, digit count and every polynomial's
+/// moduli against the context's parameters.
+pub(crate) fn read_switching_key<R: Read>(
+    r: &mut Reader<R>,
+    context: &Context,
+) -> Result<SwitchingKey> {
+    let params = context.params();
+    let n = params.degree().get();
+    let tag = r.u8()?;
+    let galois = r.u64()?;
+    let kind = match tag {
+        0 if galois == 0 => KeyKind::Relinearization,
+        1 if galois % 2 == 1 && galois < 2 * n as u64 && galois != 1 => {
+            KeyKind::Rotation(GaloisElement(galois))
+        }
+        2 if galois == 0 => KeyKind::Conjugation,
+        3 if galois == 0 => KeyKind::Generic,
+        _ => return Err(invalid("key kind")),
+    };
+    let mut seed = [0u8; 32];
+    r.bytes_into(&mut seed)?;
+    let level = Level(r.u32()? as usize);
+    if level > params.max_level() {
+        return Err(invalid("key level"));
+    }
+    let digits = r.u32()? as usize;
+    if digits != params.digits_at(level) {
+        return Err(invalid("digits"));
+    }
+    let has_uniform = match r.u8()? {
+        0 => false,
+        1 => true,
+        _ => return Err(invalid("uniform flag")),
+    };
+    let moduli = params.qp_indices(level);
+    let read_digits = |r: &mut Reader<R>| -> Result<Vec<RnsPoly<Ntt>>> {
+        (0..digits)
+            .map(|_| read_poly(r, context, &moduli, MemoryClass::EvaluationKey))
+            .collect()
+    };
+    let b = read_digits(r)?;
+    let a = if has_uniform {
+        Some(read_digits(r)?)
+    } else {
+        None
+    };
+    Ok(SwitchingKey {
+        context: context.clone(),
+        kind,
+        level,
+        seed,
+        b,
+        a,
+    })
+}
+
+/// Writes a key set's record: the key count, then each key's record.
+pub(crate) fn write_key_set<W: Write>(
+    w: &mut Writer<W>,
+    set: &KeySet,
+    keep_uniform: bool,
+) -> Result<()> {
+    w.u32(set.len() as u32)?;
+    for key in set.keys() {
+        write_switching_key(w, key, keep_uniform)?;
+    }
+    Ok(())
+}
+
+/// Reads a key set's record: no generic key, no key twice.
+pub(crate) fn read_key_set<R: Read>(r: &mut Reader<R>, context: &Context) -> Result<KeySet> {
+    let count = r.u32()? as usize;
+    // Relinearisation, conjugation and at most one key per Galois element.
+    if count > context.params().degree().get() + 2 {
+        return Err(invalid("key count"));
+    }
+    let mut set = KeySet::new();
+    for i in 0..count {
+        set.insert(read_switching_key(r, context)?)?;
+        if set.len() != i + 1 {
+            return Err(invalid("duplicate key"));
+        }
+    }
+    Ok(set)
+}
+
+impl<W: Write> Writer<W> {
+    /// Writes a switching key's record in compact form (`b` and the seed),
+    /// one polynomial at a time. For objects that embed keys (such as
+    /// hemem-bootstrap's key files).
+    ///
+    /// # Errors
+    /// Transfer errors; [`SerializationError::Io`].
+    pub fn switching_key(&mut self, key: &SwitchingKey) -> Result<()> {
+        write_switching_key(self, key, false)
+    }
+
+    /// Writes a key set's record in compact form.
+    ///
+    /// # Errors
+    /// Transfer errors; [`SerializationError::Io`].
+    pub fn key_set(&mut self, set: &KeySet) -> Result<()> {
+        write_key_set(self, set, false)
+    }
+}
+
+impl<R: Read> Reader<R> {
+    /// Reads a switching key's record into `context` (on its device).
+    ///
+    /// # Errors
+    /// A [`SerializationError`] for anything out of place; allocation and
+    /// transfer errors.
+    pub fn switching_key(&mut self, context: &Context) -> Result<SwitchingKey> {
+        read_switching_key(self, context)
+    }
+
+    /// Reads a key set's record into `context`.
+    ///
+    /// # Errors
+    /// As [`Reader::switching_key`]; a generic key, or a key twice.
+    pub fn key_set(&mut self, context: &Context) -> Result<KeySet> {
+        read_key_set(self, context)
+    }
+}
+
 impl SwitchingKey {
-    fn write(&self, compressed: bool) -> Result<Vec<u8>> {
-        let mut w = Writer::default();
-        let (tag, galois) = match self.kind {
-            KeyKind::Relinearization => (0u8, 0u64),
-            KeyKind::Rotation(g) => (1, g.0),
-            KeyKind::Conjugation => (2, 0),
-            KeyKind::Generic => (3, 0),
-        };
-        w.u8(tag);
-        w.u64(galois);
-        w.u32(self.level.0 as u32);
-        w.bytes(&self.seed);
-        w.u32(self.b.len() as u32);
-        for b in &self.b {
-            write_poly(&mut w, b)?;
-        }
-        let compressed = compressed || self.a.is_none();
-        if !compressed {
-            for a in self.a.iter().flatten() {
-                write_poly(&mut w, a)?;
-            }
-        }
-        let flags = if compressed { COMPRESSED } else { 0 };
-        Ok(w.finish(
-            Kind::SwitchingKey,
-            flags,
-            self.context.params().fingerprint(),
-        ))
+    fn save_as<W: Write>(&self, w: W, keep_uniform: bool) -> Result<()> {
+        let mut w = Writer::new(w, Kind::SwitchingKey, self.context.params().fingerprint())?;
+        write_switching_key(&mut w, self, keep_uniform)?;
+        w.finish()?;
+        Ok(())
     }
 
     /// The key with its uniform halves replaced by their seed: half the bytes.
@@ -270,133 +553,134 @@ impl SwitchingKey {
     /// # Errors
     /// Transfer errors.
     pub fn to_bytes_compressed(&self) -> Result<Vec<u8>> {
-        self.write(true)
+        let mut out = Vec::new();
+        self.save_as(&mut out, false)?;
+        Ok(out)
     }
 }
 
-impl ToBytes for SwitchingKey {
-    /// The key as held: compressed if it is compressed, in full otherwise.
-    fn to_bytes(&self) -> Result<Vec<u8>> {
-        self.write(false)
+impl Save for SwitchingKey {
+    /// The key as held: compact if it is compressed, in full otherwise.
+    fn save<W: Write>(&self, w: W) -> Result<()> {
+        self.save_as(w, true)
     }
 }
 
-impl FromBytes for SwitchingKey {
+impl Load for SwitchingKey {
     /// Loads a key; a compressed key stays compressed (call
     /// [`SwitchingKey::expand`] to regenerate its uniform halves up front).
-    fn from_bytes(context: &Context, bytes: &[u8]) -> Result<Self> {
-        let (header, mut r) = Reader::open(bytes, Kind::SwitchingKey)?;
-        check_fingerprint(context, header.fingerprint)?;
-        if header.flags & !COMPRESSED != 0 {
-            return Err(invalid("flags"));
-        }
-        let params = context.params();
-        let n = params.degree().get();
-        let tag = r.u8()?;
-        let galois = r.u64()?;
-        let kind = match tag {
-            0 => KeyKind::Relinearization,
-            1 if galois % 2 == 1 && galois < 2 * n as u64 && galois != 1 => {
-                KeyKind::Rotation(GaloisElement(galois))
-            }
-            2 => KeyKind::Conjugation,
-            3 => KeyKind::Generic,
-            _ => return Err(invalid("key kind")),
-        };
-        let level = Level(r.u32()? as usize);
-        if level > params.max_level() {
-            return Err(invalid("key level"));
-        }
-        let mut seed = [0u8; 32];
-        seed.copy_from_slice(r.take(32)?);
-        let digits = r.u32()? as usize;
-        if digits != params.digits_at(level) {
-            return Err(invalid("digits"));
-        }
-        let all = params.qp_indices(level);
-        let b = (0..digits)
-            .map(|_| read_poly(&mut r, context, &all, MemoryClass::EvaluationKey))
-            .collect::<Result<Vec<_>>>()?;
-        let a = if header.flags & COMPRESSED != 0 {
-            None
-        } else {
-            Some(
-                (0..digits)
-                    .map(|_| read_poly(&mut r, context, &all, MemoryClass::EvaluationKey))
-                    .collect::<Result<Vec<_>>>()?,
-            )
-        };
+    fn load<R: Read>(context: &Context, r: R) -> Result<Self> {
+        let mut r = open(r, Kind::SwitchingKey, context)?;
+        let key = read_switching_key(&mut r, context)?;
         r.finish()?;
-        Ok(SwitchingKey {
-            context: context.clone(),
-            kind,
-            level,
-            seed,
-            b,
-            a,
-        })
+        Ok(key)
     }
 }
 
 impl KeySet {
-    fn write(&self, fingerprint: u64, compressed: bool) -> Result<Vec<u8>> {
-        let mut w = Writer::default();
-        let keys: Vec<&SwitchingKey> = self.keys().collect();
-        w.u32(keys.len() as u32);
-        for key in keys {
-            let blob = key.write(compressed)?;
-            w.u64(blob.len() as u64);
-            w.bytes(&blob);
+    fn save_as<W: Write>(&self, context: &Context, w: W, keep_uniform: bool) -> Result<()> {
+        let fingerprint = context.params().fingerprint();
+        if let Some(other) = self
+            .keys()
+            .map(|k| k.context().params().fingerprint())
+            .find(|&f| f != fingerprint)
+        {
+            return Err(SerializationError::ParameterMismatch {
+                expected: fingerprint,
+                found: other,
+            }
+            .into());
         }
-        Ok(w.finish(
-            Kind::KeySet,
-            if compressed { COMPRESSED } else { 0 },
-            fingerprint,
-        ))
+        let mut w = Writer::new(w, Kind::KeySet, fingerprint)?;
+        write_key_set(&mut w, self, keep_uniform)?;
+        w.finish()?;
+        Ok(())
     }
 
-    /// Every key of the set, compressed.
+    /// Writes every key of the set in compact form (`b` and the seed), one
+    /// polynomial at a time (downloaded a few limbs at a time from a device).
+    ///
+    /// # Errors
+    /// [`SerializationError::ParameterMismatch`] for keys of other
+    /// parameters than `context`'s; transfer errors;
+    /// [`SerializationError::Io`].
+    pub fn save<W: Write>(&self, context: &Context, w: W) -> Result<()> {
+        self.save_as(context, w, false)
+    }
+
+    /// [`KeySet::save`] to a file, through a temporary file renamed into place.
+    ///
+    /// # Errors
+    /// As [`KeySet::save`].
+    pub fn save_to_path(&self, context: &Context, path: impl AsRef<Path>) -> Result<()> {
+        write_file(path.as_ref(), FileMode::Shared, |f| self.save(context, f))
+    }
+
+    /// Every key of the set, compressed, in memory.
     ///
     /// # Errors
     /// Transfer errors.
     pub fn to_bytes_compressed(&self, context: &Context) -> Result<Vec<u8>> {
-        self.write(context.params().fingerprint(), true)
+        let mut out = Vec::new();
+        self.save_as(context, &mut out, false)?;
+        Ok(out)
     }
 
-    /// Every key of the set as held.
+    /// Every key of the set as held, in memory.
     ///
     /// # Errors
     /// Transfer errors.
     pub fn to_bytes(&self, context: &Context) -> Result<Vec<u8>> {
-        self.write(context.params().fingerprint(), false)
+        let mut out = Vec::new();
+        self.save_as(context, &mut out, true)?;
+        Ok(out)
     }
 
-    /// Loads a key set into `context`.
+    /// Loads a key set into `context`, one polynomial at a time straight
+    /// into its destination.
     ///
     /// # Errors
-    /// As [`SwitchingKey::from_bytes`], and a generic key inside a set.
-    pub fn from_bytes(context: &Context, bytes: &[u8]) -> Result<Self> {
-        let (header, mut r) = Reader::open(bytes, Kind::KeySet)?;
-        check_fingerprint(context, header.fingerprint)?;
-        let count = r.u32()? as usize;
-        let mut set = KeySet::new();
-        for _ in 0..count {
-            let len = usize::try_from(r.u64()?).map_err(|_| invalid("key length"))?;
-            let blob = r.take(len)?;
-            set.insert(SwitchingKey::from_bytes(context, blob)?)?;
-        }
+    /// As [`SwitchingKey`]'s [`Load`], and a generic key inside a set, or a
+    /// key twice.
+    pub fn load<R: Read>(context: &Context, r: R) -> Result<Self> {
+        let mut r = open(r, Kind::KeySet, context)?;
+        let set = read_key_set(&mut r, context)?;
         r.finish()?;
         Ok(set)
     }
+
+    /// [`KeySet::load`] from a file.
+    ///
+    /// # Errors
+    /// As [`KeySet::load`].
+    pub fn load_from_path(context: &Context, path: impl AsRef<Path>) -> Result<Self> {
+        Self::load(context, open_file(path.as_ref())?)
+    }
+
+    /// Loads a key set from bytes.
+    ///
+    /// # Errors
+    /// As [`KeySet::load`].
+    pub fn from_bytes(context: &Context, bytes: &[u8]) -> Result<Self> {
+        Self::load(context, bytes)
+    }
 }
 
-fn write_header_fields(w: &mut Writer, level: Level, scale: Scale, slots: usize) {
-    w.u32(level.0 as u32);
-    w.f64(scale.0);
-    w.u32(slots as u32);
+fn write_header_fields<W: Write>(
+    w: &mut Writer<W>,
+    level: Level,
+    scale: Scale,
+    slots: usize,
+) -> Result<()> {
+    w.u32(level.0 as u32)?;
+    w.f64(scale.0)?;
+    w.u32(slots as u32)
 }
 
-fn read_header_fields(r: &mut Reader<'_>, context: &Context) -> Result<(Level, Scale, usize)> {
+fn read_header_fields<R: Read>(
+    r: &mut Reader<R>,
+    context: &Context,
+) -> Result<(Level, Scale, usize)> {
     let params = context.params();
     let level = Level(r.u32()? as usize);
     if level > params.max_level() {
@@ -413,19 +697,19 @@ fn read_header_fields(r: &mut Reader<'_>, context: &Context) -> Result<(Level, S
     Ok((level, scale, slots))
 }
 
-impl ToBytes for Plaintext {
-    fn to_bytes(&self) -> Result<Vec<u8>> {
-        let mut w = Writer::default();
-        write_header_fields(&mut w, self.level, self.scale, self.slots);
+impl Save for Plaintext {
+    fn save<W: Write>(&self, w: W) -> Result<()> {
+        let mut w = Writer::new(w, Kind::Plaintext, self.context.params().fingerprint())?;
+        write_header_fields(&mut w, self.level, self.scale, self.slots)?;
         write_poly(&mut w, &self.poly)?;
-        Ok(w.finish(Kind::Plaintext, 0, self.context.params().fingerprint()))
+        w.finish()?;
+        Ok(())
     }
 }
 
-impl FromBytes for Plaintext {
-    fn from_bytes(context: &Context, bytes: &[u8]) -> Result<Self> {
-        let (header, mut r) = Reader::open(bytes, Kind::Plaintext)?;
-        check_fingerprint(context, header.fingerprint)?;
+impl Load for Plaintext {
+    fn load<R: Read>(context: &Context, r: R) -> Result<Self> {
+        let mut r = open(r, Kind::Plaintext, context)?;
         let (level, scale, slots) = read_header_fields(&mut r, context)?;
         let moduli = context.params().q_indices(level);
         let poly = read_poly(&mut r, context, &moduli, MemoryClass::Plaintext)?;
@@ -440,20 +724,20 @@ impl FromBytes for Plaintext {
     }
 }
 
-impl ToBytes for Ciphertext {
-    fn to_bytes(&self) -> Result<Vec<u8>> {
-        let mut w = Writer::default();
-        write_header_fields(&mut w, self.level, self.scale, self.slots);
+impl Save for Ciphertext {
+    fn save<W: Write>(&self, w: W) -> Result<()> {
+        let mut w = Writer::new(w, Kind::Ciphertext, self.context.params().fingerprint())?;
+        write_header_fields(&mut w, self.level, self.scale, self.slots)?;
         write_poly(&mut w, &self.c0)?;
         write_poly(&mut w, &self.c1)?;
-        Ok(w.finish(Kind::Ciphertext, 0, self.context.params().fingerprint()))
+        w.finish()?;
+        Ok(())
     }
 }
 
-impl FromBytes for Ciphertext {
-    fn from_bytes(context: &Context, bytes: &[u8]) -> Result<Self> {
-        let (header, mut r) = Reader::open(bytes, Kind::Ciphertext)?;
-        check_fingerprint(context, header.fingerprint)?;
+impl Load for Ciphertext {
+    fn load<R: Read>(context: &Context, r: R) -> Result<Self> {
+        let mut r = open(r, Kind::Ciphertext, context)?;
         let (level, scale, slots) = read_header_fields(&mut r, context)?;
         let moduli = context.params().q_indices(level);
         let c0 = read_poly(&mut r, context, &moduli, MemoryClass::Ciphertext)?;

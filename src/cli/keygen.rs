@@ -1,0 +1,230 @@
+//! `hemem keygen`: generate a preset's bootstrapping keys once and save them,
+//! so `hemem bootstrap --keys FILE` and `hemem demo --keys FILE` load them
+//! instead of generating them on every run.
+//!
+//! Three files, side by side:
+//! - `FILE`: the bootstrap key set (relinearisation, conjugation, rotation
+//!   and sparse-secret encapsulation keys; public material, compact form);
+//! - `FILE.public`: the public encryption key;
+//! - `FILE.secret`: the secret key (mode 0600 on Unix).
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::Context as _;
+use hemem_bootstrap::BootstrapKeys;
+use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice};
+use hemem_ckks::backend::DeviceSelection;
+use hemem_ckks::prelude::*;
+use hemem_ckks::serialize::{Load as _, Save as _};
+use serde::Serialize;
+
+use super::report::human_bytes;
+
+/// Arguments of `hemem keygen`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Files written: FILE (bootstrap key set: relinearisation, conjugation, \
+rotation and sparse-secret encapsulation keys, compact, public), FILE.public (public key) and \
+FILE.secret (secret key, mode 0600). Use them with `hemem bootstrap --keys FILE` or \
+`hemem demo --keys FILE` and the same --preset (and --slots)."
+)]
+pub struct Args {
+    /// Parameter preset (bootstrappable: FGa, FGb, FVa, FVb, FVc, FTa, FTb, test-*).
+    #[arg(long)]
+    preset: String,
+    /// The bootstrap key file; the public and secret keys go to FILE.public
+    /// and FILE.secret.
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+    /// Where to generate: cpu, gpu (GPU 0, or --gpu N), gpu:N or auto.
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// The GPU to use with --device gpu.
+    #[arg(long, value_name = "N")]
+    gpu: Option<usize>,
+    /// Slot count the keys serve (a power of two up to N/2; default: all).
+    #[arg(long)]
+    slots: Option<usize>,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Where the public key of the key file `path` lives.
+pub fn public_path(path: &Path) -> PathBuf {
+    with_suffix(path, ".public")
+}
+
+/// Where the secret key of the key file `path` lives.
+pub fn secret_path(path: &Path) -> PathBuf {
+    with_suffix(path, ".secret")
+}
+
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// The keys of a key file, loaded.
+pub struct LoadedKeys {
+    /// The secret key (`FILE.secret`).
+    pub secret: SecretKey,
+    /// The public key (`FILE.public`).
+    pub public: PublicKey,
+    /// The bootstrap keys (`FILE`).
+    pub keys: BootstrapKeys,
+    /// Milliseconds to load all three.
+    pub ms: f64,
+    /// Bytes of the bootstrap key file.
+    pub file_bytes: u64,
+}
+
+/// Loads the three files of the key file `path` into `context`.
+///
+/// # Errors
+/// The file's typed error (other parameters, truncated, corrupted, another
+/// kind, I/O), with the file named.
+pub fn load(context: &Context, path: &Path) -> anyhow::Result<LoadedKeys> {
+    let preset = context.params().name().to_owned();
+    let started = Instant::now();
+    let what = |p: &Path, kind: &str| {
+        format!(
+            "loading the {kind} from {} for preset {preset}",
+            p.display()
+        )
+    };
+    let file_bytes = std::fs::metadata(path)
+        .with_context(|| what(path, "bootstrap keys"))?
+        .len();
+    let keys = BootstrapKeys::load_from_path(context, path)
+        .with_context(|| what(path, "bootstrap keys"))?;
+    let secret_file = secret_path(path);
+    let secret = SecretKey::load_from_path(context, &secret_file)
+        .with_context(|| what(&secret_file, "secret key"))?;
+    let public_file = public_path(path);
+    let public = PublicKey::load_from_path(context, &public_file)
+        .with_context(|| what(&public_file, "public key"))?;
+    context.backend().synchronize()?;
+    Ok(LoadedKeys {
+        secret,
+        public,
+        keys,
+        ms: started.elapsed().as_secs_f64() * 1e3,
+        file_bytes,
+    })
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    preset: String,
+    device: String,
+    slots: usize,
+    sse: bool,
+    keys: usize,
+    key_set_bytes: usize,
+    keygen_ms: f64,
+    save_ms: f64,
+    key_file: String,
+    key_file_bytes: u64,
+    public_key_file: String,
+    secret_key_file: String,
+}
+
+/// Runs the command.
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let preset: Preset = args.preset.parse()?;
+    let check = if preset.is_test() {
+        SecurityCheck::AllowInsecure
+    } else {
+        SecurityCheck::Enforce
+    };
+    let params = Parameters::from_preset_with(preset, check)?;
+    let selection: DeviceSelection = match (args.device.as_str(), args.gpu) {
+        ("gpu", Some(ordinal)) => DeviceSelection::Gpu(ordinal),
+        (name, _) => name.parse()?,
+    };
+    let context = Context::new(params.clone(), selection)?;
+    let progress = |msg: &str| {
+        if !args.json {
+            eprintln!("{msg}");
+        }
+    };
+    let schedule =
+        BootstrapSchedule::new(&params, recommended_choice(preset.shape_of()), args.slots)?;
+    let slots = schedule.slots();
+    let sse = schedule.choice.sse;
+    progress(&format!(
+        "hemem keygen: {preset} on {}, {slots} slots, planned {} of keys",
+        context.device(),
+        human_bytes(BootstrapKeys::planned_bytes(&schedule, &params)?)
+    ));
+
+    let started = Instant::now();
+    let keygen = KeyGenerator::new(&context)?;
+    let secret = keygen.secret_key()?;
+    let public = keygen.public_key(&secret)?;
+    let keys = BootstrapKeys::generate(&keygen, &secret, &schedule)?;
+    context.backend().synchronize()?;
+    let keygen_ms = started.elapsed().as_secs_f64() * 1e3;
+    progress(&format!(
+        "  {} keys ({}) generated in {:.1} s",
+        keys.len(),
+        human_bytes(keys.size_bytes() as u64),
+        keygen_ms / 1e3
+    ));
+
+    let started = Instant::now();
+    let secret_file = secret_path(&args.out);
+    let public_file = public_path(&args.out);
+    keys.save_to_path(&args.out)
+        .with_context(|| format!("writing {}", args.out.display()))?;
+    public
+        .save_to_path(&public_file)
+        .with_context(|| format!("writing {}", public_file.display()))?;
+    secret
+        .save_to_path(&secret_file)
+        .with_context(|| format!("writing {}", secret_file.display()))?;
+    let save_ms = started.elapsed().as_secs_f64() * 1e3;
+    let key_file_bytes = std::fs::metadata(&args.out)?.len();
+    progress(&format!(
+        "  saved in {:.1} s: {} ({}), {}, {} (owner only)",
+        save_ms / 1e3,
+        args.out.display(),
+        human_bytes(key_file_bytes),
+        public_file.display(),
+        secret_file.display()
+    ));
+
+    let report = Report {
+        preset: preset.name().into(),
+        device: context.device().to_string(),
+        slots,
+        sse,
+        keys: keys.len(),
+        key_set_bytes: keys.size_bytes(),
+        keygen_ms,
+        save_ms,
+        key_file: args.out.display().to_string(),
+        key_file_bytes,
+        public_key_file: public_file.display().to_string(),
+        secret_key_file: secret_file.display().to_string(),
+    };
+    if args.json {
+        out!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        out!(
+            "{} keys for {} ({} slots, SSE {}): {} in {}, generated in {:.1} s, saved in {:.1} s",
+            report.keys,
+            report.preset,
+            slots,
+            if sse { "yes" } else { "no" },
+            human_bytes(key_file_bytes),
+            report.key_file,
+            keygen_ms / 1e3,
+            save_ms / 1e3
+        );
+    }
+    Ok(())
+}
