@@ -20,7 +20,7 @@ summary() { # json file
   python3 - "$1" <<'PY' 2>&1 | tail -3
 import json, sys
 r = json.load(open(sys.argv[1]))
-keys = ['preset', 'memory_policy', 'median_ms', 'precision_bits', 'key_setup_ms', 'key_set_bytes', 'constant_bytes', 'peak_device_resident_bytes', 'peak_rss_bytes']
+keys = ['preset', 'memory_policy', 'diagonal_storage', 'median_ms', 'precision_bits', 'key_setup_ms', 'key_set_bytes', 'constant_bytes', 'peak_device_resident_bytes', 'peak_rss_bytes', 'to_device_bytes']
 print({k: r.get(k) for k in keys})
 print('runs', r.get('bootstrap_ms'), 'device peak by class', r.get('peak_device_bytes_by_class'))
 PY
@@ -53,9 +53,19 @@ for step in "$@"; do
       timeout 200 .gpu/bin/hemem bench ckks --preset FGb --device gpu --iterations 20 --policies device \
         --ops key_switch,key_switch_compressed,expand_key,mult_relin,rotate,ntt_forward >"$OUT/bench.txt" 2>&1
       echo "rc=$?"; tail -14 "$OUT/bench.txt" ;;
-    boot:*)
-      IFS=: read -r _ bin preset iter <<<"$step"
-      run "boot-$bin-$preset" 240 "$bin" bootstrap --preset "$preset" --device gpu --policy device --iterations "${iter:-5}" ;;
+    boot:*) # boot:BIN:PRESET[:ITER[:DIAGONALS]]
+      IFS=: read -r _ bin preset iter diag <<<"$step"
+      extra=(); [[ -n ${diag:-} ]] && extra=(--diagonals "$diag")
+      run "boot-$bin-$preset${diag:+-$diag}" 240 "$bin" bootstrap --preset "$preset" --device gpu --policy device --iterations "${iter:-5}" "${extra[@]}" ;;
+    keys:*) # keys:PRESET: hemem keygen to a file, then two bootstraps loading it
+      preset=${step#keys:}; f=/tmp/hemem-$preset.keys
+      echo "== keygen $preset"
+      timeout 200 .gpu/bin/hemem keygen --preset "$preset" --device gpu --out "$f" --json >"$OUT/keygen-$preset.json" 2>"$OUT/keygen-$preset.err"
+      echo "rc=$?"; tail -3 "$OUT/keygen-$preset.err"; cat "$OUT/keygen-$preset.json" | head -c 600; echo; ls -l "$f"*
+      for i in 1 2; do
+        run "keys-$preset-$i" 200 hemem bootstrap --preset "$preset" --device gpu --policy device --iterations 2 --keys "$f"
+        python3 -c "import json;r=json.load(open('$OUT/keys-$preset-$i.json'));print({k:r.get(k) for k in ['key_load_ms','key_file_bytes','constant_setup_ms']})"
+      done ;;
     bud:*)
       IFS=: read -r _ bin policy budget preset <<<"$step"
       run "bud-$bin-${preset:-FGb}-$policy-$budget" 240 "$bin" bootstrap --preset "${preset:-FGb}" --device gpu --policy "$policy" --budget "$budget" --iterations 3 ;;
