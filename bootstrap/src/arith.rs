@@ -44,6 +44,9 @@ pub trait SlotArithmetic {
 
     /// The slot count of `x`.
     fn slots(&self, x: &Self::Value) -> usize;
+    /// Bytes of one limb of an encoded plaintext (`8·N`): what sizes a
+    /// diagonal kept encoded.
+    fn limb_bytes(&self) -> u64;
     /// The level of `x`: primes `q_0 … q_level` are present.
     fn level(&self, x: &Self::Value) -> usize;
     /// The exact scale of `x`.
@@ -716,6 +719,10 @@ impl SlotArithmetic for PlainSimulator {
     type Plain = SimPlain;
     /// The simulator's plaintexts are already their slot values.
     type Compact = SimPlain;
+
+    fn limb_bytes(&self) -> u64 {
+        8 * self.params.degree().get() as u64
+    }
 
     fn slots(&self, x: &SimValue) -> usize {
         x.slots.len()

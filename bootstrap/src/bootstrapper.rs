@@ -106,6 +106,28 @@ impl BootstrapKeys {
         Ok(key_request(schedule, params)?.key_bytes(params) + sse)
     }
 
+    /// Regenerates and keeps every key's uniform halves (twice the bytes):
+    /// key switches then read `a` instead of generating it, for a device
+    /// with memory to spare ([`SwitchingKey::expand`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] when the key set is shared (an
+    /// evaluator holds it); allocation errors.
+    pub fn expand(&mut self) -> Result<()> {
+        let keys = Arc::get_mut(&mut self.keys).ok_or(Error::InvalidParameter {
+            name: "keys",
+            reason: "the key set is shared; expand the keys before building a bootstrapper",
+        })?;
+        for key in keys.keys_mut() {
+            key.expand()?;
+        }
+        if let Some(sse) = &mut self.sse {
+            sse.to_sparse.expand()?;
+            sse.to_dense.expand()?;
+        }
+        Ok(())
+    }
+
     /// The key set (relinearisation, conjugation, rotations).
     pub fn key_set(&self) -> &Arc<KeySet> {
         &self.keys
@@ -465,7 +487,11 @@ impl Bootstrapper {
             INPUT_LEVEL,
             &scales,
             self.schedule.log_bsgs_ratio,
-            self.storage,
+            // Mixed keeps CoeffToSlot's factors encoded, not these.
+            match self.storage {
+                DiagonalStorage::Mixed { .. } => DiagonalStorage::Compact,
+                other => other,
+            },
         )?);
         let mut cache = self.stc.lock().unwrap_or_else(PoisonError::into_inner);
         // Another thread may have encoded the same scale meanwhile.

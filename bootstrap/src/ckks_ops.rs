@@ -54,6 +54,10 @@ impl SlotArithmetic for CkksOps<'_> {
     type Plain = Plaintext;
     type Compact = CompactPlaintext;
 
+    fn limb_bytes(&self) -> u64 {
+        8 * self.evaluator.context().params().degree().get() as u64
+    }
+
     fn slots(&self, x: &Ciphertext) -> usize {
         x.slots()
     }

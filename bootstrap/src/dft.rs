@@ -536,17 +536,45 @@ impl HomomorphicDft {
                 level: start_level,
             });
         }
+        // Mixed: the encoded bytes spent so far, in units of one limb of
+        // one diagonal (the ring degree is the context's, not the DFT's).
+        let mut budget = (0u64, ops.limb_bytes());
         let transforms = self
             .linear_transforms(log_bsgs_ratio)
             .iter()
             .zip(diagonal_scales)
             .enumerate()
-            .map(|(i, (lt, &scale))| lt.encode_with(ops, start_level - i, scale, storage))
+            .map(|(i, (lt, &scale))| {
+                let storage = match storage {
+                    DiagonalStorage::Mixed { encoded_bytes } => {
+                        encoded_fits(&mut budget, lt, start_level - i, encoded_bytes)
+                    }
+                    other => other,
+                };
+                lt.encode_with(ops, start_level - i, scale, storage)
+            })
             .collect::<Result<Vec<_>>>()?;
         Ok(EncodedDft {
             kind: self.kind,
             transforms,
         })
+    }
+}
+
+/// `Encoded` when `lt` encoded at `level` still fits `limit` after what
+/// `spent.0` holds (limbs of `spent.1` bytes), else `Compact`.
+fn encoded_fits(
+    spent: &mut (u64, u64),
+    lt: &LinearTransform,
+    level: usize,
+    limit: u64,
+) -> DiagonalStorage {
+    let bytes = lt.matrix().diagonals().len() as u64 * (level as u64 + 1) * spent.1;
+    if spent.0 + bytes <= limit {
+        spent.0 += bytes;
+        DiagonalStorage::Encoded
+    } else {
+        DiagonalStorage::Compact
     }
 }
 

@@ -287,7 +287,7 @@ impl LinearTransform {
                             DiagonalStorage::Encoded => {
                                 Diagonal::Encoded(ops.encode(&rotated, level, scale)?)
                             }
-                            DiagonalStorage::Compact => {
+                            DiagonalStorage::Compact | DiagonalStorage::Mixed { .. } => {
                                 Diagonal::Compact(ops.encode_compact(&rotated, level, scale)?)
                             }
                         };
@@ -326,6 +326,14 @@ pub enum DiagonalStorage {
     /// Encoded plaintexts (every limb, NTT form), ready to multiply: no
     /// expansion, at the full size.
     Encoded,
+    /// CoeffToSlot's factors kept encoded, in evaluation order, while their
+    /// encoded bytes fit `encoded_bytes`; the rest (and SlotToCoeff)
+    /// compact. For a card with room to spare beyond the compact working
+    /// set: each byte kept encoded saves the same expansion work.
+    Mixed {
+        /// The most bytes kept encoded.
+        encoded_bytes: u64,
+    },
 }
 
 impl DiagonalStorage {
@@ -334,6 +342,7 @@ impl DiagonalStorage {
         match self {
             Self::Compact => "compact",
             Self::Encoded => "encoded",
+            Self::Mixed { .. } => "mixed",
         }
     }
 }
@@ -341,15 +350,22 @@ impl DiagonalStorage {
 impl std::str::FromStr for DiagonalStorage {
     type Err = Error;
 
-    /// Parses `compact` or `encoded`.
+    /// Parses `compact`, `encoded` or `mixed:SIZE` (`mixed:1.2GiB`).
     fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "compact" => Ok(Self::Compact),
-            "encoded" => Ok(Self::Encoded),
-            _ => Err(Error::InvalidParameter {
-                name: "diagonal storage",
-                reason: "expected compact or encoded",
-            }),
+        let invalid = Error::InvalidParameter {
+            name: "diagonal storage",
+            reason: "expected compact, encoded or mixed:SIZE (for example mixed:1GiB)",
+        };
+        match s.split_once(':') {
+            Some(("mixed", size)) => size
+                .parse::<hemem_memory::ByteSize>()
+                .map(|b| Self::Mixed { encoded_bytes: b.0 })
+                .map_err(|_| invalid),
+            _ => match s {
+                "compact" => Ok(Self::Compact),
+                "encoded" => Ok(Self::Encoded),
+                _ => Err(invalid),
+            },
         }
     }
 }

@@ -455,6 +455,34 @@ fn compact_and_encoded_diagonals_bootstrap_identically() {
     assert_eq!(constants(&s), stored + equivalent);
     let bits = -max_error(&decrypt(&s, &a), &values, false).log2();
     assert!(bits > 22.0, "{bits:.2} bits");
+
+    // Mixed: room for CoeffToSlot's first factor only (and not its second)
+    // keeps that one encoded, the rest compact; the output is the same.
+    let half = (equivalent / 2) as u64;
+    let mixed = bootstrapper_with(
+        &s,
+        Preset::TestFGb,
+        slots,
+        DiagonalStorage::Mixed {
+            encoded_bytes: half,
+        },
+    );
+    let c = mixed.bootstrap(&ct).unwrap();
+    let (c0, c1) = c.parts();
+    assert_eq!(a0.to_words().unwrap(), c0.to_words().unwrap());
+    assert_eq!(a1.to_words().unwrap(), c1.to_words().unwrap());
+    let mixed_bytes = mixed.constant_bytes();
+    assert!(
+        stored < mixed_bytes && mixed_bytes as u64 <= half + stored as u64,
+        "{stored} < {mixed_bytes} <= {half} + {stored}"
+    );
+    assert_eq!(
+        "mixed:1GiB".parse::<DiagonalStorage>().unwrap(),
+        DiagonalStorage::Mixed {
+            encoded_bytes: 1 << 30
+        }
+    );
+    assert!("mixed:lots".parse::<DiagonalStorage>().is_err());
 }
 
 /// Inputs at many distinct scales: SlotToCoeff's diagonals are cached for

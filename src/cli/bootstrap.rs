@@ -55,9 +55,14 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     keys: Option<std::path::PathBuf>,
     /// How the DFT diagonals are kept: compact (rounded coefficients,
-    /// expanded when used) or encoded (every limb, NTT form).
+    /// expanded when used), encoded (every limb, NTT form), or mixed:SIZE
+    /// (CoeffToSlot's factors encoded while they fit SIZE, the rest compact).
     #[arg(long, default_value = "compact")]
     diagonals: String,
+    /// Keep the keys' uniform halves (twice the key bytes) instead of
+    /// regenerating them from their seeds in every key switch.
+    #[arg(long)]
+    expand_keys: bool,
     #[command(flatten)]
     memory: MemoryArgs,
 }
@@ -311,6 +316,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             (secret, public, keys, None, None)
         }
     };
+    let mut keys = keys;
+    if args.expand_keys {
+        keys.expand()?;
+    }
     let (key_count, key_bytes) = (keys.len(), keys.size_bytes());
     let key_set = Arc::clone(keys.key_set());
     let constants_started = Instant::now();
