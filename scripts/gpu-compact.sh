@@ -57,19 +57,25 @@ for step in "$@"; do
       IFS=: read -r _ bin preset iter diag <<<"$step"
       extra=(); [[ -n ${diag:-} ]] && extra=(--diagonals "$diag")
       run "boot-$bin-$preset${diag:+-$diag}" 240 "$bin" bootstrap --preset "$preset" --device gpu --policy device --iterations "${iter:-5}" "${extra[@]}" ;;
-    card:*) # card:FREE:PRESET[:ARGS]: a ballast leaves only FREE on the GPU (a real
-      # ceiling), then the device policy with a budget of FREE bootstraps
+    card:*) # card:FREE:PRESET[:DIAGONALS]: a ballast leaves only FREE on the GPU (a
+      # real ceiling), then the device policy bootstraps with the automatic
+      # budget (what is free once its context exists, less a margin)
       IFS=: read -r _ free preset diag <<<"$step"
       python3 scripts/ballast.py "$free" >"$OUT/ballast.log" 2>&1 &
       bpid=$!
       for _ in $(seq 60); do grep -q "ballast:" "$OUT/ballast.log" && break; sleep 1; done
       cat "$OUT/ballast.log"
       extra=(); [[ -n ${diag:-} ]] && extra=(--diagonals "$diag")
-      run "card-$free-$preset${diag:+-$diag}" 240 hemem bootstrap --preset "$preset" --device gpu --policy device --budget "$free" --iterations 5 "${extra[@]}"
+      run "card-$free-$preset${diag:+-$diag}" 240 hemem bootstrap --preset "$preset" --device gpu --policy device --budget auto --iterations 5 "${extra[@]}"
+      python3 -c "import json;r=json.load(open('$OUT/card-$free-$preset${diag:+-$diag}.json'));print('budget', r.get('device_budget_bytes'))"
       kill "$bpid"; wait "$bpid" 2>/dev/null ;;
     boot+:*) # boot+:PRESET:ARGS...: hemem bootstrap with extra arguments (commas for spaces)
       IFS=: read -r _ preset args <<<"$step"
       run "bootx-$preset-${args//[^a-zA-Z0-9.-]/_}" 240 hemem bootstrap --preset "$preset" --device gpu --policy device --iterations 5 ${args//,/ } ;;
+    real) # the real-preset bootstrap tests (ignored on CI) on the GPU: precision per preset
+      echo "== real-preset bootstrap tests (HEMEM_TEST_DEVICE=gpu)"
+      HEMEM_TEST_DEVICE=gpu timeout 540 .gpu/tests/bootstrap.test --ignored real_ --test-threads=1 --nocapture >"$OUT/real.log" 2>&1
+      echo "rc=$?"; grep -E "^test |bits|test result|panicked" "$OUT/real.log" | tail -30 ;;
     keys:*) # keys:PRESET: hemem keygen to a file, then two bootstraps loading it
       preset=${step#keys:}; f=/tmp/hemem-$preset.keys
       echo "== keygen $preset"
