@@ -624,3 +624,71 @@ impl Bootstrapper {
         Ok(out.clone_as(MemoryClass::Ciphertext)?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+    use hemem_ckks::backend::DeviceSelection;
+    use hemem_ckks::params::{Preset, SecurityCheck};
+    use hemem_ckks::testing::seed32;
+
+    use super::*;
+    use crate::schedule::{ScheduleChoice, recommended_choice};
+
+    /// Each bootstrap key is made for the highest level the schedule uses
+    /// it at, and a key set made for lower levels is refused when the
+    /// bootstrapper is built (not halfway through a bootstrap).
+    #[test]
+    fn keys_are_made_and_checked_at_their_levels() {
+        let preset = Preset::TestFGb;
+        let params = Parameters::from_preset_with(preset, SecurityCheck::AllowInsecure).unwrap();
+        let context = Context::new(params.clone(), DeviceSelection::Cpu).unwrap();
+        let keygen = KeyGenerator::with_seed(&context, seed32(5));
+        let secret = keygen.secret_key().unwrap();
+        let schedule =
+            BootstrapSchedule::new(&params, recommended_choice(preset.shape_of()), Some(1 << 5))
+                .unwrap();
+        let request = key_request(&schedule, &params).unwrap();
+        let n = params.degree().get();
+        let top = params.max_level();
+        // CoeffToSlot's rotations at the top, SlotToCoeff-only ones low.
+        for &step in &request.rotations {
+            let level = request.level_of(KeyKind::Rotation(GaloisElement::rotation(step, n)), top);
+            assert!(level.0 >= 1 && level <= top, "step {step}: {level:?}");
+        }
+        let relin = request.level_of(KeyKind::Relinearization, top);
+        assert_eq!(relin.0, schedule.eval_mod_level.max(params.enc_level().0));
+
+        // The same request with every key one level too low is refused.
+        let mut low = request.clone();
+        for level in low.levels.values_mut() {
+            *level = Level(level.0.saturating_sub(1));
+        }
+        low.levels.insert(KeyKind::Conjugation, Level(0));
+        low.levels.insert(KeyKind::Relinearization, Level(0));
+        let keys = BootstrapKeys {
+            keys: Arc::new(keygen.key_set(&secret, &low).unwrap()),
+            sse: None,
+        };
+        let schedule_no_sse = BootstrapSchedule::new(
+            &params,
+            ScheduleChoice {
+                sse: false,
+                ..recommended_choice(preset.shape_of())
+            },
+            Some(1 << 5),
+        )
+        .unwrap();
+        let err = Bootstrapper::new(&context, schedule_no_sse, keys).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Ckks(hemem_ckks::Error::Key(
+                    hemem_ckks::KeyError::KeyLevelTooLow { .. }
+                ))
+            ),
+            "{err:?}"
+        );
+    }
+}

@@ -9,7 +9,6 @@ use std::time::Instant;
 use hemem_bootstrap::linear_transform::DiagonalStorage;
 use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice};
 use hemem_bootstrap::{BootstrapKeys, Bootstrapper};
-use hemem_ckks::backend::DeviceSelection;
 use hemem_ckks::prelude::*;
 use hemem_ckks::sampling::Sampler;
 use hemem_memory::{DriverTime, MemoryClass, Placement, Statistics};
@@ -257,17 +256,8 @@ pub fn peaks(
 
 /// Runs the command.
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    let preset: Preset = args.preset.parse()?;
-    let check = if preset.is_test() {
-        SecurityCheck::AllowInsecure
-    } else {
-        SecurityCheck::Enforce
-    };
-    let params = Parameters::from_preset_with(preset, check)?;
-    let selection: DeviceSelection = match (args.device.as_str(), args.gpu) {
-        ("gpu", Some(ordinal)) => DeviceSelection::Gpu(ordinal),
-        (name, _) => name.parse()?,
-    };
+    let (preset, params) = super::preset_parameters(&args.preset)?;
+    let selection = super::device_selection(&args.device, args.gpu)?;
     let memory = args.memory.config()?;
     let context = Context::with_memory(params.clone(), selection, &memory)?;
     let progress = |msg: &str| {

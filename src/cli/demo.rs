@@ -89,21 +89,12 @@ fn random_unit_disk(sampler: &mut Sampler, count: usize) -> Vec<Complex64> {
 
 /// Runs the demo.
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    let preset: Preset = args.preset.parse()?;
-    let check = if preset.is_test() {
-        SecurityCheck::AllowInsecure
-    } else {
-        SecurityCheck::Enforce
-    };
-    let params = Parameters::from_preset_with(preset, check)?;
+    let (preset, params) = super::preset_parameters(&args.preset)?;
     // The demo runs on the CPU: the policy is checked (a profiled policy's
     // trace is read and analysed) but only host memory is placed, and a
     // recorded trace holds the host allocations the CPU backend made.
     let memory = args.memory.config()?;
-    let selection: DeviceSelection = match (args.device.as_str(), args.gpu) {
-        ("gpu", Some(ordinal)) => DeviceSelection::Gpu(ordinal),
-        (name, _) => name.parse()?,
-    };
+    let selection = super::device_selection(&args.device, args.gpu)?;
     let context = Context::with_memory(params, selection, &memory)?;
     let allocator = context.backend().allocator().clone();
     let slots = context.params().slots();

@@ -14,7 +14,6 @@ use std::time::Instant;
 use anyhow::Context as _;
 use hemem_bootstrap::BootstrapKeys;
 use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice};
-use hemem_ckks::backend::DeviceSelection;
 use hemem_ckks::prelude::*;
 use hemem_ckks::serialize::{Load as _, Save as _};
 use serde::Serialize;
@@ -134,17 +133,8 @@ struct Report {
 
 /// Runs the command.
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    let preset: Preset = args.preset.parse()?;
-    let check = if preset.is_test() {
-        SecurityCheck::AllowInsecure
-    } else {
-        SecurityCheck::Enforce
-    };
-    let params = Parameters::from_preset_with(preset, check)?;
-    let selection: DeviceSelection = match (args.device.as_str(), args.gpu) {
-        ("gpu", Some(ordinal)) => DeviceSelection::Gpu(ordinal),
-        (name, _) => name.parse()?,
-    };
+    let (preset, params) = super::preset_parameters(&args.preset)?;
+    let selection = super::device_selection(&args.device, args.gpu)?;
     let context = Context::new(params.clone(), selection)?;
     let progress = |msg: &str| {
         if !args.json {

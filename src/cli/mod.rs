@@ -20,6 +20,8 @@ mod report;
 mod trace;
 
 use clap::{Parser, Subcommand};
+use hemem_ckks::backend::DeviceSelection;
+use hemem_ckks::params::{Parameters, Preset, SecurityCheck};
 
 /// CKKS homomorphic encryption with a hybrid CPU/GPU memory system.
 #[derive(Debug, Parser)]
@@ -58,4 +60,25 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Keygen(args) => keygen::run(&args),
         Command::Trace(args) => trace::run(&args),
     }
+}
+
+/// A preset by name and its parameters: the insecure `test-*` presets are
+/// allowed (they are named as such), every other one is security-checked.
+fn preset_parameters(name: &str) -> anyhow::Result<(Preset, Parameters)> {
+    let preset: Preset = name.parse()?;
+    let check = if preset.is_test() {
+        SecurityCheck::AllowInsecure
+    } else {
+        SecurityCheck::Enforce
+    };
+    Ok((preset, Parameters::from_preset_with(preset, check)?))
+}
+
+/// The device from `--device` and `--gpu N` (`--gpu` picks the GPU when the
+/// device is `gpu`).
+fn device_selection(device: &str, gpu: Option<usize>) -> anyhow::Result<DeviceSelection> {
+    Ok(match (device, gpu) {
+        ("gpu", Some(ordinal)) => DeviceSelection::Gpu(ordinal),
+        (name, _) => name.parse()?,
+    })
 }
