@@ -124,6 +124,41 @@ fn bootstrap_command_reports_a_chain_as_json() {
 }
 
 #[test]
+fn bootstrap_command_runs_a_batch() {
+    let out = hemem(&[
+        "bootstrap",
+        "--preset",
+        "test-FTb",
+        "--iterations",
+        "1",
+        "--batch",
+        "3",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["batch"], 3);
+    assert!(
+        report["precision_bits"].as_f64().unwrap() > 15.0,
+        "{report}"
+    );
+    let refused = hemem(&[
+        "bootstrap",
+        "--preset",
+        "test-FTb",
+        "--batch",
+        "2",
+        "--chain",
+    ]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--batch and --chain"));
+}
+
+#[test]
 fn unknown_preset_is_a_clean_error() {
     let out = hemem(&["demo", "--preset", "FGz"]);
     assert!(!out.status.success());

@@ -42,7 +42,9 @@ use crate::dft::EncodedDft;
 use crate::eval_mod::EvalMod;
 use crate::linear_transform::{Diagonal, DiagonalStorage};
 use crate::schedule::{BootstrapSchedule, INPUT_LEVEL, SSE_HAMMING_WEIGHT};
-use crate::simulate::{coeff_to_slot, eval_mod_and_recombine, slot_to_coeff, split};
+use crate::simulate::{
+    coeff_to_slot, eval_mod_and_recombine, slot_to_coeff, slot_to_coeff_many, split,
+};
 use crate::{Error, Result};
 
 /// The switching keys of sparse-secret encapsulation: dense → sparse (used
@@ -568,8 +570,6 @@ impl Bootstrapper {
     ) -> Result<Ciphertext> {
         self.check_input(input)?;
         let ops = CkksOps::new(&self.evaluator);
-        let eval = &self.evaluator;
-        let params = self.context.params();
 
         // SlotToCoeff, levels 3 → 0.
         let stc = self.stc_for(input.scale().get())?;
@@ -577,43 +577,170 @@ impl Bootstrapper {
         observe(Stage::SlotToCoeff, &coeffs);
         let delta0 = coeffs.scale().get();
 
-        // ModRaise (under the ephemeral sparse secret with SSE), read at q0.
-        let low = match &self.sse {
-            Some(k) => eval.switch_key(&coeffs, &k.to_sparse)?,
-            None => coeffs,
-        };
-        let raised = eval.mod_raise(&low, Level(self.schedule.top_level))?;
-        let raised = match &self.sse {
-            Some(k) => eval.switch_key(&raised, &k.to_dense)?,
-            None => raised,
-        };
-        let q0 = ops.prime(0)? as f64;
-        let mut raised = ops.set_scale(&raised, q0)?;
+        let mut raised = self.mod_raise_all(vec![coeffs])?;
+        let raised = raised.pop().ok_or(Error::InvalidParameter {
+            name: "inputs",
+            reason: "lost in ModRaise",
+        })?;
         observe(Stage::ModRaise, &raised);
-
-        // SubSum: project onto the subring of the slot count.
-        if !self.subsum.is_empty() {
-            let slots = raised.slots();
-            raised = eval.set_slots(&raised, params.slots())?;
-            for &step in &self.subsum {
-                let rotated = eval.rotate(&raised, step)?;
-                raised = eval.add(&raised, &rotated)?;
-            }
-            raised = eval.set_slots(&raised, slots)?;
-            observe(Stage::SubSum, &raised);
-        }
+        let raised = if self.subsum.is_empty() {
+            raised
+        } else {
+            let mut summed = self.subsum_all(vec![raised])?;
+            let summed = summed.pop().ok_or(Error::InvalidParameter {
+                name: "inputs",
+                reason: "lost in SubSum",
+            })?;
+            observe(Stage::SubSum, &summed);
+            summed
+        };
 
         // CoeffToSlot, the split, EvalMod, recombination.
         let v = coeff_to_slot(&ops, &raised, &self.cts)?;
         observe(Stage::CoeffToSlot, &v);
-        let (re, im) = split(&ops, &v, real_only)?;
+        self.finish(&ops, &v, delta0, real_only, observe)
+    }
+
+    /// Bootstraps a batch of ciphertexts of complex slot values, stage by
+    /// stage: each SlotToCoeff and CoeffToSlot factor, each SSE key and each
+    /// SubSum rotation is applied to the whole batch before the next, so the
+    /// keys and diagonals it needs serve all of it while they are on the
+    /// device — under a small budget, their transfers are paid once per
+    /// batch instead of once per ciphertext (issue 11). The outputs, in
+    /// input order, are the very ciphertexts [`Bootstrapper::bootstrap`]
+    /// gives one by one. Inputs at different scales are grouped by scale for
+    /// SlotToCoeff (its diagonals absorb the input scale).
+    ///
+    /// # Errors
+    /// As [`Bootstrapper::bootstrap`], for any input.
+    pub fn bootstrap_many(&self, inputs: &[Ciphertext]) -> Result<Vec<Ciphertext>> {
+        self.run_many(inputs, false)
+    }
+
+    /// [`Bootstrapper::bootstrap_many`] for real slot values
+    /// ([`Bootstrapper::bootstrap_real`]).
+    ///
+    /// # Errors
+    /// As [`Bootstrapper::bootstrap`], for any input.
+    pub fn bootstrap_real_many(&self, inputs: &[Ciphertext]) -> Result<Vec<Ciphertext>> {
+        self.run_many(inputs, true)
+    }
+
+    fn run_many(&self, inputs: &[Ciphertext], real_only: bool) -> Result<Vec<Ciphertext>> {
+        for input in inputs {
+            self.check_input(input)?;
+        }
+        let ops = CkksOps::new(&self.evaluator);
+        // SlotToCoeff, one group of equal input scales at a time.
+        let mut groups: Vec<(u64, Vec<usize>)> = Vec::new();
+        for (i, input) in inputs.iter().enumerate() {
+            let bits = input.scale().get().to_bits();
+            match groups.iter_mut().find(|(b, _)| *b == bits) {
+                Some((_, members)) => members.push(i),
+                None => groups.push((bits, vec![i])),
+            }
+        }
+        let mut coeffs: Vec<Option<Ciphertext>> = inputs.iter().map(|_| None).collect();
+        for (bits, members) in &groups {
+            let stc = self.stc_for(f64::from_bits(*bits))?;
+            let batch: Vec<&Ciphertext> = members.iter().filter_map(|&i| inputs.get(i)).collect();
+            for (&i, c) in members.iter().zip(slot_to_coeff_many(&ops, &batch, &stc)?) {
+                if let Some(slot) = coeffs.get_mut(i) {
+                    *slot = Some(c);
+                }
+            }
+        }
+        let coeffs =
+            coeffs
+                .into_iter()
+                .collect::<Option<Vec<_>>>()
+                .ok_or(Error::InvalidParameter {
+                    name: "inputs",
+                    reason: "lost in SlotToCoeff",
+                })?;
+        let deltas: Vec<f64> = coeffs.iter().map(|c| c.scale().get()).collect();
+        let raised = self.mod_raise_all(coeffs)?;
+        let raised = if self.subsum.is_empty() {
+            raised
+        } else {
+            self.subsum_all(raised)?
+        };
+        let vs = self.cts.evaluate_many(&ops, &raised)?;
+        vs.iter()
+            .zip(deltas)
+            .map(|(v, delta0)| self.finish(&ops, v, delta0, real_only, &mut |_, _| {}))
+            .collect()
+    }
+
+    /// ModRaise of each of `coeffs` (under the ephemeral sparse secret with
+    /// SSE, each SSE key applied to all before the next), read at `q0`.
+    fn mod_raise_all(&self, coeffs: Vec<Ciphertext>) -> Result<Vec<Ciphertext>> {
+        let eval = &self.evaluator;
+        let low = match &self.sse {
+            Some(k) => coeffs
+                .iter()
+                .map(|c| eval.switch_key(c, &k.to_sparse))
+                .collect::<hemem_ckks::Result<Vec<_>>>()?,
+            None => coeffs,
+        };
+        let raised = low
+            .iter()
+            .map(|c| eval.mod_raise(c, Level(self.schedule.top_level)))
+            .collect::<hemem_ckks::Result<Vec<_>>>()?;
+        let raised = match &self.sse {
+            Some(k) => raised
+                .iter()
+                .map(|c| eval.switch_key(c, &k.to_dense))
+                .collect::<hemem_ckks::Result<Vec<_>>>()?,
+            None => raised,
+        };
+        let ops = CkksOps::new(eval);
+        let q0 = ops.prime(0)? as f64;
+        raised.iter().map(|c| ops.set_scale(c, q0)).collect()
+    }
+
+    /// SubSum of each of `raised`: the projection onto the subring of the
+    /// slot count, each rotation applied to all before the next.
+    fn subsum_all(&self, raised: Vec<Ciphertext>) -> Result<Vec<Ciphertext>> {
+        let eval = &self.evaluator;
+        let full = self.context.params().slots();
+        let slots: Vec<usize> = raised.iter().map(Ciphertext::slots).collect();
+        let mut xs = raised
+            .iter()
+            .map(|c| eval.set_slots(c, full))
+            .collect::<hemem_ckks::Result<Vec<_>>>()?;
+        for &step in &self.subsum {
+            xs = xs
+                .iter()
+                .map(|x| eval.add(x, &eval.rotate(x, step)?))
+                .collect::<hemem_ckks::Result<Vec<_>>>()?;
+        }
+        Ok(xs
+            .iter()
+            .zip(slots)
+            .map(|(x, s)| eval.set_slots(x, s))
+            .collect::<hemem_ckks::Result<Vec<_>>>()?)
+    }
+
+    /// The split, EvalMod and recombination of CoeffToSlot's output `v`
+    /// (whose SlotToCoeff landed on `delta0`).
+    fn finish(
+        &self,
+        ops: &CkksOps<'_>,
+        v: &Ciphertext,
+        delta0: f64,
+        real_only: bool,
+        observe: &mut dyn FnMut(Stage, &Ciphertext),
+    ) -> Result<Ciphertext> {
+        let (re, im) = split(ops, v, real_only)?;
         observe(Stage::RealPart, &re);
         if let Some(im) = &im {
             observe(Stage::ImaginaryPart, im);
         }
+        let q0 = ops.prime(0)? as f64;
         let s_x = self.schedule.output_scale * q0 / delta0;
         let out = eval_mod_and_recombine(
-            &ops,
+            ops,
             &self.eval_mod,
             &re,
             im.as_ref(),

@@ -629,6 +629,38 @@ impl<P, C> EncodedDft<P, C> {
         }
         Ok(v)
     }
+
+    /// [`EncodedDft::evaluate`] on each of `xs`, factor by factor: every
+    /// value passes through a factor before the next factor starts, so the
+    /// factor's keys and diagonals serve the whole batch while they are
+    /// resident. Each output is the very one `evaluate` gives.
+    ///
+    /// # Errors
+    /// As [`EncodedDft::evaluate`].
+    pub fn evaluate_many<A: SlotArithmetic<Plain = P, Compact = C>>(
+        &self,
+        ops: &A,
+        xs: &[A::Value],
+    ) -> Result<Vec<A::Value>> {
+        let mut transforms = self.transforms.iter();
+        let Some(first) = transforms.next() else {
+            return Err(Error::InvalidParameter {
+                name: "dft",
+                reason: "no factors",
+            });
+        };
+        let mut vs = xs
+            .iter()
+            .map(|x| first.evaluate(ops, x))
+            .collect::<Result<Vec<_>>>()?;
+        for t in transforms {
+            vs = vs
+                .iter()
+                .map(|v| t.evaluate(ops, v))
+                .collect::<Result<Vec<_>>>()?;
+        }
+        Ok(vs)
+    }
 }
 
 /// The rotation keys (nonzero steps in `0..n`) a set of DFTs needs

@@ -41,6 +41,34 @@ pub fn slot_to_coeff<A: SlotArithmetic>(
     stc.evaluate(ops, &x)
 }
 
+/// [`slot_to_coeff`] on a batch, factor by factor
+/// ([`EncodedDft::evaluate_many`]).
+///
+/// # Errors
+/// As [`slot_to_coeff`].
+pub fn slot_to_coeff_many<A: SlotArithmetic>(
+    ops: &A,
+    xs: &[&A::Value],
+    stc: &EncodedDft<A::Plain, A::Compact>,
+) -> Result<Vec<A::Value>> {
+    let start = stc.transforms().first().map_or(INPUT_LEVEL, |t| t.level());
+    let lowered = xs
+        .iter()
+        .map(|&x| {
+            let level = ops.level(x);
+            if level < start {
+                return Err(Error::LevelTooLow {
+                    operation: "bootstrap",
+                    needed: start,
+                    level,
+                });
+            }
+            ops.level_down(x, start)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    stc.evaluate_many(ops, &lowered)
+}
+
 /// CoeffToSlot on a ModRaised value (scale `q0`).
 ///
 /// # Errors

@@ -531,3 +531,68 @@ fn many_input_scales_keep_constants_bounded() {
     assert!(bits > 22.0, "{bits:.2} bits");
     assert_eq!(s.bootstrapper.cached_scales()[0], base);
 }
+
+/// A batch bootstraps stage by stage to the very ciphertexts one-by-one
+/// bootstraps give, in input order, also with inputs at two scales (two
+/// SlotToCoeff groups) and with sparse slots (SubSum) and SSE.
+#[test]
+fn a_batch_bootstraps_like_one_at_a_time() {
+    let slots = 1 << 4;
+    let s = setup(Preset::TestFGb, Some(slots));
+    let eval = Evaluator::new(&s.context);
+    let values: Vec<Vec<Complex64>> = (0..4).map(|i| inputs(slots, i == 1, 90 + i)).collect();
+    let cts: Vec<Ciphertext> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            // Inputs 0 and 2 from level 3's default scale, 1 and 3 from
+            // the encryption level's (a different scale at level 3).
+            let from = if i % 2 == 0 {
+                Level(3)
+            } else {
+                s.context.params().enc_level()
+            };
+            let ct = encrypt_at(&s, v, from, 90 + i as u64);
+            eval.level_down(&ct, Level(3)).unwrap()
+        })
+        .collect();
+    assert_ne!(cts[0].scale(), cts[1].scale());
+    let words = |ct: &Ciphertext| {
+        (
+            ct.parts().0.to_words().unwrap(),
+            ct.parts().1.to_words().unwrap(),
+        )
+    };
+    for real in [false, true] {
+        let batch = if real {
+            s.bootstrapper.bootstrap_real_many(&cts).unwrap()
+        } else {
+            s.bootstrapper.bootstrap_many(&cts).unwrap()
+        };
+        assert_eq!(batch.len(), cts.len());
+        for (i, (ct, out)) in cts.iter().zip(&batch).enumerate() {
+            let one = if real {
+                s.bootstrapper.bootstrap_real(ct).unwrap()
+            } else {
+                s.bootstrapper.bootstrap(ct).unwrap()
+            };
+            assert!(words(&one) == words(out), "input {i}, real {real}");
+            if !real {
+                let bits = -max_error(&decrypt(&s, out), &values[i], false).log2();
+                assert!(bits > 20.0, "input {i}: {bits:.2} bits");
+            }
+        }
+    }
+    assert!(s.bootstrapper.bootstrap_many(&[]).unwrap().is_empty());
+    let low = eval.level_down(&cts[0], Level(2)).unwrap();
+    assert!(
+        s.bootstrapper
+            .bootstrap_many(&[
+                cts[1]
+                    .clone_as(hemem_memory::MemoryClass::Ciphertext)
+                    .unwrap(),
+                low
+            ])
+            .is_err()
+    );
+}
