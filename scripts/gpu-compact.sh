@@ -9,7 +9,7 @@
 #   sanitize     compute-sanitizer memcheck on the seeded-generator and expansion tests (N = 2^12)
 #   bench        hemem bench ckks on FGb: key switch with stored vs seeded keys, mult, rotate
 #   boot:BIN:PRESET[:ITER]   hemem bootstrap --device gpu --policy device (BIN: hemem or hemem-base)
-#   bud:BIN:POLICY:BUDGET[:PRESET]  the same under a device budget
+#   bud:BIN:POLICY:BUDGET[:PRESET[:BATCH]]  the same under a device budget (BATCH: --batch)
 # Each run's JSON lands in $OUT/runs.tgz; a one-line summary per run is printed.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -20,7 +20,7 @@ summary() { # json file
   python3 - "$1" <<'PY' 2>&1 | tail -3
 import json, sys
 r = json.load(open(sys.argv[1]))
-keys = ['preset', 'memory_policy', 'diagonal_storage', 'median_ms', 'precision_bits', 'key_setup_ms', 'key_set_bytes', 'constant_bytes', 'peak_device_resident_bytes', 'peak_rss_bytes', 'to_device_bytes']
+keys = ['preset', 'memory_policy', 'batch', 'diagonal_storage', 'median_ms', 'precision_bits', 'key_setup_ms', 'key_set_bytes', 'constant_bytes', 'peak_device_resident_bytes', 'peak_rss_bytes', 'to_device_bytes']
 print({k: r.get(k) for k in keys})
 print('runs', r.get('bootstrap_ms'), 'device peak by class', r.get('peak_device_bytes_by_class'))
 PY
@@ -85,9 +85,10 @@ for step in "$@"; do
         run "keys-$preset-$i" 200 hemem bootstrap --preset "$preset" --device gpu --policy device --iterations 2 --keys "$f"
         python3 -c "import json;r=json.load(open('$OUT/keys-$preset-$i.json'));print({k:r.get(k) for k in ['key_load_ms','key_file_bytes','constant_setup_ms']})"
       done ;;
-    bud:*)
-      IFS=: read -r _ bin policy budget preset <<<"$step"
-      run "bud-$bin-${preset:-FGb}-$policy-$budget" 240 "$bin" bootstrap --preset "${preset:-FGb}" --device gpu --policy "$policy" --budget "$budget" --iterations 3 ;;
+    bud:*) # bud:BIN:POLICY:BUDGET[:PRESET[:BATCH]]
+      IFS=: read -r _ bin policy budget preset batch <<<"$step"
+      extra=(); [[ -n ${batch:-} ]] && extra=(--batch "$batch")
+      run "bud-$bin-${preset:-FGb}-$policy-$budget${batch:+-b$batch}" 240 "$bin" bootstrap --preset "${preset:-FGb}" --device gpu --policy "$policy" --budget "$budget" --iterations 3 "${extra[@]}" ;;
   esac
 done
 tar czf "$FINAL/runs-$(date +%H%M%S).tgz" -C "$OUT" . && rm -rf "$OUT"
