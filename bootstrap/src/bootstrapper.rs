@@ -665,7 +665,9 @@ impl Bootstrapper {
         } else {
             self.subsum_all(raised)?
         };
-        let vs = self.cts.evaluate_many(&ops, &raised)?;
+        let vs = self
+            .cts
+            .evaluate_many(&ops, &raised.iter().collect::<Vec<_>>())?;
         vs.iter()
             .zip(deltas)
             .map(|(v, delta0)| self.finish(&ops, v, delta0, real_only, &mut |_, _| {}))

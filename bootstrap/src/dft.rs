@@ -536,45 +536,36 @@ impl HomomorphicDft {
                 level: start_level,
             });
         }
-        // Mixed: the encoded bytes spent so far, in units of one limb of
-        // one diagonal (the ring degree is the context's, not the DFT's).
-        let mut budget = (0u64, ops.limb_bytes());
+        // Mixed: factors kept encoded, in order, while their bytes fit.
+        let limb_bytes = ops.limb_bytes();
+        let mut encoded = 0u64;
         let transforms = self
             .linear_transforms(log_bsgs_ratio)
             .iter()
             .zip(diagonal_scales)
             .enumerate()
             .map(|(i, (lt, &scale))| {
+                let level = start_level - i;
                 let storage = match storage {
                     DiagonalStorage::Mixed { encoded_bytes } => {
-                        encoded_fits(&mut budget, lt, start_level - i, encoded_bytes)
+                        let bytes =
+                            lt.matrix().diagonals().len() as u64 * (level as u64 + 1) * limb_bytes;
+                        if encoded + bytes <= encoded_bytes {
+                            encoded += bytes;
+                            DiagonalStorage::Encoded
+                        } else {
+                            DiagonalStorage::Compact
+                        }
                     }
                     other => other,
                 };
-                lt.encode_with(ops, start_level - i, scale, storage)
+                lt.encode_with(ops, level, scale, storage)
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(EncodedDft {
             kind: self.kind,
             transforms,
         })
-    }
-}
-
-/// `Encoded` when `lt` encoded at `level` still fits `limit` after what
-/// `spent.0` holds (limbs of `spent.1` bytes), else `Compact`.
-fn encoded_fits(
-    spent: &mut (u64, u64),
-    lt: &LinearTransform,
-    level: usize,
-    limit: u64,
-) -> DiagonalStorage {
-    let bytes = lt.matrix().diagonals().len() as u64 * (level as u64 + 1) * spent.1;
-    if spent.0 + bytes <= limit {
-        spent.0 += bytes;
-        DiagonalStorage::Encoded
-    } else {
-        DiagonalStorage::Compact
     }
 }
 
@@ -616,18 +607,12 @@ impl<P, C> EncodedDft<P, C> {
         ops: &A,
         x: &A::Value,
     ) -> Result<A::Value> {
-        let mut transforms = self.transforms.iter();
-        let Some(first) = transforms.next() else {
-            return Err(Error::InvalidParameter {
+        self.evaluate_many(ops, &[x])?
+            .pop()
+            .ok_or(Error::InvalidParameter {
                 name: "dft",
-                reason: "no factors",
-            });
-        };
-        let mut v = first.evaluate(ops, x)?;
-        for t in transforms {
-            v = t.evaluate(ops, &v)?;
-        }
-        Ok(v)
+                reason: "no output for the input",
+            })
     }
 
     /// [`EncodedDft::evaluate`] on each of `xs`, factor by factor: every
@@ -640,7 +625,7 @@ impl<P, C> EncodedDft<P, C> {
     pub fn evaluate_many<A: SlotArithmetic<Plain = P, Compact = C>>(
         &self,
         ops: &A,
-        xs: &[A::Value],
+        xs: &[&A::Value],
     ) -> Result<Vec<A::Value>> {
         let mut transforms = self.transforms.iter();
         let Some(first) = transforms.next() else {
@@ -651,7 +636,7 @@ impl<P, C> EncodedDft<P, C> {
         };
         let mut vs = xs
             .iter()
-            .map(|x| first.evaluate(ops, x))
+            .map(|&x| first.evaluate(ops, x))
             .collect::<Result<Vec<_>>>()?;
         for t in transforms {
             vs = vs

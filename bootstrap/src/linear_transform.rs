@@ -560,13 +560,15 @@ impl<P, C> EncodedLinearTransform<P, C> {
         }
         // Horner runs: y_K, then rot(·) + y_{K−1}, …, then one last rotation.
         let n = self.n;
-        for (run, step) in [(self.forward, self.n1), (self.backward, n - self.n1)] {
+        for (run, backward) in [(self.forward, false), (self.backward, true)] {
+            let step = if backward { n - self.n1 } else { self.n1 };
             let mut chain: Option<A::Value> = None;
             for k in (1..=run).rev() {
-                let giant = if step == self.n1 {
-                    (k * self.n1) % n
+                // Giant step ±k·N1, as stored (in 0..n).
+                let giant = if backward {
+                    (n - (k * self.n1) % n) % n
                 } else {
-                    n - (k * self.n1) % n
+                    (k * self.n1) % n
                 };
                 let y = group(giant)?.ok_or(Error::InvalidParameter {
                     name: "giant step",

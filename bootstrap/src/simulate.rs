@@ -28,17 +28,12 @@ pub fn slot_to_coeff<A: SlotArithmetic>(
     x: &A::Value,
     stc: &EncodedDft<A::Plain, A::Compact>,
 ) -> Result<A::Value> {
-    let level = ops.level(x);
-    let start = stc.transforms().first().map_or(INPUT_LEVEL, |t| t.level());
-    if level < start {
-        return Err(Error::LevelTooLow {
-            operation: "bootstrap",
-            needed: start,
-            level,
-        });
-    }
-    let x = ops.level_down(x, start)?;
-    stc.evaluate(ops, &x)
+    slot_to_coeff_many(ops, &[x], stc)?
+        .pop()
+        .ok_or(Error::InvalidParameter {
+            name: "slot to coeff",
+            reason: "no output for the input",
+        })
 }
 
 /// [`slot_to_coeff`] on a batch, factor by factor
@@ -66,7 +61,7 @@ pub fn slot_to_coeff_many<A: SlotArithmetic>(
             ops.level_down(x, start)
         })
         .collect::<Result<Vec<_>>>()?;
-    stc.evaluate_many(ops, &lowered)
+    stc.evaluate_many(ops, &lowered.iter().collect::<Vec<_>>())
 }
 
 /// CoeffToSlot on a ModRaised value (scale `q0`).

@@ -110,7 +110,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     ));
     let started = Instant::now();
     let keygen = KeyGenerator::new(&context)?;
-    let (secret, public, mut bootstrap_keys) = match &args.keys {
+    let (secret, public, mut bootstrap_keys, key_load_ms) = match &args.keys {
         Some(path) => {
             let loaded = super::keygen::load(&context, path)?;
             progress(&format!(
@@ -118,7 +118,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 path.display(),
                 loaded.ms
             ));
-            (loaded.secret, loaded.public, Some(loaded.keys))
+            (
+                loaded.secret,
+                loaded.public,
+                Some(loaded.keys),
+                Some(loaded.ms),
+            )
         }
         None => {
             let secret = keygen.secret_key()?;
@@ -127,13 +132,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 "  keys generated in {:.1} ms",
                 started.elapsed().as_secs_f64() * 1e3
             ));
-            (secret, public, None)
+            (secret, public, None, None)
         }
     };
-    let key_load_ms = args
-        .keys
-        .as_ref()
-        .map(|_| started.elapsed().as_secs_f64() * 1e3);
 
     let encoder = Encoder::new(&context);
     let encryptor = Encryptor::new(&context)?;

@@ -9,7 +9,7 @@
 use hemem_memory::MemoryClass;
 
 use crate::backend::Limbs;
-use crate::keys::{SwitchingKey, UniformHalves};
+use crate::keys::SwitchingKey;
 use crate::ntt::GaloisElement;
 use crate::params::{Level, Parameters};
 use crate::poly::{Ntt, RnsPoly};
@@ -112,24 +112,12 @@ pub(crate) fn apply_key(
         .map(RnsPoly::limbs)
         .collect::<Result<_>>()?;
     let b = select_limbs(&key.b, count, &positions, &qp);
-    // A compressed key's `a_j` are generated inside the inner product below.
-    let halves = if key.is_compressed() {
-        None
-    } else {
-        Some(key.uniform_halves(&qp, count)?)
-    };
-    let a: Vec<Limbs<'_>> = match &halves {
-        None => Vec::new(),
-        Some(UniformHalves::Stored(a)) => select_limbs(a, count, &positions, &qp),
-        Some(UniformHalves::Regenerated(a)) => {
-            a.iter().map(RnsPoly::limbs).collect::<Result<_>>()?
-        }
-    };
     let mut acc0 = RnsPoly::<Ntt>::allocate(backend, &qp, MemoryClass::Temporary, false)?;
     let mut acc1 = RnsPoly::<Ntt>::allocate(backend, &qp, MemoryClass::Temporary, false)?;
-    match galois {
-        // A compressed key (on the GPU: one kernel, `a_j` never stored).
-        _ if halves.is_none() => backend.key_switch_inner_product_seeded(
+    match (&key.a, galois) {
+        // A compressed key: `a_j` comes from the seed inside the inner
+        // product (on the GPU: one kernel, `a_j` never stored).
+        (None, galois) => backend.key_switch_inner_product_seeded(
             &digits,
             galois,
             &b,
@@ -139,18 +127,18 @@ pub(crate) fn apply_key(
         )?,
         // Hoisted rotation: the automorphism is applied to the digits as the
         // inner product reads them.
-        Some(g) => backend.key_switch_inner_product_galois(
+        (Some(a), Some(g)) => backend.key_switch_inner_product_galois(
             &digits,
             g,
             &b,
-            &a,
+            &select_limbs(a, count, &positions, &qp),
             acc0.limbs_mut()?,
             acc1.limbs_mut()?,
         )?,
-        None => backend.key_switch_inner_product(
+        (Some(a), None) => backend.key_switch_inner_product(
             &digits,
             &b,
-            &a,
+            &select_limbs(a, count, &positions, &qp),
             acc0.limbs_mut()?,
             acc1.limbs_mut()?,
         )?,

@@ -318,9 +318,7 @@ impl KeyGenerator {
         let level = |kind: KeyKind| request.level_of(kind, params.max_level());
         let mut set = KeySet::new();
         if request.relinearization {
-            let square = secret.poly.mul(&secret.poly, MemoryClass::Temporary)?;
-            let kind = KeyKind::Relinearization;
-            set.insert(self.switching_key_from(&square, secret, kind, level(kind))?)?;
+            set.insert(self.relinearization_key_at(secret, level(KeyKind::Relinearization))?)?;
         }
         if request.conjugation {
             let g = GaloisElement::conjugation(n);

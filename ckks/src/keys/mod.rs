@@ -14,7 +14,5 @@ pub use public::PublicKey;
 pub use secret::SecretKey;
 pub use switching::{KeyKind, SwitchingKey};
 
-pub(crate) use switching::UniformHalves;
-
 #[cfg(test)]
 mod tests;

@@ -161,32 +161,6 @@ impl SwitchingKey {
         Ok(())
     }
 
-    /// The digits' `a_j` over `moduli` (stored: in the key's layout, select
-    /// with [`SwitchingKey::positions_at`]), regenerated into temporaries
-    /// over exactly `moduli` when compressed.
-    pub(crate) fn uniform_halves(
-        &self,
-        moduli: &[usize],
-        digits: usize,
-    ) -> Result<UniformHalves<'_>> {
-        match &self.a {
-            Some(a) => Ok(UniformHalves::Stored(a)),
-            None => {
-                let backend = self
-                    .b
-                    .first()
-                    .map(|b| Arc::clone(b.backend()))
-                    .ok_or(crate::Error::EmptyBasis)?;
-                (0..digits)
-                    .map(|j| {
-                        regenerate_uniform(&backend, self.seed, j, moduli, MemoryClass::Temporary)
-                    })
-                    .collect::<Result<Vec<_>>>()
-                    .map(UniformHalves::Regenerated)
-            }
-        }
-    }
-
     /// The same key on the context's device.
     ///
     /// # Errors
@@ -261,12 +235,4 @@ impl SwitchingKey {
             .collect();
         Ok((positions, params.digits_at(level)))
     }
-}
-
-/// The uniform halves of a key, as stored or regenerated for one use.
-pub(crate) enum UniformHalves<'a> {
-    /// Stored with the key (its layout `Q_level ∪ P`: select by position).
-    Stored(&'a [RnsPoly<Ntt>]),
-    /// Regenerated over exactly the moduli asked for.
-    Regenerated(Vec<RnsPoly<Ntt>>),
 }

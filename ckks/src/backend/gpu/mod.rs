@@ -245,6 +245,19 @@ impl GpuBackend {
         ))
     }
 
+    /// The device addresses of read-only views (each checked), as a kernel
+    /// parameter array.
+    fn addresses(&self, views: &[Limbs<'_>]) -> Result<PtrArray> {
+        let list = views
+            .iter()
+            .map(|v| {
+                self.read_view(v)?;
+                address(v.buffer)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(PtrArray::new(&list)?)
+    }
+
     /// Address and limb map of a mutable view, checked.
     fn write_view(&self, view: &LimbsMut<'_>) -> Result<(u64, LimbMap)> {
         view.check(self.degree)?;
@@ -394,17 +407,11 @@ impl GpuBackend {
                 inner_product_by_parts(self, &views, b, a, out0, out1)
             };
         }
-        let addresses = |views: &[Limbs<'_>]| -> Result<PtrArray> {
-            let list = views
-                .iter()
-                .map(|v| {
-                    self.read_view(v)?;
-                    address(v.buffer)
-                })
-                .collect::<Result<Vec<_>>>()?;
-            Ok(PtrArray::new(&list)?)
-        };
-        let (pd, pb, pa) = (addresses(digits)?, addresses(b)?, addresses(a)?);
+        let (pd, pb, pa) = (
+            self.addresses(digits)?,
+            self.addresses(b)?,
+            self.addresses(a)?,
+        );
         let digit_map = LimbMap::new(first.positions, first.moduli)?;
         let key_map = LimbMap::new(key.positions, key.moduli)?;
         let (o0, mo) = self.write_view(&out0)?;
@@ -790,17 +797,7 @@ impl GpuBackend {
             return Ok(false);
         }
         self.known_moduli(out0.moduli)?;
-        let addresses = |views: &[Limbs<'_>]| -> Result<PtrArray> {
-            let list = views
-                .iter()
-                .map(|v| {
-                    self.read_view(v)?;
-                    address(v.buffer)
-                })
-                .collect::<Result<Vec<_>>>()?;
-            Ok(PtrArray::new(&list)?)
-        };
-        let (pd, pb) = (addresses(digits)?, addresses(b)?);
+        let (pd, pb) = (self.addresses(digits)?, self.addresses(b)?);
         let digit_map = LimbMap::new(first.positions, first.moduli)?;
         let key_map = LimbMap::new(key.positions, key.moduli)?;
         let (o0, mo) = self.write_view(out0)?;
