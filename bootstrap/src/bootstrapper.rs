@@ -569,6 +569,7 @@ impl Bootstrapper {
         observe: &mut dyn FnMut(Stage, &Ciphertext),
     ) -> Result<Ciphertext> {
         self.check_input(input)?;
+        let _phase = self.phase(real_only, &[input.scale().get()]);
         let ops = CkksOps::new(&self.evaluator);
 
         // SlotToCoeff, levels 3 → 0.
@@ -630,6 +631,8 @@ impl Bootstrapper {
         for input in inputs {
             self.check_input(input)?;
         }
+        let scales: Vec<f64> = inputs.iter().map(|c| c.scale().get()).collect();
+        let _phase = self.phase(real_only, &scales);
         let ops = CkksOps::new(&self.evaluator);
         // SlotToCoeff, one group of equal input scales at a time.
         let mut groups: Vec<(u64, Vec<usize>)> = Vec::new();
@@ -672,6 +675,24 @@ impl Bootstrapper {
             .zip(deltas)
             .map(|(v, delta0)| self.finish(&ops, v, delta0, real_only, &mut |_, _| {}))
             .collect()
+    }
+
+    /// Opens the memory system's phase for one bootstrap of inputs at
+    /// `scales` (one per ciphertext of a batch): the same kind of bootstrap
+    /// touches the same keys and diagonals in the same order, which the
+    /// `planned` policy records once and then fetches ahead of use.
+    fn phase(&self, real_only: bool, scales: &[f64]) -> hemem_memory::PhaseGuard {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        ("bootstrap", real_only, scales.len()).hash(&mut h);
+        for s in scales {
+            s.to_bits().hash(&mut h);
+        }
+        self.evaluator
+            .context()
+            .backend()
+            .allocator()
+            .phase(h.finish())
     }
 
     /// ModRaise of each of `coeffs` (under the ephemeral sparse secret with

@@ -9,7 +9,9 @@ use crate::adaptors::{BudgetAdaptor, TraceAdaptor, TraceHandle};
 use crate::cuda::{GpuDevice, Pool};
 use crate::policy::PlacementPolicy;
 use crate::residency::{GpuResidencyDriver, Residency, ResidencyGuard, ResidencyUsage};
-use crate::resources::{DevicePoolResource, ManagedResource, PinnedHostResource, Router};
+use crate::resources::{
+    DevicePoolResource, ManagedResource, PinnedHostResource, Router, StreamedResource,
+};
 use crate::statistics::{StatisticsHandle, StatisticsScope};
 use crate::trace::Trace;
 use crate::{
@@ -107,22 +109,30 @@ impl Allocator {
         let budget = config.resolve_budget(free)?;
         let policy = config.policy.build(budget)?;
         let statistics = StatisticsHandle::default();
-        let pool = Arc::new(Pool::create(device)?);
+        // The pool can never hold more than the budget: under the `planned`
+        // policy everything on the device comes from it, so the driver itself
+        // enforces the cap.
+        let pool = Arc::new(Pool::create(device, budget)?);
         let pool_handle = Arc::clone(&pool);
         let residency = Arc::new(Residency::new(
             budget,
             policy.prefetches_on_use(),
             config.eviction.unwrap_or_else(|| policy.eviction()),
-            Box::new(GpuResidencyDriver {
-                gpu: device.clone(),
-                pool: Some(Arc::clone(&pool)),
-            }),
+            Box::new(GpuResidencyDriver::new(
+                device.clone(),
+                Some(Arc::clone(&pool)),
+            )),
             statistics.clone(),
         ));
+        residency.set_streaming_reserve(config.streaming_reserve);
         let mut router = Router::new(Arc::clone(&policy))
             .with(
                 Placement::DevicePool,
                 DevicePoolResource::new(device, pool, Arc::clone(&residency)),
+            )
+            .with(
+                Placement::Streamed,
+                StreamedResource::new(device, Arc::clone(&residency)),
             )
             .with(Placement::Host, HostResource::new());
         if device.info().concurrent_managed_access {
@@ -252,6 +262,22 @@ impl Allocator {
         self.parts.pool.as_ref().map(|p| p.reserved()).transpose()
     }
 
+    /// The most bytes the device pool has held at once, by the driver's
+    /// count (`CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH`); `None` without a pool.
+    /// Under the `planned` policy everything hemem holds on the device is
+    /// in the pool, so this is its device peak, measured independently of
+    /// hemem's own accounting.
+    ///
+    /// # Errors
+    /// Driver errors.
+    pub fn pool_reserved_peak_bytes(&self) -> Result<Option<u64>> {
+        self.parts
+            .pool
+            .as_ref()
+            .map(|p| p.reserved_high())
+            .transpose()
+    }
+
     /// The placement policy's name (`None` for allocators made with
     /// [`Allocator::host`] or [`Allocator::from_parts`]).
     pub fn policy_name(&self) -> Option<&'static str> {
@@ -295,10 +321,13 @@ impl Allocator {
 
     /// Declares the buffers an operation is about to touch: managed ones are
     /// made resident (prefetched on the copy stream, ordered before the
-    /// compute stream; under the `managed` policy left to fault in), evicting
-    /// least recently used managed buffers to stay under the budget, and none
-    /// of them is evicted while the returned guard lives. Pooled and host
-    /// buffers need nothing and pass.
+    /// compute stream; under the `managed` policy left to fault in), streamed
+    /// ones get a device slot and their fetch is waited for by the compute
+    /// stream, others are evicted to stay under the budget, and none of the
+    /// declared buffers is evicted while the returned guard lives. Pooled and
+    /// host buffers need nothing and pass. A streamed buffer has a device
+    /// address only between this call and the guard's drop: declare before
+    /// reading addresses.
     ///
     /// # Errors
     /// [`Error::ForeignBuffer`]; [`Error::OverBudget`] when the declared
@@ -311,7 +340,7 @@ impl Allocator {
             Some(residency) => {
                 let ids: Vec<AllocationId> = buffers
                     .iter()
-                    .filter(|b| b.placement() == Placement::Managed)
+                    .filter(|b| matches!(b.placement(), Placement::Managed | Placement::Streamed))
                     .map(|b| b.id())
                     .collect();
                 residency.prepare(&ids)
@@ -344,8 +373,30 @@ impl Allocator {
             return Ok(());
         }
         let gpu = self.gpu_for(dst)?.clone();
+        if let (Some(master), Some(r)) = (dst.streamed_master_mut(), &self.parts.residency) {
+            // A streamed object's master takes the words directly (keys
+            // loaded from a file never touch the device here); a resident
+            // device copy is updated too, in order.
+            let len = master.len();
+            master
+                .get_mut(offset..)
+                .and_then(|w| w.get_mut(..src.len()))
+                .ok_or(Error::TransferOutOfBounds {
+                    offset,
+                    words: src.len(),
+                    buffer_words: len,
+                })?
+                .copy_from_slice(src);
+            if !r.master_written(dst.id()) {
+                return Ok(());
+            }
+            let _guard = self.prepare(&[dst])?;
+            return gpu.upload(dst, offset, src);
+        }
         let _guard = self.prepare(&[dst])?;
-        gpu.upload(dst, offset, src)
+        gpu.upload(dst, offset, src)?;
+        self.written(dst);
+        Ok(())
     }
 
     /// Copies words of `src` starting at word `offset` into `dst`; for device
@@ -430,7 +481,9 @@ impl Allocator {
             (false, false) => {
                 let gpu = self.gpu_for(src)?.clone();
                 let _guard = self.prepare(&[src, dst])?;
-                gpu.copy(src, src_offset, dst, dst_offset, words)
+                gpu.copy(src, src_offset, dst, dst_offset, words)?;
+                self.written(dst);
+                Ok(())
             }
         }
     }
@@ -447,7 +500,42 @@ impl Allocator {
         }
         let gpu = self.gpu_for(dst)?.clone();
         let _guard = self.prepare(&[dst])?;
-        gpu.zero(dst)
+        gpu.zero(dst)?;
+        self.written(dst);
+        Ok(())
+    }
+
+    /// Declares that `buffer` will not be written again (a finished switching
+    /// key or diagonal): a streamed object is then never written back when
+    /// its device copy is dropped. Other placements ignore it.
+    ///
+    /// # Errors
+    /// Driver errors of copying a device copy newer than the master back.
+    pub fn seal(&self, buffer: &Buffer) -> Result<()> {
+        match &self.parts.residency {
+            Some(r) if buffer.placement() == Placement::Streamed => r.seal(buffer.id()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Starts a phase of repeating work named `key` (a bootstrap, say): the
+    /// residency manager records the order in which its operations declare
+    /// streamed objects and, on the phase's later runs, fetches them ahead of
+    /// use. The phase ends when the guard drops. A no-op off the GPU.
+    pub fn phase(&self, key: u64) -> PhaseGuard {
+        let residency = self.parts.residency.clone();
+        if let Some(r) = &residency {
+            r.begin_phase(key);
+        }
+        PhaseGuard { residency }
+    }
+
+    fn written(&self, buffer: &Buffer) {
+        if buffer.placement() == Placement::Streamed
+            && let Some(r) = &self.parts.residency
+        {
+            r.written(buffer.id());
+        }
     }
 
     /// Moves a device buffer to `stream`: `stream` waits (an event) for the
@@ -485,6 +573,21 @@ impl fmt::Debug for Allocator {
             .field("top", &self.top)
             .field("policy", &self.policy_name())
             .finish_non_exhaustive()
+    }
+}
+
+/// A phase begun by [`Allocator::phase`]; dropping it ends the phase.
+#[derive(Debug)]
+#[must_use = "dropping the guard at once ends the phase"]
+pub struct PhaseGuard {
+    residency: Option<Arc<Residency>>,
+}
+
+impl Drop for PhaseGuard {
+    fn drop(&mut self) {
+        if let Some(r) = &self.residency {
+            r.end_phase();
+        }
     }
 }
 

@@ -73,7 +73,9 @@ impl Buffer {
         match &self.allocation.memory {
             Memory::Host(words) => Ok(words),
             Memory::PinnedHost(block) => Ok(block.as_slice()),
-            Memory::DevicePool(_) | Memory::Managed(_) => Err(self.wrong_placement("host")),
+            Memory::DevicePool(_) | Memory::Managed(_) | Memory::Streamed(_) => {
+                Err(self.wrong_placement("host"))
+            }
         }
     }
 
@@ -85,10 +87,20 @@ impl Buffer {
         match &mut self.allocation.memory {
             Memory::Host(words) => Ok(words),
             Memory::PinnedHost(block) => Ok(block.as_mut_slice()),
-            Memory::DevicePool(_) | Memory::Managed(_) => Err(Error::WrongPlacement {
-                placement: self.allocation.placement,
-                wanted: "host",
-            }),
+            Memory::DevicePool(_) | Memory::Managed(_) | Memory::Streamed(_) => {
+                Err(Error::WrongPlacement {
+                    placement: self.allocation.placement,
+                    wanted: "host",
+                })
+            }
+        }
+    }
+
+    /// The pinned master copy of a streamed object.
+    pub(crate) fn streamed_master_mut(&mut self) -> Option<&mut [u64]> {
+        match &mut self.allocation.memory {
+            Memory::Streamed(s) => Some(s.master.as_mut_slice()),
+            _ => None,
         }
     }
 

@@ -47,6 +47,13 @@ impl MemoryClass {
         }
     }
 
+    /// Whether data of this class is written once and then only read
+    /// (switching keys, bootstrapping diagonals): what the `planned` policy
+    /// streams from a pinned host master copy.
+    pub const fn is_read_only(self) -> bool {
+        matches!(self, Self::EvaluationKey | Self::BootstrapConstant)
+    }
+
     /// A dense index in `0..6`, for per-class tables.
     pub const fn index(self) -> usize {
         match self {
@@ -88,15 +95,20 @@ pub enum Placement {
     Managed,
     /// Pre-allocated pinned host memory, the target of explicit swaps.
     PinnedHost,
+    /// A read-only object of the `planned` policy: a master copy in pinned
+    /// host memory and, while the residency manager keeps it there, a copy
+    /// in a pooled device slot.
+    Streamed,
 }
 
 impl Placement {
     /// Every placement, in the order of [`Placement::index`].
-    pub const ALL: [Self; 4] = [
+    pub const ALL: [Self; 5] = [
         Self::Host,
         Self::DevicePool,
         Self::Managed,
         Self::PinnedHost,
+        Self::Streamed,
     ];
 
     /// The placement's name as written in JSON and CSV.
@@ -106,16 +118,18 @@ impl Placement {
             Self::DevicePool => "device_pool",
             Self::Managed => "managed",
             Self::PinnedHost => "pinned_host",
+            Self::Streamed => "streamed",
         }
     }
 
-    /// A dense index in `0..4`, for per-placement tables.
+    /// A dense index in `0..5`, for per-placement tables.
     pub const fn index(self) -> usize {
         match self {
             Self::Host => 0,
             Self::DevicePool => 1,
             Self::Managed => 2,
             Self::PinnedHost => 3,
+            Self::Streamed => 4,
         }
     }
 

@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::policy::{
-    DevicePolicy, Divergence, DynamicPolicy, ManagedPolicy, PlacementPolicy, PolicyKind,
-    ProfiledPolicy, StaticPolicy,
+    DevicePolicy, Divergence, DynamicPolicy, ManagedPolicy, PlacementPolicy, PlannedPolicy,
+    PolicyKind, ProfiledPolicy, StaticPolicy,
 };
 use crate::residency::Eviction;
 use crate::trace::{ProfileSettings, Trace};
@@ -179,8 +179,7 @@ pub enum PolicyConfig {
     Device,
     /// `managed`.
     Managed,
-    /// `static` (the default).
-    #[default]
+    /// `static`.
     Static,
     /// `profiled`.
     Profiled(ProfiledConfig),
@@ -189,6 +188,10 @@ pub enum PolicyConfig {
         /// X: pooled while max − min of the live-count history is below it.
         threshold: u64,
     },
+    /// `planned` (the default: with a budget at least the working set it
+    /// keeps everything on the device once fetched; below it, it streams).
+    #[default]
+    Planned,
 }
 
 impl PolicyConfig {
@@ -200,6 +203,7 @@ impl PolicyConfig {
             Self::Static => PolicyKind::Static,
             Self::Profiled(_) => PolicyKind::Profiled,
             Self::Dynamic { .. } => PolicyKind::Dynamic,
+            Self::Planned => PolicyKind::Planned,
         }
     }
 
@@ -213,6 +217,7 @@ impl PolicyConfig {
             PolicyKind::Device => Self::Device,
             PolicyKind::Managed => Self::Managed,
             PolicyKind::Static => Self::Static,
+            PolicyKind::Planned => Self::Planned,
             PolicyKind::Dynamic => Self::Dynamic {
                 threshold: DynamicPolicy::DEFAULT_THRESHOLD,
             },
@@ -236,6 +241,7 @@ impl PolicyConfig {
             Self::Device => Arc::new(DevicePolicy),
             Self::Managed => Arc::new(ManagedPolicy),
             Self::Static => Arc::new(StaticPolicy),
+            Self::Planned => Arc::new(PlannedPolicy),
             Self::Dynamic { threshold } => Arc::new(DynamicPolicy::new(*threshold)?),
             Self::Profiled(p) => {
                 let trace = Trace::read_file(&p.trace)?;
@@ -254,7 +260,7 @@ impl PolicyConfig {
 }
 
 /// Everything the allocator needs to know, besides the device.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MemoryConfig {
     /// The placement policy.
     pub policy: PolicyConfig,
@@ -274,18 +280,25 @@ pub struct MemoryConfig {
     /// The residency manager's eviction order; `None` (the default) takes
     /// the policy's ([`PlacementPolicy::eviction`]).
     pub eviction: Option<Eviction>,
+    /// `planned`: how many times the largest operation's streamed bytes are
+    /// left free for streaming when the objects that stay on the device are
+    /// chosen (`HEMEM_STREAMING_RESERVE`, default 2: one operation's objects
+    /// in use while the next one's arrive). Smaller moves fewer bytes and
+    /// overlaps less.
+    pub streaming_reserve: f64,
 }
 
 impl Default for MemoryConfig {
     fn default() -> Self {
         Self {
-            policy: PolicyConfig::Static,
+            policy: PolicyConfig::Planned,
             budget: BudgetSetting::Auto,
             margin: 512 * ByteSize::MIB,
             oversubscription: Oversubscription::Refuse,
             record_trace: None,
             pinned_bytes: 64 * ByteSize::MIB,
             eviction: None,
+            streaming_reserve: 2.0,
         }
     }
 }
@@ -323,6 +336,17 @@ impl MemoryConfig {
         }
         if let Some(eviction) = var("HEMEM_EVICTION") {
             config.eviction = Some(eviction.trim().parse()?);
+        }
+        if let Some(reserve) = var("HEMEM_STREAMING_RESERVE") {
+            config.streaming_reserve = reserve
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|r| r.is_finite() && *r >= 0.0)
+                .ok_or(ConfigError::InvalidSetting {
+                    name: "HEMEM_STREAMING_RESERVE",
+                    value: reserve.clone(),
+                })?;
         }
         Ok(config)
     }
@@ -507,6 +531,7 @@ mod tests {
             PolicyKind::Managed,
             PolicyKind::Static,
             PolicyKind::Dynamic,
+            PolicyKind::Planned,
         ] {
             let config = PolicyConfig::from_kind(kind, None).expect("no trace needed");
             assert_eq!(config.build(1 << 30).map(|p| p.name()), Ok(kind.name()));

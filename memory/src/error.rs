@@ -355,7 +355,7 @@ impl fmt::Display for DriverVersion {
 /// [`Error::OverBudget`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct InUse {
-    cells: [[u64; 4]; 6],
+    cells: [[u64; 5]; 6],
 }
 
 impl InUse {

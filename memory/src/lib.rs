@@ -24,6 +24,18 @@
 //! Buffers that hold secret-key material are requested as *sensitive*; their
 //! memory is zeroed before it is released, in every placement.
 //!
+//! # Streaming (the `planned` policy)
+//!
+//! Switching keys and bootstrapping diagonals are written once and then only
+//! read: under [`policy::PlannedPolicy`] (the default) they are
+//! [`Placement::Streamed`] — a master copy in pinned host memory and, while
+//! the [`Residency`] manager keeps it there, a copy in a pool slot. A phase of
+//! repeating work ([`Allocator::phase`], opened by the bootstrapper) is
+//! recorded once; on its later runs a stable set stays resident and the rest
+//! is fetched ahead of use on the copy stream, the compute stream waiting on
+//! an event only when an operation declares the object. Nothing is managed,
+//! so a real small card behaves as an emulated budget does.
+//!
 //! # Eviction
 //!
 //! Under a device budget the [`Residency`] manager evicts managed buffers
@@ -78,7 +90,7 @@ mod statistics;
 pub mod trace;
 
 pub use adaptors::{BudgetAdaptor, CachingAdaptor, StatisticsAdaptor, TraceAdaptor, TraceHandle};
-pub use allocator::Allocator;
+pub use allocator::{Allocator, PhaseGuard};
 pub use buffer::Buffer;
 pub use class::{MemoryClass, Placement};
 pub use config::{
@@ -92,10 +104,10 @@ pub use policy::{PlacementPolicy, PolicyKind};
 pub use residency::{DriverTime, Eviction, Residency, ResidencyGuard, ResidencyUsage};
 pub use resource::{
     AllocRequest, Allocation, AllocationId, DeviceMemory, DevicePtr, Memory, MemoryResource,
-    StreamId,
+    StreamId, StreamedMemory,
 };
 pub use resources::{
-    DevicePoolResource, HostResource, ManagedResource, PinnedHostResource, Router,
+    DevicePoolResource, HostResource, ManagedResource, PinnedHostResource, Router, StreamedResource,
 };
 pub use statistics::{ClassStatistics, Counter, Statistics, StatisticsHandle, StatisticsScope};
 #[cfg(feature = "test-utils")]

@@ -2,6 +2,8 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::cuda::PinnedBlock;
 use crate::{MemoryClass, Placement, Result};
@@ -130,6 +132,32 @@ pub enum Memory {
     Managed(DeviceMemory),
     /// A block of the pre-allocated pinned host arena.
     PinnedHost(PinnedBlock),
+    /// A streamed read-only object (the `planned` policy).
+    Streamed(StreamedMemory),
+}
+
+/// The memory of a streamed object: its master copy in pinned host memory
+/// and the device slot the residency manager gives it while it is resident.
+#[derive(Debug)]
+pub struct StreamedMemory {
+    pub(crate) master: PinnedBlock,
+    pub(crate) slot: Arc<AtomicU64>,
+}
+
+impl StreamedMemory {
+    /// The device copy's address now, if the object is resident. Kernels
+    /// may use it only between an operation's `prepare` and the guard's drop.
+    pub fn slot(&self) -> Option<DevicePtr> {
+        match self.slot.load(Ordering::Acquire) {
+            0 => None,
+            addr => Some(DevicePtr(addr)),
+        }
+    }
+
+    /// The host address of the master copy.
+    pub fn master_addr(&self) -> u64 {
+        self.master.addr()
+    }
 }
 
 impl Memory {
@@ -141,6 +169,12 @@ impl Memory {
     pub fn device(&self) -> Option<DeviceMemory> {
         match self {
             Self::DevicePool(d) | Self::Managed(d) => Some(*d),
+            // Compute-stream work is ordered after the copy that filled the
+            // slot by the residency manager (an event per fetch).
+            Self::Streamed(s) => s.slot().map(|ptr| DeviceMemory {
+                ptr,
+                stream: StreamId::Compute,
+            }),
             Self::Host(_) | Self::PinnedHost(_) => None,
         }
     }

@@ -75,14 +75,21 @@ pub(crate) enum Traffic {
     ToDevice(u64),
     /// An eviction (a prefetch to the host) of this many bytes.
     Eviction(u64),
+    /// A streamed object's fetch: this many bytes from its pinned master to
+    /// its device slot.
+    Fetch(u64),
+    /// A streamed object's slot freed (nothing moves).
+    Dropped,
+    /// A streamed object written back to its master: this many bytes.
+    WriteBack(u64),
 }
 
 /// A snapshot of the allocator's counters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Statistics {
-    cells: [[ClassStatistics; 4]; 6],
+    cells: [[ClassStatistics; 5]; 6],
     classes: [ClassStatistics; 6],
-    placements: [ClassStatistics; 4],
+    placements: [ClassStatistics; 5],
     total: ClassStatistics,
     pool_trims: u64,
 }
@@ -212,17 +219,22 @@ impl StatisticsHandle {
         self.lock().now.record(class, placement, bytes, alloc);
     }
 
-    /// Records residency traffic of a managed buffer of `class`.
+    /// Records residency traffic of a managed buffer or a streamed object
+    /// of `class` (bytes moved to the device, to the host, and evictions).
     pub(crate) fn record_traffic(&self, class: MemoryClass, traffic: Traffic) {
-        self.lock()
-            .now
-            .apply(class, Placement::Managed, |s| match traffic {
-                Traffic::ToDevice(bytes) => s.prefetched_to_device += bytes,
-                Traffic::Eviction(bytes) => {
-                    s.prefetched_to_host += bytes;
-                    s.evictions += 1;
-                }
-            });
+        let placement = match traffic {
+            Traffic::ToDevice(_) | Traffic::Eviction(_) => Placement::Managed,
+            Traffic::Fetch(_) | Traffic::Dropped | Traffic::WriteBack(_) => Placement::Streamed,
+        };
+        self.lock().now.apply(class, placement, |s| match traffic {
+            Traffic::ToDevice(bytes) | Traffic::Fetch(bytes) => s.prefetched_to_device += bytes,
+            Traffic::Eviction(bytes) => {
+                s.prefetched_to_host += bytes;
+                s.evictions += 1;
+            }
+            Traffic::Dropped => s.evictions += 1,
+            Traffic::WriteBack(bytes) => s.prefetched_to_host += bytes,
+        });
     }
 
     /// Records a pool trim.

@@ -216,3 +216,91 @@ fn gpu_sensitive_memory_is_zeroed_before_reuse() {
         }
     }
 }
+
+/// The `planned` policy streams read-only objects larger in total than the
+/// budget through pooled slots: every read sees the uploaded words (from the
+/// pinned master, after any number of evictions), an object written on the
+/// device before it was sealed comes back with the device's words, the look-
+/// ahead fetches ahead once a phase repeats, and neither hemem's accounting
+/// nor the driver's own pool peak ever exceeds the budget.
+#[test]
+fn gpu_planned_streams_objects_bit_exact_under_a_hard_budget() {
+    let Some(device) = gpu_or_skip("gpu_planned_streams_objects_bit_exact_under_a_hard_budget")
+    else {
+        return;
+    };
+    let budget = 64 * ByteSize::MIB;
+    let allocator =
+        Allocator::gpu(&device, &config(PolicyConfig::Planned, budget)).expect("allocator");
+    assert_eq!(allocator.policy_name(), Some("planned"));
+    // Twelve 7 MiB keys: 84 MiB of keys for a 64 MiB budget.
+    let words = 7 * MIB / 8;
+    let mut keys = Vec::new();
+    let mut expected = Vec::new();
+    for k in 0..12u64 {
+        let mut key = allocator
+            .allocate(MemoryClass::EvaluationKey, words * 8)
+            .expect("streamed");
+        assert_eq!(key.placement(), Placement::Streamed);
+        let data = pattern(0x5eed + k, words);
+        allocator
+            .upload(&mut key, 0, &data)
+            .expect("upload to the master");
+        allocator.seal(&key).expect("sealed");
+        keys.push(key);
+        expected.push(data);
+    }
+    // A diagonal written on the device (a copy from a pooled buffer) before
+    // it is sealed: its words must survive its evictions.
+    let mut scratch = allocator
+        .allocate(MemoryClass::Temporary, words * 8)
+        .expect("scratch");
+    let written = pattern(0xd1a9, words);
+    allocator.upload(&mut scratch, 0, &written).expect("upload");
+    let mut diagonal = allocator
+        .allocate(MemoryClass::BootstrapConstant, words * 8)
+        .expect("streamed");
+    allocator
+        .copy(&scratch, 0, &mut diagonal, 0, words)
+        .expect("device copy");
+    drop(scratch);
+    let mut back = vec![0u64; words];
+    for phase in 0..4 {
+        let _phase = allocator.phase(7);
+        for (k, key) in keys.iter().enumerate() {
+            allocator.download(key, 0, &mut back).expect("download");
+            assert!(back == expected[k], "key {k}, phase {phase}");
+            if k % 4 == 3 {
+                allocator
+                    .download(&diagonal, 0, &mut back)
+                    .expect("download");
+                assert!(back == written, "diagonal, phase {phase}");
+            }
+        }
+    }
+    let usage = allocator.residency_usage().expect("gpu allocator");
+    println!("{usage:?}");
+    assert!(usage.prefetched > 0, "the look-ahead fetched nothing ahead");
+    assert!(usage.peak_device <= budget, "{usage:?}");
+    let peak = allocator
+        .pool_reserved_peak_bytes()
+        .expect("driver")
+        .expect("pool");
+    println!("pool peak by the driver: {peak} of {budget}");
+    assert!(
+        peak <= budget,
+        "the driver's pool peak {peak} exceeds {budget}"
+    );
+    let s = allocator.statistics();
+    let cell = s.get(MemoryClass::EvaluationKey, Placement::Streamed);
+    assert!(
+        cell.evictions > 0 && cell.prefetched_to_device > 0,
+        "{cell:?}"
+    );
+    // One object larger than the whole budget is a typed error.
+    let mut huge = allocator
+        .allocate(MemoryClass::EvaluationKey, 80 * MIB)
+        .expect("masters live on the host");
+    let err = allocator.zero(&mut huge).expect_err("over budget");
+    assert!(matches!(err, Error::OverBudget { .. }), "{err}");
+}

@@ -67,6 +67,10 @@ pub struct Args {
     /// regenerating them from their seeds in every key switch.
     #[arg(long)]
     expand_keys: bool,
+    /// GPU runs: count each bootstrap's host↔device copies with CUPTI's
+    /// copy records as well (an independent check of `to_device_bytes`).
+    #[arg(long)]
+    cupti: bool,
     #[command(flatten)]
     memory: MemoryArgs,
 }
@@ -127,6 +131,30 @@ struct Report {
     peak_device_resident_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     device_budget_bytes: Option<u64>,
+    /// GPU runs: the most bytes the device pool held at once by the driver's
+    /// own count (`CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH`); under `planned`,
+    /// everything hemem holds on the device.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pool_peak_bytes: Option<u64>,
+    /// `planned`: bytes of the streamed objects (keys and diagonals, held in
+    /// pinned host memory), and of those fetched ahead of use in the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    streamed_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prefetched_bytes: Option<u64>,
+    /// `planned`: the most pool bytes held at once by everything but the
+    /// streamed objects (ciphertexts, temporaries, tables).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    others_peak_bytes: Option<u64>,
+    /// `planned`: the streamed bytes kept resident across bootstraps, and the
+    /// largest operation's streamed bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stable_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    largest_step_bytes: Option<u64>,
+    /// Times the pool refused a request its accounting had room for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pool_refusals: Option<u64>,
     /// The process's peak resident set (Linux `VmHWM`), host memory.
     #[serde(skip_serializing_if = "Option::is_none")]
     peak_rss_bytes: Option<u64>,
@@ -145,6 +173,13 @@ struct Report {
     to_device_bytes: Vec<u64>,
     /// Managed bytes evicted to the host during each bootstrap.
     evicted_bytes: Vec<u64>,
+    /// With `--cupti`: host→device bytes CUPTI's copy records saw during
+    /// each bootstrap.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    cupti_htod_bytes: Vec<u64>,
+    /// With `--cupti`: device→host bytes of the copy records.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    cupti_dtoh_bytes: Vec<u64>,
     /// Buffers evicted during each bootstrap (with `evicted_bytes`, the mean
     /// size of a move).
     evictions: Vec<u64>,
@@ -262,11 +297,27 @@ pub fn peaks(
     (all, device)
 }
 
+/// Waits for both of the GPU's streams (fetches ahead of use run on the
+/// copy stream), so that CUPTI has seen every copy queued so far.
+fn settle_copies(context: &Context) -> anyhow::Result<()> {
+    context.backend().synchronize()?;
+    if let Some(gpu) = context.backend().allocator().device() {
+        gpu.synchronize(hemem_memory::StreamId::Copy)?;
+    }
+    Ok(())
+}
+
 /// Runs the command.
 pub fn run(args: &Args) -> anyhow::Result<()> {
     let (preset, params) = super::preset_parameters(&args.preset)?;
     let selection = super::device_selection(&args.device, args.gpu)?;
     let memory = args.memory.config()?;
+    // CUPTI must see the context being made.
+    let cupti = if args.cupti {
+        Some(hemem_memory::cuda::cupti::MemcpyCounters::enable()?)
+    } else {
+        None
+    };
     let context = Context::with_memory(params.clone(), selection, &memory)?;
     let progress = |msg: &str| {
         if !args.json {
@@ -389,6 +440,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let mut expected = values.clone();
     let mut out = None;
     let (mut to_device_bytes, mut evicted_bytes) = (Vec::new(), Vec::new());
+    let (mut cupti_htod_bytes, mut cupti_dtoh_bytes) = (Vec::new(), Vec::new());
     let (mut evictions, mut pool_trims) = (Vec::new(), Vec::new());
     let mut driver_ms = Vec::new();
     let mut last_evicted_bytes_by_class = serde_json::Map::new();
@@ -405,6 +457,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         } else {
             Vec::new()
         };
+        if let Some(c) = &cupti {
+            settle_copies(&context)?;
+            c.collect()?;
+        }
         let moved_before = Snapshot::take(&context);
         let t = Instant::now();
         let result = match (batch > 1, args.complex) {
@@ -424,6 +480,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         };
         context.backend().synchronize()?;
         let ms = t.elapsed().as_secs_f64() * 1e3 / batch as f64;
+        if let Some(c) = &cupti {
+            settle_copies(&context)?;
+            let copies = c.collect()?;
+            cupti_htod_bytes.push(copies.htod_bytes);
+            cupti_dtoh_bytes.push(copies.dtoh_bytes);
+        }
         let movement = Snapshot::take(&context).since(&moved_before);
         let moved = format!(
             "{} back to the device, {} evicted",
@@ -522,12 +584,21 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         peak_device_bytes_by_class,
         peak_device_resident_bytes: usage.map(|u| u.peak_device),
         device_budget_bytes: usage.map(|u| u.budget),
+        pool_peak_bytes: context.backend().allocator().pool_reserved_peak_bytes()?,
+        streamed_bytes: usage.map(|u| u.streamed_allocated),
+        prefetched_bytes: usage.map(|u| u.prefetched_bytes),
+        others_peak_bytes: usage.map(|u| u.others_peak),
+        stable_bytes: usage.map(|u| u.stable_bytes),
+        largest_step_bytes: usage.map(|u| u.largest_step_bytes),
+        pool_refusals: usage.map(|u| u.pool_refusals),
         peak_rss_bytes: peak_rss_bytes(),
         chain,
         chain_spread_bits,
         eviction: residency.map(|r| r.eviction().name().to_owned()),
         to_device_bytes,
         evicted_bytes,
+        cupti_htod_bytes,
+        cupti_dtoh_bytes,
         evictions,
         pool_trims,
         driver_ms,

@@ -21,8 +21,10 @@ pub enum OnDivergence {
 /// Memory-system options (flags override `HEMEM_*` variables).
 #[derive(Debug, Clone, clap::Args)]
 pub struct MemoryArgs {
-    /// Placement policy: device, managed, static, profiled or dynamic
-    /// (default: HEMEM_MEMORY_POLICY, else static).
+    /// Placement policy: planned, device, managed, static, profiled or
+    /// dynamic (default: HEMEM_MEMORY_POLICY, else planned: keys and
+    /// diagonals streamed from pinned host memory when the budget is below
+    /// the working set, kept on the device otherwise).
     #[arg(long)]
     policy: Option<String>,
     /// Device budget, e.g. 4GiB, or auto (default: HEMEM_DEVICE_BUDGET, else

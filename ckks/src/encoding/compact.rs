@@ -57,6 +57,7 @@ impl CompactPlaintext {
         let allocator = context.backend().allocator();
         let mut buffer = allocator.allocate(class, words.len().max(1) * 8)?;
         allocator.upload(&mut buffer, 0, words)?;
+        allocator.seal(&buffer)?;
         Ok(Self {
             context: context.clone(),
             words: buffer,

@@ -235,9 +235,13 @@ impl Encoder {
             })?;
         let indices = params.q_indices(level);
         let poly = RnsPoly::<Coeff>::from_words(self.context.backend(), &indices, class, &words)?;
+        let poly = poly.into_ntt()?;
+        if class.is_read_only() {
+            poly.seal()?;
+        }
         Ok(Plaintext {
             context: self.context.clone(),
-            poly: poly.into_ntt()?,
+            poly,
             level,
             scale,
             slots,

@@ -207,14 +207,15 @@ impl KeyGenerator {
             )?;
             b.push(b_j);
         }
-        Ok(SwitchingKey {
+        SwitchingKey {
             context: self.context.clone(),
             kind,
             level,
             seed,
             b,
             a: None,
-        })
+        }
+        .sealed()
     }
 
     /// A key switching ciphertexts under `from` to ciphertexts under `to`.

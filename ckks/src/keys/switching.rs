@@ -97,6 +97,15 @@ pub(crate) fn regenerate_uniform(
 }
 
 impl SwitchingKey {
+    /// Seals every polynomial of the key (it is complete and read-only from
+    /// now on; see [`RnsPoly::seal`]).
+    pub(crate) fn sealed(self) -> Result<Self> {
+        for poly in self.b.iter().chain(self.a.iter().flatten()) {
+            poly.seal()?;
+        }
+        Ok(self)
+    }
+
     /// What the key switches from.
     pub fn kind(&self) -> KeyKind {
         self.kind
@@ -157,6 +166,9 @@ impl SwitchingKey {
                 )
             })
             .collect::<Result<Vec<_>>>()?;
+        for poly in &a {
+            poly.seal()?;
+        }
         self.a = Some(a);
         Ok(())
     }

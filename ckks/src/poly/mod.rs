@@ -218,6 +218,17 @@ impl<R: Representation> RnsPoly<R> {
         &self.buffer
     }
 
+    /// Declares the polynomial finished: it will not be written again (a
+    /// switching key half, a diagonal). Under the `planned` memory policy
+    /// its device copy is then dropped without a write-back when it leaves
+    /// the device.
+    ///
+    /// # Errors
+    /// Driver errors (a device copy newer than the master is copied back).
+    pub fn seal(&self) -> Result<()> {
+        Ok(self.backend.allocator().seal(&self.buffer)?)
+    }
+
     /// The underlying buffer, mutably (for views over chosen limbs).
     pub fn buffer_mut(&mut self) -> &mut Buffer {
         &mut self.buffer

@@ -461,14 +461,15 @@ pub(crate) fn read_switching_key<R: Read>(
     } else {
         None
     };
-    Ok(SwitchingKey {
+    SwitchingKey {
         context: context.clone(),
         kind,
         level,
         seed,
         b,
         a,
-    })
+    }
+    .sealed()
 }
 
 /// Writes a key set's record: the key count, then each key's record.

@@ -21,7 +21,7 @@ pub struct BudgetAdaptor<R> {
 
 impl<R: MemoryResource> BudgetAdaptor<R> {
     /// Retries after making room at most this many times per request.
-    pub const DEFAULT_RETRIES: u32 = 3;
+    pub const DEFAULT_RETRIES: u32 = 6;
 
     /// Wraps `upstream`, enforcing `residency`'s budget.
     pub fn new(upstream: R, residency: Arc<Residency>) -> Self {
@@ -64,10 +64,18 @@ impl<R: MemoryResource> MemoryResource for BudgetAdaptor<R> {
                 Err(e) if needs_room(&e) => e,
                 Err(e) => return Err(e),
             };
-            let made_room = attempt < self.retries && self.residency.make_room(bytes)?;
+            let out_of_memory = matches!(error, Error::OutOfMemory { .. });
+            let made_room =
+                attempt < self.retries && self.residency.make_room(bytes, out_of_memory)?;
             if !made_room {
+                // The pool never holds more than the budget (its maximum
+                // size), so a pool out of memory is the budget's refusal too.
                 return Err(match error {
-                    Error::OverBudget { .. } => self.residency.over_budget(bytes),
+                    Error::OverBudget { .. }
+                    | Error::OutOfMemory {
+                        placement: Placement::DevicePool,
+                        ..
+                    } => self.residency.over_budget(bytes),
                     other => other,
                 });
             }

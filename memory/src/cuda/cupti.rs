@@ -1,7 +1,8 @@
-//! CUPTI's unified-memory counters: an independent measurement of managed
-//! memory traffic, used by the GPU tests to check the residency manager
-//! (`cuMemGetInfo` cannot: the driver keeps evicted managed pages' device
-//! memory cached).
+//! CUPTI's unified-memory counters and copy records: independent
+//! measurements of managed-memory traffic and of explicit copies, used to
+//! check the residency manager's own counts (`cuMemGetInfo` cannot: the
+//! driver keeps evicted managed pages' device memory cached). The copy
+//! records ([`MemcpyCounters`]) count what the `planned` policy moves.
 //!
 //! Set up as checked on the H200 (DESIGN.md, "Facts measured on the GPU
 //! machines"): before any CUDA context exists, register the activity buffer
@@ -27,7 +28,7 @@ use std::sync::{Mutex, PoisonError};
 
 use cudarc::cupti::result::{CuptiError, activity};
 use cudarc::cupti::sys::{
-    CUpti_Activity, CUpti_ActivityKind, CUpti_ActivityUnifiedMemoryCounter3,
+    CUpti_Activity, CUpti_ActivityKind, CUpti_ActivityMemcpy, CUpti_ActivityUnifiedMemoryCounter3,
     CUpti_ActivityUnifiedMemoryCounterConfig, CUpti_ActivityUnifiedMemoryCounterKind,
     CUpti_ActivityUnifiedMemoryCounterScope,
 };
@@ -82,6 +83,30 @@ impl UnifiedMemoryTraffic {
         self.gpu_fault_records > 0 || self.htod_fault_bytes > 0
     }
 }
+
+/// Explicit copies (`cuMemcpy*`) seen by CUPTI since the previous
+/// collection: what the `planned` policy's fetches and write-backs move
+/// across PCIe, counted by the driver.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemcpyTraffic {
+    /// Host→device bytes.
+    pub htod_bytes: u64,
+    /// Device→host bytes.
+    pub dtoh_bytes: u64,
+    /// Copy records read.
+    pub records: u64,
+}
+
+/// `CUpti_ActivityMemcpyKind`: host to device, device to host.
+const MEMCPY_HTOD: u8 = 1;
+const MEMCPY_DTOH: u8 = 2;
+
+/// The process-wide sums of copy records.
+static MEMCPY: Mutex<MemcpyTraffic> = Mutex::new(MemcpyTraffic {
+    htod_bytes: 0,
+    dtoh_bytes: 0,
+    records: 0,
+});
 
 /// The process-wide sums the completion callback adds to.
 static SUMS: Mutex<UnifiedMemoryTraffic> = Mutex::new(UnifiedMemoryTraffic {
@@ -153,6 +178,20 @@ unsafe extern "C" fn buffer_completed(
         // SAFETY: CUPTI returned a pointer to a record inside the buffer;
         // every record starts with its kind.
         let kind = unsafe { (*record).kind };
+        if kind == CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY {
+            // SAFETY: every version of the copy record starts with the
+            // fields of CUpti_ActivityMemcpy (kind, copy kind, …, bytes) and
+            // is at least as long; read_unaligned copes with the packing.
+            let copy = unsafe { std::ptr::read_unaligned(record.cast::<CUpti_ActivityMemcpy>()) };
+            let mut m = MEMCPY.lock().unwrap_or_else(PoisonError::into_inner);
+            m.records += 1;
+            match copy.copyKind {
+                MEMCPY_HTOD => m.htod_bytes += copy.bytes,
+                MEMCPY_DTOH => m.dtoh_bytes += copy.bytes,
+                _ => {}
+            }
+            continue;
+        }
         if kind != CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER {
             continue;
         }
@@ -282,6 +321,54 @@ impl UnifiedMemoryCounters {
 impl Drop for UnifiedMemoryCounters {
     fn drop(&mut self) {
         let _ = activity::disable(CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
+        let _ = activity::flush_all(1);
+    }
+}
+
+/// CUPTI's copy records (`CUPTI_ACTIVITY_KIND_MEMCPY`), enabled for this
+/// process: the bytes explicit copies move, independent of hemem's counts.
+#[derive(Debug)]
+pub struct MemcpyCounters {
+    _private: (),
+}
+
+impl MemcpyCounters {
+    /// Enables the copy records. Call it before the process creates any CUDA
+    /// context.
+    ///
+    /// # Errors
+    /// [`DeviceError::NoGpu`] without libcuda or libcupti;
+    /// [`DeviceError::Cupti`] when CUPTI refuses.
+    pub fn enable() -> Result<Self> {
+        if !driver_present() || !cupti_present() {
+            return Err(DeviceError::NoGpu {
+                reason: "the CUDA driver library or libcupti is not available",
+            }
+            .into());
+        }
+        activity::register_callbacks(Some(buffer_requested), Some(buffer_completed))
+            .map_err(cupti("cuptiActivityRegisterCallbacks"))?;
+        activity::enable(CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY)
+            .map_err(cupti("cuptiActivityEnable"))?;
+        *MEMCPY.lock().unwrap_or_else(PoisonError::into_inner) = MemcpyTraffic::default();
+        Ok(Self { _private: () })
+    }
+
+    /// Flushes CUPTI's buffers and returns the copies since the previous
+    /// collection. Synchronise the streams whose copies should count first.
+    ///
+    /// # Errors
+    /// [`DeviceError::Cupti`].
+    pub fn collect(&self) -> Result<MemcpyTraffic> {
+        activity::flush_all(1).map_err(cupti("cuptiActivityFlushAll"))?;
+        let mut sums = MEMCPY.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(std::mem::take(&mut *sums))
+    }
+}
+
+impl Drop for MemcpyCounters {
+    fn drop(&mut self) {
+        let _ = activity::disable(CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY);
         let _ = activity::flush_all(1);
     }
 }

@@ -29,7 +29,7 @@ mod transfer;
 pub use cudarc;
 pub use device::{ComputeCapability, DeviceInfo, Event, GpuDevice, MemoryInfo};
 pub(crate) use managed::Location;
-pub(crate) use pinned::PinnedArena;
 pub use pinned::PinnedBlock;
+pub(crate) use pinned::{PinnedArena, PinnedStore};
 pub(crate) use pool::{Pool, PoolAllocError};
 pub use probe::driver_present;

@@ -250,6 +250,67 @@ impl PinnedArena {
     }
 }
 
+/// Pinned memory that grows: arenas of at least `region_bytes` made as they
+/// are needed and kept (the pinned masters of streamed objects, whose total
+/// is known only as keys and diagonals are made). A block comes from the
+/// first arena with room.
+pub(crate) struct PinnedStore {
+    ctx: Arc<CudaContext>,
+    region_bytes: usize,
+    arenas: Mutex<Vec<Arc<PinnedArena>>>,
+}
+
+impl fmt::Debug for PinnedStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PinnedStore")
+            .field("capacity", &self.capacity_bytes())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PinnedStore {
+    /// An empty store on `ctx` whose arenas are at least `region_bytes`.
+    pub(crate) fn new(ctx: &Arc<CudaContext>, region_bytes: usize) -> Self {
+        Self {
+            ctx: Arc::clone(ctx),
+            region_bytes,
+            arenas: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Bytes in the store's arenas.
+    pub(crate) fn capacity_bytes(&self) -> u64 {
+        self.arenas
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|a| a.capacity_bytes())
+            .sum()
+    }
+
+    /// A block of at least `words` words and the arena it came from.
+    ///
+    /// # Errors
+    /// Driver errors of a new arena (out of pinned memory among them).
+    pub(crate) fn allocate(&self, words: usize) -> Result<(PinnedBlock, Arc<PinnedArena>)> {
+        let mut arenas = self.arenas.lock().unwrap_or_else(PoisonError::into_inner);
+        for arena in arenas.iter() {
+            if let Some(block) = arena.allocate(words) {
+                return Ok((block, Arc::clone(arena)));
+            }
+        }
+        let bytes = words.saturating_mul(8).max(self.region_bytes);
+        let arena = Arc::new(PinnedArena::new(&self.ctx, bytes)?);
+        let block = arena.allocate(words).ok_or(Error::OutOfMemory {
+            requested: words.saturating_mul(8),
+            placement: crate::Placement::Streamed,
+            class: crate::MemoryClass::Temporary,
+        })?;
+        arenas.push(Arc::clone(&arena));
+        Ok((block, arena))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,7 +17,7 @@ use cudarc::driver::sys;
 use super::GpuDevice;
 use super::pinned::PinnedRegion;
 use crate::error::driver;
-use crate::{Buffer, DeviceMemory, DevicePtr, Error, Result};
+use crate::{Buffer, DeviceMemory, DevicePtr, Error, Result, StreamId};
 
 /// Words per staging slot (8 MiB).
 const SLOT_WORDS: usize = 1 << 20;
@@ -138,6 +138,87 @@ impl GpuDevice {
             done += chunk.len();
         }
         Ok(())
+    }
+    /// Queues a copy of `bytes` from pinned host memory at `host` to device
+    /// memory at `device` on `stream` (a streamed object's fetch). Returns at
+    /// once.
+    ///
+    /// The caller keeps the pinned memory alive and unchanged, and the device
+    /// memory allocated, until the copy completes in stream order.
+    ///
+    /// # Errors
+    /// Driver errors.
+    pub(crate) fn copy_to_device_async(
+        &self,
+        device: DevicePtr,
+        host: u64,
+        bytes: u64,
+        stream: StreamId,
+    ) -> Result<()> {
+        self.bind()?;
+        let stream = self.stream(stream);
+        // SAFETY: the residency manager passes a live slot of `bytes` bytes
+        // and the pinned master of the same object, which outlives the copy
+        // (a master is released only after its slot, whose free is ordered
+        // after this copy on the same stream).
+        unsafe {
+            sys::cuMemcpyHtoDAsync_v2(
+                device.0,
+                host as *const c_void,
+                usize::try_from(bytes).unwrap_or(usize::MAX),
+                stream.cu_stream(),
+            )
+        }
+        .result()
+        .map_err(driver("cuMemcpyHtoDAsync"))
+    }
+
+    /// Queues a copy of `bytes` from device memory at `device` to pinned host
+    /// memory at `host` on `stream`. Returns at once; the caller keeps both
+    /// alive, and reads the host memory only after the copy completes in
+    /// stream order.
+    ///
+    /// # Errors
+    /// Driver errors.
+    pub(crate) fn copy_to_host_async(
+        &self,
+        host: u64,
+        device: DevicePtr,
+        bytes: u64,
+        stream: StreamId,
+    ) -> Result<()> {
+        self.bind()?;
+        let stream = self.stream(stream);
+        // SAFETY: the residency manager passes a live slot and the pinned
+        // master of the same object, of `bytes` bytes each; the slot is
+        // freed, and the master read by a fetch, only in order after this
+        // copy on the same stream.
+        unsafe {
+            sys::cuMemcpyDtoHAsync_v2(
+                host as *mut c_void,
+                device.0,
+                usize::try_from(bytes).unwrap_or(usize::MAX),
+                stream.cu_stream(),
+            )
+        }
+        .result()
+        .map_err(driver("cuMemcpyDtoHAsync"))
+    }
+
+    /// Copies `bytes` from device memory at `device` to pinned host memory at
+    /// `host`, after the work queued on `stream`, and waits for it.
+    ///
+    /// # Errors
+    /// Driver errors.
+    pub(crate) fn copy_to_host_sync(
+        &self,
+        host: u64,
+        device: DevicePtr,
+        bytes: u64,
+        stream: StreamId,
+    ) -> Result<()> {
+        self.copy_to_host_async(host, device, bytes, stream)?;
+        self.synchronize(stream)
     }
 
     /// Copies words `offset..offset + dst.len()` of a device buffer into

@@ -11,19 +11,19 @@
 //! | `static` | [`StaticPolicy`]: `Temporary` pooled, the rest managed and advised | §III-A |
 //! | `profiled` | [`ProfiledPolicy`]: per-allocation decisions from a recorded trace | §III-C |
 //! | `dynamic` | [`DynamicPolicy`]: per-size live-count history | §III-D |
-//!
-//! A later policy (the planner) is one more implementation of
-//! [`PlacementPolicy`].
+//! | `planned` | [`PlannedPolicy`]: keys and diagonals streamed from pinned masters, the rest pooled | ours (DESIGN.md) |
 
 mod device;
 mod dynamic;
 mod managed;
+mod planned;
 mod profiled;
 mod r#static;
 
 pub use device::DevicePolicy;
 pub use dynamic::DynamicPolicy;
 pub use managed::ManagedPolicy;
+pub use planned::PlannedPolicy;
 pub use profiled::{Divergence, ProfiledPolicy};
 pub use r#static::StaticPolicy;
 
@@ -130,16 +130,19 @@ pub enum PolicyKind {
     Profiled,
     /// [`DynamicPolicy`].
     Dynamic,
+    /// [`PlannedPolicy`].
+    Planned,
 }
 
 impl PolicyKind {
     /// Every policy.
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 6] = [
         Self::Device,
         Self::Managed,
         Self::Static,
         Self::Profiled,
         Self::Dynamic,
+        Self::Planned,
     ];
 
     /// The name on the command line and in `HEMEM_MEMORY_POLICY`.
@@ -150,6 +153,7 @@ impl PolicyKind {
             Self::Static => "static",
             Self::Profiled => "profiled",
             Self::Dynamic => "dynamic",
+            Self::Planned => "planned",
         }
     }
 }

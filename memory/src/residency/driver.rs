@@ -1,11 +1,12 @@
 //! What the residency manager asks of the device, behind a trait so its
 //! decisions run (and are tested) on the CPU with a recording mock.
 
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use crate::cuda::{GpuDevice, Location, Pool};
-use crate::{AllocationId, DevicePtr, Result, StreamId};
+use crate::cuda::{Event, GpuDevice, Location, Pool, PoolAllocError};
+use crate::{AllocationId, DeviceMemory, DevicePtr, Result, StreamId};
 
 /// A managed buffer as the residency manager knows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +53,55 @@ pub trait ResidencyDriver: Send + Sync + fmt::Debug {
     /// # Errors
     /// Driver errors.
     fn end(&self) -> Result<()>;
+
+    /// A device slot of `bytes` for a streamed object, from the pool,
+    /// ordered on the copy stream; `None` when the pool is full.
+    ///
+    /// # Errors
+    /// Driver errors other than out of memory.
+    fn allocate_slot(&self, id: AllocationId, bytes: u64) -> Result<Option<DevicePtr>>;
+
+    /// Frees a slot on the copy stream (the caller has ordered the copy
+    /// stream after the compute work that read it, with [`Self::begin`]).
+    fn free_slot(&self, id: AllocationId, slot: DevicePtr, bytes: u64);
+
+    /// Queues the copy of a streamed object's master into its slot on the
+    /// copy stream and records the event that [`Self::await_fetch`] waits for.
+    ///
+    /// # Errors
+    /// Driver errors.
+    fn fetch(&self, id: AllocationId, slot: DevicePtr, master: u64, bytes: u64) -> Result<()>;
+
+    /// Orders the compute stream after the copy queued by [`Self::fetch`]
+    /// for `id` (a device-side wait; the host goes on).
+    ///
+    /// # Errors
+    /// Driver errors.
+    fn await_fetch(&self, id: AllocationId) -> Result<()>;
+
+    /// Copies a slot back into its master after the compute work queued so
+    /// far, and waits for the copy (objects written on the device before
+    /// they were sealed).
+    ///
+    /// # Errors
+    /// Driver errors.
+    fn write_back(&self, master: u64, slot: DevicePtr, bytes: u64) -> Result<()>;
+
+    /// Queues a copy of a slot back into its master on the copy stream,
+    /// after the compute work queued so far (an object sealed while its
+    /// device copy is newer than its master). Later fetches and frees on the
+    /// copy stream come after it.
+    ///
+    /// # Errors
+    /// Driver errors.
+    fn write_back_async(&self, master: u64, slot: DevicePtr, bytes: u64) -> Result<()>;
+
+    /// Waits for both streams (so that stream-ordered frees have completed
+    /// and the pool can hand their memory out again).
+    ///
+    /// # Errors
+    /// Driver errors.
+    fn synchronize(&self) -> Result<()>;
 }
 
 /// The real driver: prefetches and evictions on the copy stream, ordered
@@ -60,6 +110,23 @@ pub trait ResidencyDriver: Send + Sync + fmt::Debug {
 pub(crate) struct GpuResidencyDriver {
     pub(crate) gpu: GpuDevice,
     pub(crate) pool: Option<Arc<Pool>>,
+    /// The event behind each streamed object's last fetch.
+    pub(crate) fetched: Mutex<HashMap<AllocationId, Event>>,
+}
+
+impl GpuResidencyDriver {
+    /// The driver of `gpu` and its pool.
+    pub(crate) fn new(gpu: GpuDevice, pool: Option<Arc<Pool>>) -> Self {
+        Self {
+            gpu,
+            pool,
+            fetched: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn fetched(&self) -> MutexGuard<'_, HashMap<AllocationId, Event>> {
+        self.fetched.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 impl ResidencyDriver for GpuResidencyDriver {
@@ -96,6 +163,59 @@ impl ResidencyDriver for GpuResidencyDriver {
     fn end(&self) -> Result<()> {
         self.gpu.order(StreamId::Copy, StreamId::Compute)
     }
+
+    fn allocate_slot(&self, _id: AllocationId, bytes: u64) -> Result<Option<DevicePtr>> {
+        let Some(pool) = &self.pool else {
+            return Ok(None);
+        };
+        match pool.allocate(usize::try_from(bytes).unwrap_or(usize::MAX), StreamId::Copy) {
+            Ok(memory) => Ok(Some(memory.ptr())),
+            Err(PoolAllocError::OutOfMemory) => Ok(None),
+            Err(PoolAllocError::Other(e)) => Err(e),
+        }
+    }
+
+    fn free_slot(&self, id: AllocationId, slot: DevicePtr, bytes: u64) {
+        self.fetched().remove(&id);
+        if let Some(pool) = &self.pool {
+            let memory = DeviceMemory {
+                ptr: slot,
+                stream: StreamId::Copy,
+            };
+            pool.free(memory, usize::try_from(bytes).unwrap_or(0), false);
+        }
+    }
+
+    fn fetch(&self, id: AllocationId, slot: DevicePtr, master: u64, bytes: u64) -> Result<()> {
+        self.gpu
+            .copy_to_device_async(slot, master, bytes, StreamId::Copy)?;
+        let event = self.gpu.record_event(StreamId::Copy)?;
+        self.fetched().insert(id, event);
+        Ok(())
+    }
+
+    fn await_fetch(&self, id: AllocationId) -> Result<()> {
+        match self.fetched().remove(&id) {
+            Some(event) => self.gpu.wait_event(StreamId::Compute, &event),
+            None => Ok(()),
+        }
+    }
+
+    fn write_back(&self, master: u64, slot: DevicePtr, bytes: u64) -> Result<()> {
+        self.gpu
+            .copy_to_host_sync(master, slot, bytes, StreamId::Compute)
+    }
+
+    fn write_back_async(&self, master: u64, slot: DevicePtr, bytes: u64) -> Result<()> {
+        self.gpu.order(StreamId::Compute, StreamId::Copy)?;
+        self.gpu
+            .copy_to_host_async(master, slot, bytes, StreamId::Copy)
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.gpu.synchronize(StreamId::Compute)?;
+        self.gpu.synchronize(StreamId::Copy)
+    }
 }
 
 /// A driver that does nothing (tests of the accounting alone).
@@ -124,6 +244,32 @@ impl ResidencyDriver for NullDriver {
     fn end(&self) -> Result<()> {
         Ok(())
     }
+
+    fn allocate_slot(&self, _id: AllocationId, bytes: u64) -> Result<Option<DevicePtr>> {
+        Ok(Some(DevicePtr(bytes.max(1) << 8)))
+    }
+
+    fn free_slot(&self, _id: AllocationId, _slot: DevicePtr, _bytes: u64) {}
+
+    fn fetch(&self, _id: AllocationId, _slot: DevicePtr, _master: u64, _bytes: u64) -> Result<()> {
+        Ok(())
+    }
+
+    fn await_fetch(&self, _id: AllocationId) -> Result<()> {
+        Ok(())
+    }
+
+    fn write_back(&self, _master: u64, _slot: DevicePtr, _bytes: u64) -> Result<()> {
+        Ok(())
+    }
+
+    fn write_back_async(&self, _master: u64, _slot: DevicePtr, _bytes: u64) -> Result<()> {
+        Ok(())
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -144,6 +290,13 @@ pub(crate) mod mock {
         ToHost(u64),
         Trim(u64),
         End,
+        Slot(u64),
+        FreeSlot(u64),
+        Fetch(u64),
+        Await(u64),
+        WriteBack(u64),
+        WriteBackAsync(u64),
+        Synchronize,
     }
 
     /// Records calls; trims report exactly `keep` bytes held afterwards.
@@ -153,6 +306,9 @@ pub(crate) mod mock {
         /// Bytes a trim leaves the pool holding beyond what it was asked to
         /// keep (chunks shared with live allocations, frees not reached yet).
         pub(crate) trim_slack: Arc<AtomicU64>,
+        /// Slot allocations refused (as a full pool refuses) before the
+        /// next one succeeds.
+        pub(crate) refuse_slots: Arc<AtomicU64>,
     }
 
     impl RecordingDriver {
@@ -196,6 +352,53 @@ pub(crate) mod mock {
 
         fn end(&self) -> Result<()> {
             self.push(Call::End);
+            Ok(())
+        }
+
+        fn allocate_slot(&self, id: AllocationId, _bytes: u64) -> Result<Option<DevicePtr>> {
+            if self
+                .refuse_slots
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                return Ok(None);
+            }
+            self.push(Call::Slot(id.0));
+            Ok(Some(DevicePtr((id.0 + 1) << 32)))
+        }
+
+        fn free_slot(&self, id: AllocationId, _slot: DevicePtr, _bytes: u64) {
+            self.push(Call::FreeSlot(id.0));
+        }
+
+        fn fetch(
+            &self,
+            id: AllocationId,
+            _slot: DevicePtr,
+            _master: u64,
+            _bytes: u64,
+        ) -> Result<()> {
+            self.push(Call::Fetch(id.0));
+            Ok(())
+        }
+
+        fn await_fetch(&self, id: AllocationId) -> Result<()> {
+            self.push(Call::Await(id.0));
+            Ok(())
+        }
+
+        fn write_back(&self, master: u64, _slot: DevicePtr, _bytes: u64) -> Result<()> {
+            self.push(Call::WriteBack(master));
+            Ok(())
+        }
+
+        fn write_back_async(&self, master: u64, _slot: DevicePtr, _bytes: u64) -> Result<()> {
+            self.push(Call::WriteBackAsync(master));
+            Ok(())
+        }
+
+        fn synchronize(&self) -> Result<()> {
+            self.push(Call::Synchronize);
             Ok(())
         }
     }

@@ -21,6 +21,12 @@
 //! in 0.4 ms instead of 21 ms), so read-mostly advice is unset before such an
 //! eviction and set again when the buffer returns.
 //!
+//! Under the `planned` policy the read-only objects are **streamed** instead
+//! (`streamed`): a pinned host master, and a pool slot while resident, fetched
+//! ahead of use along the order [`plan`] records for each phase of work. The
+//! pool's maximum size is the budget, so with no managed memory the budget
+//! is checked on live pooled bytes and the driver caps the footprint.
+//!
 //! Every device operation goes through a [`ResidencyDriver`], so the
 //! decisions can be checked on the CPU against a recording mock.
 //!
@@ -41,6 +47,8 @@
 
 pub(crate) mod driver;
 pub mod eviction;
+pub mod plan;
+mod streamed;
 #[cfg(test)]
 mod workloads;
 
@@ -59,6 +67,8 @@ use crate::policy::Advice;
 use crate::statistics::{StatisticsHandle, Traffic};
 use crate::{AllocationId, DevicePtr, Error, InUse, MemoryClass, Placement, Result};
 use eviction::Uses;
+use plan::Planner;
+use streamed::StreamedState;
 
 /// The budget's figures now.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -73,6 +83,26 @@ pub struct ResidencyUsage {
     pub managed_resident: u64,
     /// Managed bytes allocated (resident or not).
     pub managed_allocated: u64,
+    /// Bytes of resident streamed objects (part of `pool_used`).
+    pub streamed_resident: u64,
+    /// Bytes of every streamed object, resident or not.
+    pub streamed_allocated: u64,
+    /// The most pool bytes held at once by everything but streamed
+    /// objects (ciphertexts, temporaries, tables).
+    pub others_peak: u64,
+    /// Streamed objects fetched ahead of use by the look-ahead, and their
+    /// bytes.
+    pub prefetched: u64,
+    /// Bytes of the fetches ahead of use.
+    pub prefetched_bytes: u64,
+    /// The streamed objects the last recorded phase keeps resident, in
+    /// bytes, and its largest operation's streamed bytes.
+    pub stable_bytes: u64,
+    /// See `stable_bytes`.
+    pub largest_step_bytes: u64,
+    /// Times the pool refused a request the accounting had room for (each
+    /// makes the look-ahead leave more room).
+    pub pool_refusals: u64,
     /// The most device-resident bytes seen after any decision.
     pub peak_device: u64,
 }
@@ -161,6 +191,10 @@ struct State {
     clock: u64,
     peak_device: u64,
     driver_time: DriverTime,
+    streamed: StreamedState,
+    planner: Planner,
+    /// Steps' worth of the largest step's bytes kept for streaming.
+    streaming_reserve: f64,
 }
 
 impl State {
@@ -170,14 +204,26 @@ impl State {
 
     fn note_peak(&mut self) {
         self.peak_device = self.peak_device.max(self.device_bytes());
+        let others = self.pool_used.saturating_sub(self.streamed.resident);
+        self.streamed.others_peak = self.streamed.others_peak.max(others);
     }
 
     /// Whether `extra_pool` more pooled bytes and `extra_managed` more
     /// resident managed bytes exceed the budget.
+    ///
+    /// The pool's maximum size is the budget, so with no managed memory
+    /// (the `device` and `planned` policies) the driver itself keeps the
+    /// footprint under it, and what the pool keeps cached is its to reuse:
+    /// live bytes are what is checked (a pool that cannot place a request
+    /// refuses it, and room is made then). Beside managed memory the pool's
+    /// whole footprint counts.
     fn over(&self, extra_pool: u64, extra_managed: u64) -> bool {
-        let pool = self
-            .pool_reserved
-            .max(self.pool_used.saturating_add(extra_pool));
+        let live = self.pool_used.saturating_add(extra_pool);
+        let pool = if self.managed.is_empty() {
+            live
+        } else {
+            self.pool_reserved.max(live)
+        };
         pool.saturating_add(self.managed_resident)
             .saturating_add(extra_managed)
             > self.budget
@@ -195,6 +241,14 @@ impl State {
                 .map(|e| e.bytes)
                 .sum();
             in_use.set(class, Placement::Managed, managed);
+            let streamed = self
+                .streamed
+                .entries
+                .values()
+                .filter(|e| e.class == class && e.device.is_some())
+                .map(|e| e.bytes)
+                .sum();
+            in_use.set(class, Placement::Streamed, streamed);
         }
         in_use
     }
@@ -311,6 +365,7 @@ impl Residency {
             state: Mutex::new(State {
                 budget,
                 eviction,
+                streaming_reserve: 2.0,
                 ..State::default()
             }),
             driver,
@@ -342,6 +397,14 @@ impl Residency {
             pool_reserved: s.pool_reserved,
             managed_resident: s.managed_resident,
             managed_allocated: s.managed_allocated,
+            streamed_resident: s.streamed.resident,
+            streamed_allocated: s.streamed.entries.values().map(|e| e.bytes).sum(),
+            others_peak: s.streamed.others_peak,
+            prefetched: s.streamed.prefetched,
+            prefetched_bytes: s.streamed.prefetched_bytes,
+            stable_bytes: s.streamed.stable_bytes,
+            largest_step_bytes: s.streamed.largest_step_bytes,
+            pool_refusals: s.streamed.refusals,
             peak_device: s.peak_device,
         }
     }
@@ -452,6 +515,7 @@ impl Residency {
     /// modelled footprint: live bytes and the high-water mark since a trim).
     pub(crate) fn observe_pool(&self, held: u64) {
         let mut s = self.lock();
+        s.streamed.refusal_streak = 0;
         s.pool_reserved = s.pool_reserved.max(held);
         s.note_peak();
     }
@@ -466,17 +530,26 @@ impl Residency {
         }
     }
 
-    /// Trims the pool and evicts managed buffers so that `bytes` more pooled
-    /// bytes fit. Returns whether they now fit.
+    /// Trims the pool and evicts managed buffers and streamed objects so
+    /// that `bytes` more pooled bytes fit. With `out_of_memory` (the pool
+    /// refused although the accounting had room) streamed objects of at
+    /// least `bytes` are evicted regardless. Returns whether it is worth
+    /// retrying.
     ///
     /// # Errors
     /// Driver errors.
-    pub(crate) fn make_room(&self, bytes: u64) -> Result<bool> {
+    pub(crate) fn make_room(&self, bytes: u64, out_of_memory: bool) -> Result<bool> {
         let mut s = self.lock();
         let mut batch = Batch::default();
         let fits = self.settle(&mut batch, &mut s, bytes, 0);
         self.finish(batch, &mut s)?;
-        fits
+        if out_of_memory {
+            return self.relieve_streamed(&mut s, bytes, true);
+        }
+        if fits? {
+            return Ok(true);
+        }
+        self.relieve_streamed(&mut s, bytes, false)
     }
 
     /// Trims the pool and evicts until `extra_pool` more pooled bytes and
@@ -600,15 +673,49 @@ impl Residency {
     pub fn prepare(self: &Arc<Self>, ids: &[AllocationId]) -> Result<ResidencyGuard> {
         let mut s = self.lock();
         let mut touched: Vec<AllocationId> = Vec::with_capacity(ids.len());
+        let mut streamed: Vec<AllocationId> = Vec::new();
         for &id in ids {
             if s.managed.contains_key(&id) && !touched.contains(&id) {
                 touched.push(id);
+            } else if s.streamed.entries.contains_key(&id) && !streamed.contains(&id) {
+                streamed.push(id);
             }
         }
         for id in &touched {
             if let Some(e) = s.managed.get_mut(id) {
                 e.pins += 1;
             }
+        }
+        if !streamed.is_empty() {
+            for id in &streamed {
+                if let Some(e) = s.streamed.entries.get_mut(id) {
+                    e.pins += 1;
+                }
+            }
+            match self.prepare_streamed(&mut s, &streamed) {
+                Ok(true) => {}
+                Ok(false) => {
+                    let requested = streamed
+                        .iter()
+                        .filter_map(|id| s.streamed.entries.get(id))
+                        .filter(|e| e.device.is_none())
+                        .map(|e| e.bytes)
+                        .sum();
+                    unpin(&mut s, &touched);
+                    unpin(&mut s, &streamed);
+                    return Err(Error::OverBudget {
+                        requested,
+                        budget: s.budget,
+                        in_use: Box::new(s.in_use()),
+                    });
+                }
+                Err(e) => {
+                    unpin(&mut s, &touched);
+                    unpin(&mut s, &streamed);
+                    return Err(e);
+                }
+            }
+            touched.extend_from_slice(&streamed);
         }
         let needed: u64 = touched
             .iter()
@@ -620,7 +727,14 @@ impl Residency {
         // the declared buffers cannot fit, so the accounting matches the
         // device.
         let mut batch = Batch::default();
-        let fits = match self.settle(&mut batch, &mut s, 0, needed) {
+        // Nothing to bring in: nothing needs to fit (a pool already over
+        // a budget that shrank is not this operation's concern).
+        let settled = if needed == 0 {
+            Ok(true)
+        } else {
+            self.settle(&mut batch, &mut s, 0, needed)
+        };
+        let fits = match settled {
             Ok(fits) => fits,
             Err(e) => {
                 unpin(&mut s, &touched);
@@ -690,6 +804,8 @@ impl Residency {
 fn unpin(s: &mut State, ids: &[AllocationId]) {
     for id in ids {
         if let Some(e) = s.managed.get_mut(id) {
+            e.pins = e.pins.saturating_sub(1);
+        } else if let Some(e) = s.streamed.entries.get_mut(id) {
             e.pins = e.pins.saturating_sub(1);
         }
     }
@@ -940,7 +1056,7 @@ mod tests {
             r.reserve_pool(MemoryClass::Temporary, 2 * MIB),
             Err(Error::OverBudget { .. })
         ));
-        assert!(r.make_room(2 * MIB).expect("room"));
+        assert!(r.make_room(2 * MIB, false).expect("room"));
         assert_eq!(d.take(), vec![Call::Begin, Call::ToHost(1), Call::End]);
         r.reserve_pool(MemoryClass::Temporary, 2 * MIB)
             .expect("fits now");
@@ -952,7 +1068,7 @@ mod tests {
         assert_eq!(in_use.get(MemoryClass::Ciphertext, Placement::Managed), MIB);
         assert_eq!(in_use.total(), 3 * MIB);
         // Nothing left to evict but the ciphertext: 4 MiB more cannot fit.
-        assert!(!r.make_room(4 * MIB).expect("no error"));
+        assert!(!r.make_room(4 * MIB, false).expect("no error"));
     }
 
     #[test]

@@ -75,7 +75,7 @@ fn traffic(w: &Workload, budget: u64, eviction: Eviction) -> Vec<u64> {
         let mut fetched = 0;
         for op in &w.cycle {
             if op.scratch > 0 && r.reserve_pool(MemoryClass::Temporary, op.scratch).is_err() {
-                assert!(r.make_room(op.scratch).unwrap(), "scratch fits");
+                assert!(r.make_room(op.scratch, false).unwrap(), "scratch fits");
                 r.reserve_pool(MemoryClass::Temporary, op.scratch)
                     .expect("room was made");
             }

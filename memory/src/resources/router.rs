@@ -12,7 +12,7 @@ use crate::{AllocRequest, Allocation, Error, MemoryResource, Placement, Result};
 /// the allocation's placement. The policy hears of every allocation and free.
 pub struct Router {
     policy: Arc<dyn PlacementPolicy>,
-    routes: [Option<Box<dyn MemoryResource>>; 4],
+    routes: [Option<Box<dyn MemoryResource>>; 5],
 }
 
 impl fmt::Debug for Router {
@@ -29,7 +29,7 @@ impl Router {
     pub fn new(policy: Arc<dyn PlacementPolicy>) -> Self {
         Self {
             policy,
-            routes: [None, None, None, None],
+            routes: [None, None, None, None, None],
         }
     }
 

@@ -407,6 +407,12 @@ impl GpuBackend {
                 inner_product_by_parts(self, &views, b, a, out0, out1)
             };
         }
+        // Declared before any address is read: a streamed key half has a
+        // device address only while it is resident.
+        let mut touched: Vec<&Buffer> = digits.iter().chain(b).chain(a).map(|v| v.buffer).collect();
+        touched.push(&*out0.buffer);
+        touched.push(&*out1.buffer);
+        let _guard = self.allocator.prepare(&touched)?;
         let (pd, pb, pa) = (
             self.addresses(digits)?,
             self.addresses(b)?,
@@ -416,10 +422,6 @@ impl GpuBackend {
         let key_map = LimbMap::new(key.positions, key.moduli)?;
         let (o0, mo) = self.write_view(&out0)?;
         let (o1, _) = self.write_view(&out1)?;
-        let mut touched: Vec<&Buffer> = digits.iter().chain(b).chain(a).map(|v| v.buffer).collect();
-        touched.push(&*out0.buffer);
-        touched.push(&*out1.buffer);
-        let _guard = self.allocator.prepare(&touched)?;
         // SAFETY: every address holds its map's limbs (checked above) on the
         // compute stream; the outputs are distinct buffers from the inputs; the
         // Galois element is odd (a `GaloisElement`), so the gather stays in
@@ -797,15 +799,16 @@ impl GpuBackend {
             return Ok(false);
         }
         self.known_moduli(out0.moduli)?;
+        // Declared before any address is read (streamed key halves).
+        let mut touched: Vec<&Buffer> = digits.iter().chain(b).map(|v| v.buffer).collect();
+        touched.push(&*out0.buffer);
+        touched.push(&*out1.buffer);
+        let _guard = self.allocator.prepare(&touched)?;
         let (pd, pb) = (self.addresses(digits)?, self.addresses(b)?);
         let digit_map = LimbMap::new(first.positions, first.moduli)?;
         let key_map = LimbMap::new(key.positions, key.moduli)?;
         let (o0, mo) = self.write_view(out0)?;
         let (o1, _) = self.write_view(out1)?;
-        let mut touched: Vec<&Buffer> = digits.iter().chain(b).map(|v| v.buffer).collect();
-        touched.push(&*out0.buffer);
-        touched.push(&*out1.buffer);
-        let _guard = self.allocator.prepare(&touched)?;
         // SAFETY: every address holds its map's limbs (checked above) on the
         // compute stream; the outputs are distinct buffers from the inputs
         // (mutable borrows); the modulus indices are in the constant table;
@@ -927,31 +930,31 @@ impl Backend for GpuBackend {
 
     fn copy(&self, src: Limbs<'_>, dst: LimbsMut<'_>) -> Result<()> {
         same_length(src.len(), dst.len())?;
+        let _guard = self.allocator.prepare(&[src.buffer, dst.buffer])?;
         let s = self.read_view(&src)?;
         let d = self.write_view(&dst)?;
-        let _guard = self.allocator.prepare(&[src.buffer, dst.buffer])?;
         self.copy_raw((d.0, &d.1), (s.0, &s.1))
     }
 
     fn ntt_forward(&self, x: LimbsMut<'_>) -> Result<()> {
-        let (addr, map) = self.write_view(&x)?;
         let _guard = self.allocator.prepare(&[x.buffer])?;
+        let (addr, map) = self.write_view(&x)?;
         self.ntt(addr, &map, true)
     }
 
     fn ntt_inverse(&self, x: LimbsMut<'_>) -> Result<()> {
-        let (addr, map) = self.write_view(&x)?;
         let _guard = self.allocator.prepare(&[x.buffer])?;
+        let (addr, map) = self.write_view(&x)?;
         self.ntt(addr, &map, false)
     }
 
     fn binary(&self, op: BinaryOp, a: Limbs<'_>, b: Limbs<'_>, out: LimbsMut<'_>) -> Result<()> {
         same_length(a.len(), b.len())?;
         same_length(a.len(), out.len())?;
+        let _guard = self.allocator.prepare(&[a.buffer, b.buffer, out.buffer])?;
         let (xa, ma) = self.read_view(&a)?;
         let (xb, mb) = self.read_view(&b)?;
         let (xo, mo) = self.write_view(&out)?;
-        let _guard = self.allocator.prepare(&[a.buffer, b.buffer, out.buffer])?;
         // SAFETY: the views were checked against their buffers, which live on
         // the compute stream; `out` may alias `a` or `b` limb for limb, which
         // the element-wise kernel allows.
@@ -972,9 +975,9 @@ impl Backend for GpuBackend {
 
     fn binary_assign(&self, op: BinaryOp, acc: LimbsMut<'_>, b: Limbs<'_>) -> Result<()> {
         same_length(acc.len(), b.len())?;
+        let _guard = self.allocator.prepare(&[acc.buffer, b.buffer])?;
         let (xb, mb) = self.read_view(&b)?;
         let (xo, mo) = self.write_view(&acc)?;
-        let _guard = self.allocator.prepare(&[acc.buffer, b.buffer])?;
         // SAFETY: as `binary`, with `acc` as both output and first operand.
         unsafe {
             launch::arith::binary_async(
@@ -994,10 +997,10 @@ impl Backend for GpuBackend {
     fn mul_add_assign(&self, acc: LimbsMut<'_>, a: Limbs<'_>, b: Limbs<'_>) -> Result<()> {
         same_length(acc.len(), a.len())?;
         same_length(acc.len(), b.len())?;
+        let _guard = self.allocator.prepare(&[acc.buffer, a.buffer, b.buffer])?;
         let (xa, ma) = self.read_view(&a)?;
         let (xb, mb) = self.read_view(&b)?;
         let (xo, mo) = self.write_view(&acc)?;
-        let _guard = self.allocator.prepare(&[acc.buffer, a.buffer, b.buffer])?;
         // SAFETY: as `binary`.
         unsafe {
             launch::arith::mul_add_async(
@@ -1014,8 +1017,8 @@ impl Backend for GpuBackend {
     }
 
     fn negate(&self, x: LimbsMut<'_>) -> Result<()> {
-        let (xo, mo) = self.write_view(&x)?;
         let _guard = self.allocator.prepare(&[x.buffer])?;
+        let (xo, mo) = self.write_view(&x)?;
         // SAFETY: as `binary`.
         unsafe {
             launch::arith::negate_async(
@@ -1031,9 +1034,9 @@ impl Backend for GpuBackend {
 
     fn scalar_assign(&self, op: BinaryOp, x: LimbsMut<'_>, scalars: &[u64]) -> Result<()> {
         same_length(x.len(), scalars.len())?;
+        let _guard = self.allocator.prepare(&[x.buffer])?;
         let (xo, mo) = self.write_view(&x)?;
         let s = self.scalars(x.moduli, scalars)?;
-        let _guard = self.allocator.prepare(&[x.buffer])?;
         // SAFETY: as `binary`; the scalars are reduced by `shoup`.
         unsafe {
             launch::arith::scalar_async(
@@ -1116,6 +1119,15 @@ impl Backend for GpuBackend {
                 actual: d.len(),
             });
         }
+        // The arguments are declared before their addresses are read (a
+        // streamed buffer has one only while resident); the conversion
+        // table below, pooled or managed, has a fixed address.
+        let held: [&Buffer; 3] = [
+            digit.buffer,
+            &*out.buffer,
+            digit_ntt.as_ref().map_or(digit.buffer, |d| d.buffer),
+        ];
+        let _held = self.allocator.prepare(&held)?;
         let (da, dm) = self.read_view(&digit)?;
         let (xo, out_map) = self.write_view(&out)?;
         if let Some(d) = &digit_ntt {
@@ -1242,6 +1254,7 @@ impl Backend for GpuBackend {
 
     fn spread_centered(&self, src: Limbs<'_>, out: LimbsMut<'_>) -> Result<()> {
         same_length(1, src.len())?;
+        let _guard = self.allocator.prepare(&[src.buffer, out.buffer])?;
         let (sa, _) = self.read_view(&src)?;
         let (&position, &modulus) = src
             .positions
@@ -1249,7 +1262,6 @@ impl Backend for GpuBackend {
             .zip(src.moduli.first())
             .ok_or(Error::EmptyBasis)?;
         let (xo, mo) = self.write_view(&out)?;
-        let _guard = self.allocator.prepare(&[src.buffer, out.buffer])?;
         let source = sa + (position * self.degree * 8) as u64;
         // SAFETY: `source` addresses limb `position` of a checked view; `out`
         // is a distinct buffer.
@@ -1269,9 +1281,9 @@ impl Backend for GpuBackend {
 
     fn automorphism(&self, x: Limbs<'_>, g: GaloisElement, out: LimbsMut<'_>) -> Result<()> {
         same_length(x.len(), out.len())?;
+        let _guard = self.allocator.prepare(&[x.buffer, out.buffer])?;
         let (xa, ma) = self.read_view(&x)?;
         let (xo, mo) = self.write_view(&out)?;
-        let _guard = self.allocator.prepare(&[x.buffer, out.buffer])?;
         // SAFETY: as `copy`: distinct buffers on the compute stream.
         unsafe {
             launch::arith::automorphism_async(
@@ -1311,13 +1323,13 @@ impl Backend for GpuBackend {
 
     /// On the device: one thread per ChaCha20 block of eight coefficients.
     fn uniform_from_seed(&self, seed: &[u8; 32], digit: usize, out: LimbsMut<'_>) -> Result<()> {
+        let _guard = self.allocator.prepare(&[out.buffer])?;
         let (xo, mo) = self.write_view(&out)?;
         self.known_moduli(out.moduli)?;
         let digit = u32::try_from(digit).map_err(|_| Error::LengthMismatch {
             expected: u32::MAX as usize,
             actual: digit,
         })?;
-        let _guard = self.allocator.prepare(&[out.buffer])?;
         // SAFETY: the view was checked against its buffer, which lives on the
         // compute stream and is borrowed mutably; the modulus indices are in
         // the constant table.
@@ -1361,9 +1373,9 @@ impl Backend for GpuBackend {
                 actual: dst.len(),
             });
         }
+        let _guard = self.allocator.prepare(&[src.buffer, dst.buffer])?;
         let s = self.read_view(&src)?;
         let d = self.write_view(&dst)?;
-        let _guard = self.allocator.prepare(&[src.buffer, dst.buffer])?;
         // `src` and `dst` are distinct buffers (a shared and a mutable borrow).
         self.ntt_inverse_raw((&[d.0], &d.1), (&[s.0], &s.1), None)
     }
@@ -1389,6 +1401,15 @@ impl Backend for GpuBackend {
         {
             return tensor_by_parts(self, [a0, a1, b0, b1], [d0, d1, d2]);
         }
+        let _guard = self.allocator.prepare(&[
+            a0.buffer,
+            a1.buffer,
+            b0.buffer,
+            b1.buffer,
+            &*d0.buffer,
+            &*d1.buffer,
+            &*d2.buffer,
+        ])?;
         let inputs = [
             self.read_view(&a0)?.0,
             self.read_view(&a1)?.0,
@@ -1400,15 +1421,6 @@ impl Backend for GpuBackend {
             self.write_view(&d1)?.0,
             self.write_view(&d2)?.0,
         ];
-        let _guard = self.allocator.prepare(&[
-            a0.buffer,
-            a1.buffer,
-            b0.buffer,
-            b1.buffer,
-            &*d0.buffer,
-            &*d1.buffer,
-            &*d2.buffer,
-        ])?;
         // SAFETY: seven checked views with one map on the compute stream; the
         // outputs are fresh buffers distinct from the inputs.
         unsafe {
@@ -1426,8 +1438,8 @@ impl Backend for GpuBackend {
     }
 
     fn expand_coefficients(&self, compact: &Buffer, gap: usize, out: LimbsMut<'_>) -> Result<()> {
-        let (xo, map) = self.write_view(&out)?;
         let _guard = self.allocator.prepare(&[compact, &*out.buffer])?;
+        let (xo, map) = self.write_view(&out)?;
         self.expand_raw(&[xo], &[compact], gap, &map)
     }
 
@@ -1450,6 +1462,10 @@ impl Backend for GpuBackend {
         let map = LimbMap::new(o0.positions, o0.moduli)?;
         let batch = launch::ntt::MAX_PARTS;
         for (sources, outs) in compact.chunks(batch).zip(out.chunks(batch)) {
+            // Declared before any address is read (streamed diagonals).
+            let mut touched: Vec<&Buffer> = sources.to_vec();
+            touched.extend(outs.iter().map(|o| &*o.buffer));
+            let _guard = self.allocator.prepare(&touched)?;
             let mut addresses = [0u64; launch::ntt::MAX_PARTS];
             for (slot, o) in addresses.iter_mut().zip(outs) {
                 *slot = self.write_view(o)?.0;
@@ -1460,9 +1476,6 @@ impl Backend for GpuBackend {
                 *slot = address(c)?;
             }
             let dst = first_u64(&addresses, outs.len())?;
-            let mut touched: Vec<&Buffer> = sources.to_vec();
-            touched.extend(outs.iter().map(|o| &*o.buffer));
-            let _guard = self.allocator.prepare(&touched)?;
             // The expansion happens as the transform loads its points: the
             // coefficient form is never written.
             self.ntt_forward_raw(

@@ -1,0 +1,144 @@
+//! The `planned` memory policy on the GPU: bootstrapping under budgets that
+//! force keys and diagonals to stream gives bit-identical ciphertexts to the
+//! `device` policy (placement never changes arithmetic), one at a time and
+//! in batches; the device footprint stays under the budget by hemem's count
+//! and by the driver's; a budget below one operation's need is a typed
+//! `OverBudget` error. Tests named `gpu_*` skip (saying so) without a GPU,
+//! and fail instead with `HEMEM_REQUIRE_GPU=1`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    missing_docs
+)]
+
+use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice};
+use hemem_bootstrap::{BootstrapKeys, Bootstrapper};
+use hemem_ckks::prelude::*;
+use hemem_ckks::testing::{seed32, seeded_rng, unit_disk};
+use hemem_memory::testing::gpu_or_skip;
+use hemem_memory::{BudgetSetting, MemoryConfig, PolicyConfig, ResidencyUsage};
+
+type Words = Vec<(Vec<u64>, Vec<u64>)>;
+
+struct Run {
+    /// Every output of every round, in order.
+    outputs: Words,
+    usage: ResidencyUsage,
+    pool_peak: u64,
+}
+
+const PRESET: Preset = Preset::TestFGb;
+const SLOTS: usize = 1 << 4;
+
+/// Under a sanitizer (`HEMEM_TEST_LIGHT=1`): one round, one tight budget.
+fn light() -> bool {
+    std::env::var("HEMEM_TEST_LIGHT").is_ok_and(|v| v == "1")
+}
+
+fn config(policy: PolicyConfig, budget: Option<u64>) -> MemoryConfig {
+    MemoryConfig {
+        policy,
+        budget: budget.map_or(BudgetSetting::Auto, BudgetSetting::Bytes),
+        ..MemoryConfig::default()
+    }
+}
+
+/// Keys, inputs and three rounds of bootstrapping (one ciphertext alone,
+/// then a batch of three) under `config`.
+fn run(config: &MemoryConfig) -> hemem_bootstrap::Result<Run> {
+    let params = Parameters::from_preset_with(PRESET, SecurityCheck::AllowInsecure).unwrap();
+    let context = Context::with_memory(params.clone(), DeviceSelection::Gpu(0), config)?;
+    let keygen = KeyGenerator::with_seed(&context, seed32(11));
+    let secret = keygen.secret_key()?;
+    let public = keygen.public_key(&secret)?;
+    let schedule =
+        BootstrapSchedule::new(&params, recommended_choice(PRESET.shape_of()), Some(SLOTS))?;
+    let keys = BootstrapKeys::generate(&keygen, &secret, &schedule)?;
+    let bootstrapper = Bootstrapper::new(&context, schedule, keys)?;
+    let encoder = Encoder::new(&context);
+    let cts = (0..3u64)
+        .map(|i| {
+            let mut rng = seeded_rng(40 + i);
+            let values = unit_disk(&mut rng, SLOTS);
+            let level = Level(3);
+            let pt = encoder.encode_at(&values, level, params.default_scale(level)?, SLOTS)?;
+            Encryptor::with_seed(&context, seed32(50 + i)).encrypt(&pt, &public)
+        })
+        .collect::<hemem_ckks::Result<Vec<_>>>()?;
+    let words = |ct: &Ciphertext| -> hemem_ckks::Result<(Vec<u64>, Vec<u64>)> {
+        Ok((ct.parts().0.to_words()?, ct.parts().1.to_words()?))
+    };
+    let mut outputs = Vec::new();
+    let rounds = if light() { 2 } else { 3 };
+    for _ in 0..rounds {
+        outputs.push(words(&bootstrapper.bootstrap(&cts[0])?)?);
+        for out in bootstrapper.bootstrap_many(&cts)? {
+            outputs.push(words(&out)?);
+        }
+    }
+    let allocator = context.backend().allocator();
+    Ok(Run {
+        outputs,
+        usage: allocator.residency_usage().unwrap(),
+        pool_peak: allocator
+            .pool_reserved_peak_bytes()
+            .map_err(hemem_ckks::Error::from)?
+            .unwrap(),
+    })
+}
+
+#[test]
+fn gpu_planned_bootstraps_bit_identically_under_budgets() {
+    let Some(device) = gpu_or_skip("gpu_planned_bootstraps_bit_identically_under_budgets") else {
+        return;
+    };
+    drop(device);
+    let reference = run(&config(PolicyConfig::Device, None)).unwrap();
+    // Three rounds of the same inputs give the same outputs.
+    assert!(reference.outputs[..4] == reference.outputs[4..8]);
+    let ample = run(&config(PolicyConfig::Planned, None)).unwrap();
+    assert!(ample.outputs == reference.outputs, "planned, no budget");
+    let (others, streamed) = (ample.usage.others_peak, ample.usage.streamed_allocated);
+    println!(
+        "device peak {}, planned: others {others}, streamed {streamed}",
+        reference.usage.peak_device
+    );
+    assert!(streamed > 0, "nothing was streamed");
+    let fractions: &[f64] = if light() { &[0.35] } else { &[0.6, 0.35] };
+    for &fraction in fractions {
+        let budget = ((others as f64 + streamed as f64 * fraction) * 1.08) as u64;
+        let tight = run(&config(PolicyConfig::Planned, Some(budget)))
+            .unwrap_or_else(|e| panic!("budget {budget} ({fraction} of the keys): {e}"));
+        println!(
+            "budget {budget}: {:?}, pool peak {}",
+            tight.usage, tight.pool_peak
+        );
+        assert!(
+            tight.outputs == reference.outputs,
+            "planned under {budget} bytes differs from device"
+        );
+        assert!(tight.usage.peak_device <= budget, "{:?}", tight.usage);
+        assert!(
+            tight.pool_peak <= budget,
+            "driver's pool peak {}",
+            tight.pool_peak
+        );
+        assert!(tight.usage.prefetched > 0, "nothing fetched ahead");
+    }
+    // Below what one operation needs: a typed error naming the budget.
+    let budget = others / 3;
+    match run(&config(PolicyConfig::Planned, Some(budget))) {
+        Err(hemem_bootstrap::Error::Ckks(hemem_ckks::Error::Memory(
+            hemem_memory::Error::OverBudget {
+                budget: b, in_use, ..
+            },
+        ))) => {
+            assert_eq!(b, budget);
+            println!("over budget as expected: {in_use}");
+        }
+        Err(e) => panic!("expected OverBudget, got {e:?}"),
+        Ok(_) => panic!("bootstrapped under {budget} bytes"),
+    }
+}

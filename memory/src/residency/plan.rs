@@ -1,0 +1,321 @@
+//! The look-ahead of the `planned` policy: the order in which a repeating
+//! phase of work (a bootstrap, a batch of bootstraps) touches its streamed
+//! objects, recorded on its first run and followed on the next ones.
+//!
+//! MemHC ("MemHC: An Optimized GPU Memory Management Framework for
+//! Accelerating Many-body Correlation", `../shared/papers/memhc.txt`) evicts
+//! with look-ahead over a task order known in advance; here the order is
+//! learnt instead. Every operation that declares streamed objects is one
+//! **step** of its phase. A phase is named by a key its caller chooses (the
+//! bootstrapper hashes "bootstrap", the batch size and the kind of
+//! bootstrap); this module knows nothing of CKKS.
+//!
+//! While a run matches its recording step by step, `Planner::next_use`
+//! answers when an object is needed next, counted in steps from now: the
+//! residency manager evicts the object needed farthest ahead (Belady's
+//! rule) and brings back the next ones ahead of use. Phases repeat, so the
+//! answer wraps around the end of the recording into the next run. A run
+//! that departs from its recording stops the look-ahead for the rest of the
+//! run and replaces the recording when the phase ends.
+//!
+//! # What stays and what streams
+//!
+//! Fetching ahead with Belady's rule alone (evict the object needed
+//! farthest ahead to fetch the next one) turns a cycle into a sliding
+//! window: the object just used is always the farthest, so every object
+//! leaves after its use and comes back before its next, and the whole
+//! working set crosses PCIe every run. Belady's demand schedule for a cycle
+//! instead keeps a fixed part resident and streams the rest through what is
+//! left. So when a recording is made, its objects are split
+//! (`Recording::choose_stable`): a **stable** set, chosen by the fetches
+//! it saves per byte, fills the room left after a **streaming** reserve of
+//! two steps' bytes (one in use, the next arriving); fetching ahead may evict only streaming objects. The
+//! bytes moved per run are then the streaming objects' (each fetched once per
+//! cluster of uses), close to the floor of what cannot fit.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::AllocationId;
+
+/// One recorded phase: the streamed objects of each step, and where each
+/// object occurs.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Recording {
+    steps: Vec<Vec<AllocationId>>,
+    positions: HashMap<AllocationId, Vec<usize>>,
+    /// The objects that stay resident (see the module's documentation).
+    stable: HashSet<AllocationId>,
+}
+
+impl Recording {
+    fn new(steps: Vec<Vec<AllocationId>>) -> Self {
+        let mut positions: HashMap<AllocationId, Vec<usize>> = HashMap::new();
+        for (n, step) in steps.iter().enumerate() {
+            for &id in step {
+                positions.entry(id).or_default().push(n);
+            }
+        }
+        Self {
+            steps,
+            positions,
+            stable: HashSet::new(),
+        }
+    }
+
+    /// How often `id` would be fetched per run if it streamed: its uses
+    /// that come more than `GAP` steps after its previous one (cyclically).
+    fn fetches_if_streamed(&self, id: AllocationId) -> usize {
+        const GAP: usize = 8;
+        let Some(positions) = self.positions.get(&id) else {
+            return 0;
+        };
+        let len = self.steps.len();
+        let count = positions
+            .iter()
+            .zip(positions.iter().skip(1))
+            .filter(|&(a, b)| b - a > GAP)
+            .count();
+        let wraps = match (positions.first(), positions.last()) {
+            (Some(&first), Some(&last)) => len - last + first > GAP,
+            _ => false,
+        };
+        (count + usize::from(wraps)).max(1)
+    }
+
+    /// Chooses the stable set for `capacity` bytes of streamed objects
+    /// (`size` gives each object's bytes): a streaming reserve of `reserve`
+    /// times the largest step's bytes is kept, and the rest is filled with
+    /// the objects that would be fetched most often per run (smaller first
+    /// on ties). Returns the stable set's bytes and the largest step's.
+    pub(crate) fn choose_stable(
+        &mut self,
+        size: impl Fn(AllocationId) -> Option<u64>,
+        capacity: u64,
+        reserve: f64,
+    ) -> (u64, u64) {
+        let step_bytes =
+            |step: &Vec<AllocationId>| -> u64 { step.iter().filter_map(|&id| size(id)).sum() };
+        let largest_step = self.steps.iter().map(step_bytes).max().unwrap_or(0);
+        let room = capacity.saturating_sub((largest_step as f64 * reserve) as u64);
+        let mut candidates: Vec<(AllocationId, usize, u64)> = self
+            .positions
+            .keys()
+            .filter_map(|&id| size(id).map(|b| (id, self.fetches_if_streamed(id), b)))
+            .collect();
+        candidates.sort_by_key(|&(id, fetches, bytes)| (std::cmp::Reverse(fetches), bytes, id));
+        self.stable.clear();
+        let mut used = 0u64;
+        for (id, _, bytes) in candidates {
+            if used.saturating_add(bytes) <= room {
+                used += bytes;
+                self.stable.insert(id);
+            }
+        }
+        (used, largest_step)
+    }
+
+    /// The distance in steps from step `from` to the next step that touches
+    /// `id`, wrapping into the next run; `None` if no step does.
+    fn next_use(&self, id: AllocationId, from: usize) -> Option<usize> {
+        let positions = self.positions.get(&id)?;
+        let at = positions.partition_point(|&p| p < from);
+        match positions.get(at) {
+            Some(&p) => Some(p - from),
+            None => positions
+                .first()
+                .map(|&p| self.steps.len() - from.min(self.steps.len()) + p),
+        }
+    }
+}
+
+/// The phase being run.
+#[derive(Debug, Clone)]
+struct Active {
+    key: u64,
+    steps: Vec<Vec<AllocationId>>,
+    /// Whether every step so far matched the recording.
+    following: bool,
+}
+
+/// Recordings by phase key, and the phase now running.
+#[derive(Debug, Default)]
+pub(crate) struct Planner {
+    recordings: HashMap<u64, Recording>,
+    active: Option<Active>,
+}
+
+impl Planner {
+    /// Starts phase `key` (ending any phase left open).
+    pub(crate) fn begin(&mut self, key: u64) {
+        self.end();
+        self.active = Some(Active {
+            key,
+            steps: Vec::new(),
+            following: self.recordings.contains_key(&key),
+        });
+    }
+
+    /// Ends the running phase, keeping its steps as the phase's recording
+    /// when it had none or departed from it; returns that new recording, for
+    /// the caller to choose its stable set.
+    pub(crate) fn end(&mut self) -> Option<&mut Recording> {
+        let active = self.active.take()?;
+        let matched = active.following
+            && self
+                .recordings
+                .get(&active.key)
+                .is_some_and(|r| r.steps.len() == active.steps.len());
+        if matched || active.steps.is_empty() {
+            return None;
+        }
+        let key = active.key;
+        self.recordings.insert(key, Recording::new(active.steps));
+        self.recordings.get_mut(&key)
+    }
+
+    /// Records one step (the streamed objects an operation declared, in a
+    /// fixed order). Returns whether the look-ahead is on: the run follows
+    /// its recording.
+    pub(crate) fn step(&mut self, ids: &[AllocationId]) -> bool {
+        let Some(active) = self.active.as_mut() else {
+            return false;
+        };
+        let n = active.steps.len();
+        if active.following {
+            active.following = self
+                .recordings
+                .get(&active.key)
+                .and_then(|r| r.steps.get(n))
+                .is_some_and(|s| s.as_slice() == ids);
+        }
+        active.steps.push(ids.to_vec());
+        active.following
+    }
+
+    /// The recording being followed and the index of the step after the
+    /// last one run, while the look-ahead is on.
+    fn following(&self) -> Option<(&Recording, usize)> {
+        let active = self.active.as_ref().filter(|a| a.following)?;
+        let recording = self.recordings.get(&active.key)?;
+        Some((recording, active.steps.len()))
+    }
+
+    /// Steps from the next one until `id` is touched again (0: the next
+    /// step), while the look-ahead is on; `None` without a look-ahead or if
+    /// the phase never touches `id`.
+    pub(crate) fn next_use(&self, id: AllocationId) -> Option<usize> {
+        let (recording, now) = self.following()?;
+        recording.next_use(id, now)
+    }
+
+    /// Whether the look-ahead is on and keeps `id` resident.
+    pub(crate) fn is_stable(&self, id: AllocationId) -> bool {
+        self.following()
+            .is_some_and(|(recording, _)| recording.stable.contains(&id))
+    }
+
+    /// The objects of the next `window` steps, in order of first use, with
+    /// the distance to their first use (0: the next step).
+    pub(crate) fn upcoming(&self, window: usize) -> Vec<(AllocationId, usize)> {
+        let Some((recording, now)) = self.following() else {
+            return Vec::new();
+        };
+        let len = recording.steps.len();
+        let mut seen = Vec::new();
+        for distance in 0..window.min(len) {
+            let Some(step) = recording.steps.get((now + distance) % len) else {
+                break;
+            };
+            for &id in step {
+                if !seen.iter().any(|&(s, _)| s == id) {
+                    seen.push((id, distance));
+                }
+            }
+        }
+        seen
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(list: &[u64]) -> Vec<AllocationId> {
+        list.iter().map(|&n| AllocationId(n)).collect()
+    }
+
+    fn run(planner: &mut Planner, key: u64, steps: &[&[u64]]) -> Vec<bool> {
+        planner.begin(key);
+        let on = steps.iter().map(|s| planner.step(&ids(s))).collect();
+        planner.end();
+        on
+    }
+
+    #[test]
+    fn the_first_run_records_and_the_next_ones_follow() {
+        let mut p = Planner::default();
+        let steps: [&[u64]; 4] = [&[1, 2], &[3], &[1], &[4]];
+        assert_eq!(run(&mut p, 7, &steps), vec![false; 4]);
+        assert_eq!(run(&mut p, 7, &steps), vec![true; 4]);
+        // Another phase key has no recording yet.
+        assert_eq!(run(&mut p, 8, &steps), vec![false; 4]);
+        // Outside a phase nothing is recorded or predicted.
+        assert!(!p.step(&ids(&[1])));
+        assert_eq!(p.next_use(AllocationId(1)), None);
+    }
+
+    #[test]
+    fn next_use_counts_steps_ahead_and_wraps_into_the_next_run() {
+        let mut p = Planner::default();
+        let steps: [&[u64]; 5] = [&[1, 2], &[3], &[1], &[4], &[5]];
+        run(&mut p, 1, &steps);
+        p.begin(1);
+        assert!(p.step(&ids(&[1, 2])));
+        // Next step is index 1 (object 3).
+        assert_eq!(p.next_use(AllocationId(3)), Some(0));
+        assert_eq!(p.next_use(AllocationId(1)), Some(1));
+        assert_eq!(p.next_use(AllocationId(4)), Some(2));
+        // Object 2 comes back only in the next run, at its step 0.
+        assert_eq!(p.next_use(AllocationId(2)), Some(4));
+        assert_eq!(p.next_use(AllocationId(9)), None);
+        assert_eq!(
+            p.upcoming(3),
+            vec![
+                (AllocationId(3), 0),
+                (AllocationId(1), 1),
+                (AllocationId(4), 2)
+            ]
+        );
+        // The window wraps, and each object is listed once.
+        assert!(p.step(&ids(&[3])));
+        assert!(p.step(&ids(&[1])));
+        assert!(p.step(&ids(&[4])));
+        assert_eq!(
+            p.upcoming(3),
+            vec![
+                (AllocationId(5), 0),
+                (AllocationId(1), 1),
+                (AllocationId(2), 1),
+                (AllocationId(3), 2)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_run_that_departs_stops_the_look_ahead_and_is_recorded() {
+        let mut p = Planner::default();
+        run(&mut p, 1, &[&[1], &[2], &[3]]);
+        assert_eq!(
+            run(&mut p, 1, &[&[1], &[9], &[3]]),
+            vec![true, false, false]
+        );
+        // The departed run is the recording now.
+        assert_eq!(run(&mut p, 1, &[&[1], &[9], &[3]]), vec![true; 3]);
+        // A longer run than the recording replaces it too.
+        assert_eq!(
+            run(&mut p, 1, &[&[1], &[9], &[3], &[4]]),
+            vec![true, true, true, false]
+        );
+        assert_eq!(run(&mut p, 1, &[&[1], &[9], &[3], &[4]]), vec![true; 4]);
+    }
+}

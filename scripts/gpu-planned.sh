@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# GPU runs for issue 11 (the planned policy), after
+#   ../shared/tools/gpu-stage -p hemem-memory -p hemem-ckks -p hemem-bootstrap
+# Usage on the GPU machine, from the repository root:
+#   OUT=/folder bash scripts/gpu-planned.sh STEP...
+# STEPs:
+#   tests[:NAME]  the staged gpu_* tests of the memory system, the GPU backend
+#              and the planned policy (HEMEM_REQUIRE_GPU=1); NAME: one harness
+#   sanitize   compute-sanitizer memcheck and racecheck on the planned-policy tests
+#   bud:POLICY:BUDGET:PRESET[:BATCH[:ITER[:RESERVE]]]  hemem bootstrap under a
+#              budget, copies counted by CUPTI too (BUDGET none: no budget;
+#              RESERVE: HEMEM_STREAMING_RESERVE, default 2)
+#   card:FREE:PRESET[:BATCH]  a ballast (cuMemAlloc) leaves only FREE on the
+#              GPU, then the planned policy bootstraps with budget auto
+# Each run's JSON lands in $OUT/runs; a one-line summary per run is printed.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+FINAL=${OUT:-gpu-out}; OUT="$FINAL/runs"; mkdir -p "$OUT"
+export RUST_BACKTRACE=1
+nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader
+summary() { # json file
+  python3 - "$1" <<'PY' 2>&1 | tail -3
+import json, sys
+r = json.load(open(sys.argv[1]))
+keys = ['preset', 'memory_policy', 'batch', 'median_ms', 'precision_bits', 'key_setup_ms', 'device_budget_bytes',
+        'peak_device_resident_bytes', 'pool_peak_bytes', 'streamed_bytes', 'others_peak_bytes', 'prefetched_bytes', 'stable_bytes', 'largest_step_bytes', 'pool_refusals']
+print({k: r.get(k) for k in keys})
+print('runs', r.get('bootstrap_ms'), 'to_device', r.get('to_device_bytes'), 'cupti_htod', r.get('cupti_htod_bytes'), 'evictions', r.get('evictions'))
+PY
+}
+run() { # name timeout args...
+  local name=$1 t=$2; shift 2
+  echo "== $name: hemem $*"
+  timeout "$t" .gpu/bin/hemem "$@" --json >"$OUT/$name.json" 2>"$OUT/$name.err"
+  echo "rc=$?"; tail -3 "$OUT/$name.err"; summary "$OUT/$name.json"
+}
+for step in "$@"; do
+  case $step in
+    tests|tests:*) # tests:NAME runs .gpu/tests/NAME* only
+      only=${step#tests}; only=${only#:}
+      list=(.gpu/tests/gpu_policies* .gpu/tests/gpu_residency* .gpu/tests/gpu_streams*
+            .gpu/tests/gpu_device* .gpu/tests/gpu_planned* .gpu/tests/gpu_backend*)
+      [[ -n $only ]] && list=(.gpu/tests/"$only"*)
+      for t in "${list[@]}"; do
+        [[ -x $t ]] || continue
+        echo "== $t gpu_"
+        HEMEM_REQUIRE_GPU=1 timeout 300 "$t" gpu_ --test-threads=1 --nocapture >"$OUT/$(basename "$t").log" 2>&1
+        echo "rc=$?"; grep -E "^test .*(FAILED|ok)$|test result|panicked|budget|peak" "$OUT/$(basename "$t").log" | grep -v " ok$" | tail -12
+      done ;;
+    sanitize)
+      S=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+      for tool in memcheck racecheck; do
+        for t in .gpu/tests/gpu_planned* .gpu/tests/gpu_policies*; do
+          echo "== $tool $t planned"
+          # Pool refusals are expected API errors (the planner handles them).
+          HEMEM_REQUIRE_GPU=1 HEMEM_TEST_LIGHT=1 timeout 400 "$S" --tool "$tool" --report-api-errors no \
+            "$t" planned --test-threads=1 >"$OUT/$tool-$(basename "$t").log" 2>&1
+          echo "rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test result|panicked" "$OUT/$tool-$(basename "$t").log" | tail -3
+        done
+      done ;;
+    bud:*) # bud:POLICY:BUDGET:PRESET[:BATCH[:ITER[:RESERVE]]]
+      IFS=: read -r _ policy budget preset batch iter reserve <<<"$step"
+      extra=(--cupti); [[ $budget != none ]] && extra+=(--budget "$budget")
+      HEMEM_STREAMING_RESERVE=${reserve:-2} run "bud-$policy-$budget-$preset-b${batch:-1}-r${reserve:-2}" 300 bootstrap \
+        --preset "$preset" --device gpu --policy "$policy" --iterations "${iter:-5}" --batch "${batch:-1}" "${extra[@]}" ;;
+    card:*) # card:FREE:PRESET[:BATCH]
+      IFS=: read -r _ free preset batch <<<"$step"
+      python3 scripts/ballast.py "$free" >"$OUT/ballast-$free.log" 2>&1 &
+      bpid=$!
+      for _ in $(seq 60); do grep -q "ballast:" "$OUT/ballast-$free.log" && break; sleep 1; done
+      cat "$OUT/ballast-$free.log"
+      run "card-$free-$preset-b${batch:-1}" 300 bootstrap --preset "$preset" --device gpu --policy planned --budget auto \
+        --iterations 7 --batch "${batch:-1}"
+      kill "$bpid"; wait "$bpid" 2>/dev/null ;;
+    *) echo "unknown step $step"; exit 2 ;;
+  esac
+done
+tar -C "$FINAL" -czf "$FINAL/runs.tgz" runs && rm -rf "$OUT"
