@@ -283,8 +283,9 @@ pub struct MemoryConfig {
     /// `planned`: how many times the largest operation's streamed bytes are
     /// left free for streaming when the objects that stay on the device are
     /// chosen (`HEMEM_STREAMING_RESERVE`, default 2: one operation's objects
-    /// in use while the next one's arrive). Smaller moves fewer bytes and
-    /// overlaps less.
+    /// in use while the next one's arrive). It is one candidate: the most
+    /// bytes a short run of operations touches is the other, and an offline
+    /// simulation of the recorded run picks the one that moves less.
     pub streaming_reserve: f64,
 }
 
