@@ -106,7 +106,9 @@ impl Allocator {
     /// errors.
     pub fn gpu(device: &GpuDevice, config: &MemoryConfig) -> Result<Self> {
         let free = device.memory_info()?.free;
-        let budget = config.resolve_budget(free)?;
+        // The budget the pool can really be held to (whole 32 MiB chunks):
+        // what the accounting and every report use.
+        let budget = Pool::cap(config.resolve_budget(free)?);
         let policy = config.policy.build(budget)?;
         let statistics = StatisticsHandle::default();
         // The pool can never hold more than the budget: under the `planned`

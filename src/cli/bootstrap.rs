@@ -155,6 +155,10 @@ struct Report {
     /// Times the pool refused a request its accounting had room for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pool_refusals: Option<u64>,
+    /// Requests placed after a trim, after a wait for the streams, after
+    /// evictions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    refusals_resolved_after: Option<[u64; 3]>,
     /// The process's peak resident set (Linux `VmHWM`), host memory.
     #[serde(skip_serializing_if = "Option::is_none")]
     peak_rss_bytes: Option<u64>,
@@ -591,6 +595,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         stable_bytes: usage.map(|u| u.stable_bytes),
         largest_step_bytes: usage.map(|u| u.largest_step_bytes),
         pool_refusals: usage.map(|u| u.pool_refusals),
+        refusals_resolved_after: usage.map(|u| u.refusals_resolved_after),
         peak_rss_bytes: peak_rss_bytes(),
         chain,
         chain_spread_bits,

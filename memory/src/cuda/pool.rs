@@ -80,18 +80,7 @@ impl Pool {
         props.allocType = CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
         props.handleTypes = CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_NONE;
         props.location = location;
-        // The pool reserves from the device in chunks of up to 32 MiB and
-        // was measured (H100) to reach the next whole chunk above a maximum
-        // between two: the maximum is rounded down to whole chunks. Zero
-        // means "no limit" to the driver: never ask for that.
-        let chunk = if max_bytes >= 2 * POOL_CHUNK {
-            POOL_CHUNK
-        } else {
-            2 << 20
-        };
-        props.maxSize = usize::try_from(max_bytes - max_bytes % chunk)
-            .unwrap_or(usize::MAX)
-            .max(2 << 20);
+        props.maxSize = usize::try_from(Self::cap(max_bytes)).unwrap_or(usize::MAX);
         // SAFETY: props is a valid, initialised CUmemPoolProps that outlives
         // the call; the context is current.
         let raw = unsafe { result::mem_pool::create(&props) }.map_err(driver("cuMemPoolCreate"))?;
@@ -111,6 +100,20 @@ impl Pool {
         }
         .map_err(driver("cuMemPoolSetAttribute"))?;
         Ok(pool)
+    }
+
+    /// The most a pool asked to hold at most `max_bytes` can be held to:
+    /// the pool reserves from the device in chunks of up to 32 MiB and was
+    /// measured (H100) to reach the next whole chunk above a maximum between
+    /// two, so the maximum is rounded down to whole chunks (2 MiB below
+    /// 64 MiB). Never zero, which means "no limit" to the driver.
+    pub(crate) fn cap(max_bytes: u64) -> u64 {
+        let chunk = if max_bytes >= 2 * POOL_CHUNK {
+            POOL_CHUNK
+        } else {
+            2 << 20
+        };
+        (max_bytes - max_bytes % chunk).max(2 << 20)
     }
 
     /// Allocates `bytes` from the pool, ordered on `stream`.

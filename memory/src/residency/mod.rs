@@ -103,6 +103,9 @@ pub struct ResidencyUsage {
     /// Times the pool refused a request the accounting had room for (each
     /// makes the look-ahead leave more room).
     pub pool_refusals: u64,
+    /// Requests the pool placed after a trim, after a wait for the streams,
+    /// and after evictions (see `pool_refusals`).
+    pub refusals_resolved_after: [u64; 3],
     /// The most device-resident bytes seen after any decision.
     pub peak_device: u64,
 }
@@ -405,6 +408,7 @@ impl Residency {
             stable_bytes: s.streamed.stable_bytes,
             largest_step_bytes: s.streamed.largest_step_bytes,
             pool_refusals: s.streamed.refusals,
+            refusals_resolved_after: s.streamed.resolved_after,
             peak_device: s.peak_device,
         }
     }
@@ -515,7 +519,7 @@ impl Residency {
     /// modelled footprint: live bytes and the high-water mark since a trim).
     pub(crate) fn observe_pool(&self, held: u64) {
         let mut s = self.lock();
-        s.streamed.refusal_streak = 0;
+        s.streamed.placed();
         s.pool_reserved = s.pool_reserved.max(held);
         s.note_peak();
     }
