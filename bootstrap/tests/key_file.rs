@@ -12,7 +12,9 @@
 use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice, without_sse_choice};
 use hemem_bootstrap::{BootstrapKeys, Bootstrapper};
 use hemem_ckks::prelude::*;
-use hemem_ckks::serialize::{FORMAT_VERSION, patch_payload_for_tests, payload_for_tests};
+use hemem_ckks::serialize::{
+    FORMAT_VERSION, patch_payload_for_tests, payload_for_tests, reseal_for_tests,
+};
 use hemem_ckks::testing::{seed32, seeded_rng, unit_interval};
 use hemem_ckks::{Error as CkksError, SerializationError};
 use num_complex::Complex64;
@@ -192,6 +194,14 @@ fn refuses_damaged_and_foreign_files(w: &World, keys: &BootstrapKeys, file: &[u8
     assert_eq!(
         serialization_error(load(&header)),
         SerializationError::Corrupted
+    );
+    // Flags this build does not understand (none is defined), with the
+    // header checksum recomputed.
+    let mut flagged = file.clone();
+    flagged[7] = 0x01;
+    assert_eq!(
+        serialization_error(load(&reseal_for_tests(&flagged))),
+        SerializationError::UnknownFlags { flags: 1 }
     );
     let mut old = file.clone();
     old[4..6].copy_from_slice(&1u16.to_le_bytes());

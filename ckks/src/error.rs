@@ -240,6 +240,44 @@ pub enum SerializationError {
         /// The field.
         field: &'static str,
     },
+    /// Header flags this build does not understand (it understands none:
+    /// the byte is reserved and must be 0).
+    #[error("unknown header flags {flags:#04x}")]
+    UnknownFlags {
+        /// The flags byte found.
+        flags: u8,
+    },
+    /// A secret key that is not ternary with exactly the parameters'
+    /// Hamming weight (the weight found is key data and not reported).
+    #[error("the secret key does not have the parameters' Hamming weight {expected}")]
+    SecretKeyWeight {
+        /// The parameters' Hamming weight.
+        expected: usize,
+    },
+    /// A switching key whose Galois element does not fit its kind: 0 for
+    /// relinearisation, conjugation and generic keys; for a rotation an odd
+    /// element in `(1, 2N)` other than the conjugation element `2N − 1`.
+    #[error("a {kind} key cannot carry Galois element {element}")]
+    GaloisElementMismatch {
+        /// The key's kind.
+        kind: &'static str,
+        /// The element found.
+        element: u64,
+    },
+    /// A key set holding the same key twice.
+    #[error("the key set holds a {kind} key (Galois element {element}) twice")]
+    DuplicateKey {
+        /// The key's kind.
+        kind: &'static str,
+        /// Its Galois element (0 but for rotations).
+        element: u64,
+    },
+    /// A plaintext or ciphertext scale outside `[1, Q_level)`.
+    #[error("scale outside [1, Q_{level}) for level {level}")]
+    ScaleOutOfRange {
+        /// The object's level.
+        level: usize,
+    },
     /// Bytes left over after the object.
     #[error("{extra} unexpected trailing bytes")]
     TrailingBytes {
@@ -432,6 +470,34 @@ mod tests {
                 }
                 .into(),
                 "unsupported format version 1 (this build reads version 2)",
+            ),
+            (
+                SerializationError::UnknownFlags { flags: 0x80 }.into(),
+                "unknown header flags 0x80",
+            ),
+            (
+                SerializationError::SecretKeyWeight { expected: 192 }.into(),
+                "the secret key does not have the parameters' Hamming weight 192",
+            ),
+            (
+                SerializationError::GaloisElementMismatch {
+                    kind: "rotation",
+                    element: 4095,
+                }
+                .into(),
+                "a rotation key cannot carry Galois element 4095",
+            ),
+            (
+                SerializationError::DuplicateKey {
+                    kind: "rotation",
+                    element: 5,
+                }
+                .into(),
+                "the key set holds a rotation key (Galois element 5) twice",
+            ),
+            (
+                SerializationError::ScaleOutOfRange { level: 3 }.into(),
+                "scale outside [1, Q_3) for level 3",
             ),
             (
                 SerializationError::Truncated {

@@ -10,6 +10,8 @@
 
 use std::sync::Arc;
 
+use hemem_ckks::keys::KeyKind;
+use hemem_ckks::ntt::GaloisElement;
 use hemem_ckks::prelude::*;
 use hemem_ckks::serialize::{
     FORMAT_VERSION, FromBytes, Kind, Load, Save, ToBytes, Writer, patch_payload_for_tests,
@@ -297,7 +299,12 @@ fn out_of_range_values_with_valid_checksums_are_refused() {
     // Nonzero flags.
     let mut flagged = ct.clone();
     flagged[7] = 1;
-    assert_eq!(load_ct(&reseal_for_tests(&flagged)), invalid("flags"));
+    assert_eq!(
+        load_ct(&reseal_for_tests(&flagged)),
+        Err(Error::Serialization(SerializationError::UnknownFlags {
+            flags: 1
+        }))
+    );
     // An unknown kind byte.
     let mut kind = ct.clone();
     kind[6] = 200;
@@ -591,9 +598,17 @@ fn key_records_with_valid_checksums_are_checked_field_by_field() {
         load(&patch(0, &u32::MAX.to_le_bytes())),
         invalid("key count")
     );
-    assert_eq!(load(&patch(4, &[1])), invalid("key kind"));
+    let mismatch = |kind: &'static str, element: u64| {
+        Err::<(), _>(Error::Serialization(
+            SerializationError::GaloisElementMismatch { kind, element },
+        ))
+    };
+    assert_eq!(load(&patch(4, &[1])), mismatch("rotation", 0));
     assert_eq!(load(&patch(4, &[9])), invalid("key kind"));
-    assert_eq!(load(&patch(5, &3u64.to_le_bytes())), invalid("key kind"));
+    assert_eq!(
+        load(&patch(5, &3u64.to_le_bytes())),
+        mismatch("relinearisation", 3)
+    );
     assert_eq!(load(&patch(45, &99u32.to_le_bytes())), invalid("key level"));
     assert_eq!(load(&patch(49, &1u32.to_le_bytes())), invalid("digits"));
     assert_eq!(load(&patch(53, &[2]),), invalid("uniform flag"));
@@ -615,7 +630,7 @@ fn key_records_with_valid_checksums_are_checked_field_by_field() {
     // A rotation element that is even, or the identity.
     let rotation = patch(4, &[1]);
     let rotation = patch_payload_for_tests(&rotation, 5, &4u64.to_le_bytes());
-    assert_eq!(load(&rotation), invalid("key kind"));
+    assert_eq!(load(&rotation), mismatch("rotation", 4));
     // A generic key inside a set.
     assert!(matches!(
         load(&patch(4, &[3])),
@@ -634,7 +649,13 @@ fn key_records_with_valid_checksums_are_checked_field_by_field() {
     let mut twice = 2u32.to_le_bytes().to_vec();
     twice.extend_from_slice(record);
     twice.extend_from_slice(record);
-    assert_eq!(load(&craft(&twice)), invalid("duplicate key"));
+    assert_eq!(
+        load(&craft(&twice)),
+        Err(Error::Serialization(SerializationError::DuplicateKey {
+            kind: "relinearisation",
+            element: 0
+        }))
+    );
     let mut longer = payload.clone();
     longer.extend_from_slice(&[1, 2]);
     assert_eq!(
@@ -648,4 +669,285 @@ fn key_records_with_valid_checksums_are_checked_field_by_field() {
         Err(Error::Serialization(SerializationError::Truncated { .. }))
     ));
     assert_eq!(load(&craft(&payload)), Ok(()));
+}
+
+/// The error of a load that must fail with a serialization error.
+fn refusal<T: std::fmt::Debug>(r: Result<T, Error>) -> SerializationError {
+    match r {
+        Err(Error::Serialization(e)) => e,
+        other => panic!("expected a serialization error, got {other:?}"),
+    }
+}
+
+/// One object of every kind the ckks loaders read, in `load_all`'s order.
+fn every_blob(w: &World) -> Vec<Vec<u8>> {
+    vec![
+        w.context.params().to_bytes(),
+        w.secret.to_bytes().to_vec(),
+        w.public.to_bytes().unwrap(),
+        w.keys
+            .relinearization_key()
+            .unwrap()
+            .to_bytes_compressed()
+            .unwrap(),
+        w.keys.to_bytes_compressed(&w.context).unwrap(),
+        w.plaintext.to_bytes().unwrap(),
+        w.ciphertext.to_bytes().unwrap(),
+    ]
+}
+
+/// Issue 14: the flags byte is covered by the header checksum, and every
+/// loader refuses flags it does not understand (all of them, today).
+#[test]
+fn every_loader_refuses_unknown_flags() {
+    let w = world(8);
+    for (i, blob) in every_blob(&w).iter().enumerate() {
+        assert_eq!(load_all(&w.context, blob)[i], Ok(()), "blob {i}");
+        for flags in [1u8, 0x02, 0x80, 0xff] {
+            let mut bad = blob.clone();
+            bad[7] = flags;
+            for (j, r) in load_all(&w.context, &bad).into_iter().enumerate() {
+                assert_eq!(
+                    refusal(r),
+                    SerializationError::Corrupted,
+                    "blob {i} loader {j}: unsealed flags {flags:#x}"
+                );
+            }
+            let sealed = reseal_for_tests(&bad);
+            let r = load_all(&w.context, &sealed).swap_remove(i);
+            assert_eq!(
+                refusal(r),
+                SerializationError::UnknownFlags { flags },
+                "blob {i}: flags {flags:#x}"
+            );
+        }
+    }
+}
+
+/// Issue 14: a secret key is ternary with exactly the parameters' Hamming
+/// weight; the all-zero key and weights h ± 1 are refused.
+#[test]
+fn secret_keys_need_the_parameters_hamming_weight() {
+    let w = world(9);
+    let sk = w.secret.to_bytes();
+    let h = w.context.params().hamming_weight();
+    let coefficients = w.secret.coefficients().to_vec();
+    assert_eq!(w.secret.hamming_weight(), h);
+    let n = coefficients.len();
+    let load = |bytes: &[u8]| SecretKey::from_bytes(&w.context, bytes).map(|_| ());
+    let wrong = SerializationError::SecretKeyWeight { expected: h };
+    // Payload: degree (u32), then one byte per coefficient.
+    assert_eq!(
+        refusal(load(&patch_payload_for_tests(&sk, 4, &vec![0; n]))),
+        wrong
+    );
+    assert_eq!(
+        refusal(load(&patch_payload_for_tests(&sk, 4, &vec![1; n]))),
+        wrong
+    );
+    let zero = coefficients.iter().position(|&c| c == 0).unwrap();
+    let nonzero = coefficients.iter().position(|&c| c != 0).unwrap();
+    for (at, byte) in [(zero, 1u8), (zero, 0xff), (nonzero, 0)] {
+        let bad = patch_payload_for_tests(&sk, 4 + at, &[byte]);
+        assert_eq!(refusal(load(&bad)), wrong, "coefficient {at} := {byte:#x}");
+    }
+    // A sign flipped keeps the weight: a valid (other) key.
+    let flipped = if coefficients[nonzero] == 1 { 0xff } else { 1 };
+    assert_eq!(
+        load(&patch_payload_for_tests(&sk, 4 + nonzero, &[flipped])),
+        Ok(())
+    );
+    assert_eq!(load(&sk), Ok(()));
+}
+
+/// Issue 14: a switching key's kind and Galois element agree: 0 for
+/// relinearisation, conjugation and generic keys; for a rotation an odd
+/// element in (1, 2N) other than the conjugation element 2N − 1.
+#[test]
+fn switching_key_kinds_must_match_their_galois_element() {
+    let w = world(10);
+    let n = w.context.params().degree().get() as u64;
+    let load = |bytes: &[u8]| SwitchingKey::from_bytes(&w.context, bytes).map(|_| ());
+    let mismatch = |kind: &'static str, element: u64| SerializationError::GaloisElementMismatch {
+        kind,
+        element,
+    };
+    // Payload: kind @0, Galois element @1..9.
+    let with = |bytes: &[u8], tag: u8, element: u64| {
+        let bytes = patch_payload_for_tests(bytes, 0, &[tag]);
+        patch_payload_for_tests(&bytes, 1, &element.to_le_bytes())
+    };
+    let relin = w
+        .keys
+        .relinearization_key()
+        .unwrap()
+        .to_bytes_compressed()
+        .unwrap();
+    let conj = w
+        .keys
+        .conjugation_key()
+        .unwrap()
+        .to_bytes_compressed()
+        .unwrap();
+    let g = GaloisElement::rotation(1, n as usize);
+    let rot = w
+        .keys
+        .rotation_key(g)
+        .unwrap()
+        .to_bytes_compressed()
+        .unwrap();
+    for bytes in [&relin, &conj, &rot] {
+        assert_eq!(load(bytes), Ok(()));
+    }
+    for element in [1, 5, 2 * n - 1, u64::MAX] {
+        assert_eq!(
+            refusal(load(&with(&relin, 0, element))),
+            mismatch("relinearisation", element)
+        );
+        assert_eq!(
+            refusal(load(&with(&conj, 2, element))),
+            mismatch("conjugation", element)
+        );
+        assert_eq!(
+            refusal(load(&with(&relin, 3, element))),
+            mismatch("key switching", element)
+        );
+    }
+    // A rotation tagged with the conjugation element, the identity, an even
+    // element, or one beyond 2N.
+    for element in [2 * n - 1, 1, 0, 4, 2 * n + 1, u64::MAX] {
+        assert_eq!(
+            refusal(load(&with(&rot, 1, element))),
+            mismatch("rotation", element),
+            "element {element}"
+        );
+    }
+    // Another rotation element is a well-formed (if wrong) key.
+    let other = GaloisElement::rotation(3, n as usize).0;
+    assert_eq!(load(&with(&rot, 1, other)), Ok(()));
+}
+
+/// Issue 14: a key set holds each key once: a second relinearisation,
+/// conjugation or same-element rotation key is refused, not silently kept.
+#[test]
+fn key_sets_refuse_duplicate_entries() {
+    let w = world(11);
+    let records: Vec<(Vec<u8>, &'static str, u64)> = w
+        .keys
+        .keys()
+        .map(|k| {
+            let element = match k.kind() {
+                KeyKind::Rotation(g) => g.0,
+                _ => 0,
+            };
+            (
+                payload_for_tests(&k.to_bytes_compressed().unwrap()),
+                k.kind().name(),
+                element,
+            )
+        })
+        .collect();
+    assert_eq!(records.len(), 4);
+    let craft = |picks: &[usize]| {
+        let mut body = (picks.len() as u32).to_le_bytes().to_vec();
+        for &i in picks {
+            body.extend_from_slice(&records[i].0);
+        }
+        let mut out = Vec::new();
+        let mut wr = Writer::new(&mut out, Kind::KeySet, w.context.params().fingerprint()).unwrap();
+        wr.bytes(&body).unwrap();
+        wr.finish().unwrap();
+        out
+    };
+    let load = |bytes: &[u8]| KeySet::from_bytes(&w.context, bytes).map(|_| ());
+    assert_eq!(load(&craft(&[0, 1, 2, 3])), Ok(()));
+    for (i, (_, kind, element)) in records.iter().enumerate() {
+        let others: Vec<usize> = (0..4).filter(|&j| j != i).collect();
+        let mut picks = vec![i];
+        picks.extend(&others);
+        picks.push(i);
+        assert_eq!(
+            refusal(load(&craft(&picks))),
+            SerializationError::DuplicateKey {
+                kind,
+                element: *element
+            },
+            "{kind} twice"
+        );
+    }
+}
+
+/// Issue 14: a plaintext's or ciphertext's scale lies in `[1, Q_l)` at its
+/// level `l`; 5e-324 or `f64::MAX` (which decode to inf or NaN) are refused.
+#[test]
+fn scales_outside_one_to_the_level_modulus_are_refused() {
+    let w = world(12);
+    let params = w.context.params();
+    let log_q = |level: usize| -> f64 {
+        params.q_moduli()[..=level]
+            .iter()
+            .map(|q| (q.value() as f64).log2())
+            .sum()
+    };
+    let eval = Evaluator::with_keys(
+        &w.context,
+        Arc::new(KeySet::from_bytes(&w.context, &w.keys.to_bytes(&w.context).unwrap()).unwrap()),
+    );
+    // Not rescaled: scale Δ², the largest the evaluator leaves on purpose.
+    let product = eval
+        .mult_without_rescale(&w.ciphertext, &w.ciphertext)
+        .unwrap();
+    let low = eval.level_down(&w.ciphertext, Level(1)).unwrap();
+    let objects: Vec<(Vec<u8>, usize, bool)> = vec![
+        (
+            w.plaintext.to_bytes().unwrap(),
+            w.plaintext.level().get(),
+            true,
+        ),
+        (
+            w.ciphertext.to_bytes().unwrap(),
+            w.ciphertext.level().get(),
+            false,
+        ),
+        (product.to_bytes().unwrap(), product.level().get(), false),
+        (low.to_bytes().unwrap(), 1, false),
+    ];
+    for (bytes, level, plain) in objects {
+        let load = |bytes: &[u8]| {
+            if plain {
+                Plaintext::from_bytes(&w.context, bytes).map(|_| ())
+            } else {
+                Ciphertext::from_bytes(&w.context, bytes).map(|_| ())
+            }
+        };
+        assert_eq!(load(&bytes), Ok(()), "level {level}");
+        // Payload: level @0, scale @4, slots @12.
+        let with = |scale: f64| patch_payload_for_tests(&bytes, 4, &scale.to_bits().to_le_bytes());
+        let bits = log_q(level);
+        for scale in [
+            5e-324,
+            f64::MIN_POSITIVE,
+            0.5,
+            1.0 - f64::EPSILON,
+            2f64.powf(bits.ceil()),
+            2f64.powf(bits + 1.0),
+            f64::MAX,
+        ] {
+            assert_eq!(
+                refusal(load(&with(scale))),
+                SerializationError::ScaleOutOfRange { level },
+                "scale {scale:e} at level {level}"
+            );
+        }
+        for scale in [f64::NAN, f64::INFINITY, 0.0, -1.0, -0.0] {
+            assert!(load(&with(scale)).is_err(), "scale {scale}");
+        }
+        for scale in [1.0, 2f64.powf(bits.floor() - 1.0)] {
+            assert_eq!(
+                load(&with(scale)),
+                Ok(()),
+                "scale {scale:e} at level {level}"
+            );
+        }
+    }
 }

@@ -310,11 +310,13 @@ impl<R: Read> std::fmt::Debug for Reader<R> {
 
 impl<R: Read> Reader<R> {
     /// Reads and checks the header of an object of `kind`: magic, version,
-    /// header checksum, kind and flags. The caller checks the fingerprint.
+    /// header checksum (which covers the flags), kind and flags (none is
+    /// defined: the byte must be 0). The caller checks the fingerprint.
     ///
     /// # Errors
     /// [`SerializationError`]: `BadMagic`, `UnsupportedVersion`,
-    /// `Corrupted`, `WrongKind`, `InvalidField`, `Truncated`, `Io`.
+    /// `Corrupted`, `WrongKind`, `InvalidField`, `UnknownFlags`,
+    /// `Truncated`, `Io`.
     pub fn open(inner: R, kind: Kind) -> Result<(Header, Self)> {
         let mut r = Self {
             inner,
@@ -354,8 +356,11 @@ impl<R: Read> Reader<R> {
             }
             .into());
         }
-        if byte(7) != 0 {
-            return Err(SerializationError::InvalidField { field: "flags" }.into());
+        // No flag is defined: any set bit is a feature this build lacks.
+        // (The flags are covered by the header checksum checked above.)
+        let flags = byte(7);
+        if flags != 0 {
+            return Err(SerializationError::UnknownFlags { flags }.into());
         }
         let mut fp = [0u8; 8];
         fp.copy_from_slice(field(8, 8));

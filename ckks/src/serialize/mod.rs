@@ -10,7 +10,7 @@
 //! | 0..4 | magic `HEMM` |
 //! | 4..6 | format version (little endian), currently 3 |
 //! | 6 | object kind ([`Kind`]) |
-//! | 7 | flags (reserved, 0) |
+//! | 7 | flags: none is defined yet, so a reader refuses any nonzero value ([`crate::SerializationError::UnknownFlags`]) |
 //! | 8..16 | fingerprint of the parameters ([`crate::params::Parameters::fingerprint`]) |
 //! | 16..20 | CRC-32 of bytes 0..16 |
 //! | then, per frame | payload length `len` (u32, 1 ..= 16 MiB; the writer uses 1 MiB), `len` payload bytes, CRC-32 of every byte of the stream before this field |
@@ -19,10 +19,15 @@
 //! All integers are little endian. A reader checks each frame's CRC before
 //! handing out any of its bytes, so every field it parses has been verified;
 //! the running CRC (`crc32fast`) also covers the header, the frame lengths
-//! and the frames' order. Loading checks the magic, version, kind and
-//! fingerprint, and every field after: counts, levels, Galois elements,
-//! modulus indices, residues below their prime, ternary secret
-//! coefficients, scales and slot counts; then the end marker and that
+//! and the frames' order (the header CRC covers bytes 0..16, flags
+//! included). Loading checks the magic, version, kind, flags and
+//! fingerprint, and every field after against the context: counts, levels,
+//! modulus indices, residues below their prime; a secret key ternary with
+//! exactly the parameters' Hamming weight; each switching key's Galois
+//! element against its kind (0 for relinearisation, conjugation and generic
+//! keys; for a rotation an odd element in `(1, 2N − 1)`, never the
+//! conjugation element); no key twice in a key set; scales in `[1, Q_l)` at
+//! the object's level `l`; slot counts; then the end marker and that
 //! nothing follows it. Bad data is a [`crate::SerializationError`], never a
 //! panic or an out-of-bounds read; nothing larger than one frame (and, for
 //! a device, a few limbs of staging) is buffered beyond the object itself.

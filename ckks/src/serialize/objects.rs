@@ -318,7 +318,10 @@ impl SecretKey {
     ///
     /// # Errors
     /// A [`SerializationError`]: malformed data, other parameters, a
-    /// coefficient outside {−1, 0, 1}.
+    /// coefficient outside {−1, 0, 1}
+    /// ([`SerializationError::InvalidField`]), a key whose Hamming weight is
+    /// not exactly the parameters' ([`SerializationError::SecretKeyWeight`]:
+    /// the all-zero key, say).
     pub fn load<R: Read>(context: &Context, r: R) -> Result<Self> {
         let mut r = open(r, Kind::SecretKey, context)?;
         let n = context.params().degree().get();
@@ -337,6 +340,10 @@ impl SecretKey {
             });
         }
         r.finish()?;
+        let expected = context.params().hamming_weight();
+        if coefficients.iter().filter(|&&c| c != 0).count() != expected {
+            return Err(SerializationError::SecretKeyWeight { expected }.into());
+        }
         SecretKey::from_coefficients(context, coefficients)
     }
 
@@ -414,8 +421,21 @@ pub(crate) fn write_switching_key<W: Write>(
     Ok(())
 }
 
+/// Whether the Galois element `galois` written with a key of `kind` fits it
+/// at degree `n`: 0 for relinearisation, conjugation and generic keys (their
+/// automorphism, if any, is implied by the kind); for a rotation an odd
+/// element in `(1, 2N − 1)`: not the identity, and not the conjugation
+/// element `2N − 1`, which belongs to the conjugation key.
+fn galois_fits(kind: KeyKind, galois: u64, n: usize) -> bool {
+    let two_n = 2 * n as u64;
+    match kind {
+        KeyKind::Rotation(_) => galois % 2 == 1 && galois > 1 && galois < two_n - 1,
+        KeyKind::Relinearization | KeyKind::Conjugation | KeyKind::Generic => galois == 0,
+    }
+}
+
 /// Reads a switching key's record (see [`write_switching_key`]), checking
-/// its kind, Galois element, level, digit count and every polynomial's
+/// its kind, Galois element (against the kind), level, digit count and every polynomial's
 /// moduli against the context's parameters.
 pub(crate) fn read_switching_key<R: Read>(
     r: &mut Reader<R>,
@@ -426,14 +446,19 @@ pub(crate) fn read_switching_key<R: Read>(
     let tag = r.u8()?;
     let galois = r.u64()?;
     let kind = match tag {
-        0 if galois == 0 => KeyKind::Relinearization,
-        1 if galois % 2 == 1 && galois < 2 * n as u64 && galois != 1 => {
-            KeyKind::Rotation(GaloisElement(galois))
-        }
-        2 if galois == 0 => KeyKind::Conjugation,
-        3 if galois == 0 => KeyKind::Generic,
+        0 => KeyKind::Relinearization,
+        1 => KeyKind::Rotation(GaloisElement(galois)),
+        2 => KeyKind::Conjugation,
+        3 => KeyKind::Generic,
         _ => return Err(invalid("key kind")),
     };
+    if !galois_fits(kind, galois, n) {
+        return Err(SerializationError::GaloisElementMismatch {
+            kind: kind.name(),
+            element: galois,
+        }
+        .into());
+    }
     let mut seed = [0u8; 32];
     r.bytes_into(&mut seed)?;
     let level = Level(r.u32()? as usize);
@@ -494,9 +519,19 @@ pub(crate) fn read_key_set<R: Read>(r: &mut Reader<R>, context: &Context) -> Res
     }
     let mut set = KeySet::new();
     for i in 0..count {
-        set.insert(read_switching_key(r, context)?)?;
+        let key = read_switching_key(r, context)?;
+        let kind = key.kind();
+        set.insert(key)?;
+        // `insert` replaces a key of the same purpose: the set did not grow.
         if set.len() != i + 1 {
-            return Err(invalid("duplicate key"));
+            return Err(SerializationError::DuplicateKey {
+                kind: kind.name(),
+                element: match kind {
+                    KeyKind::Rotation(g) => g.0,
+                    _ => 0,
+                },
+            }
+            .into());
         }
     }
     Ok(set)
@@ -678,6 +713,34 @@ fn write_header_fields<W: Write>(
     w.u32(slots as u32)
 }
 
+/// Checks a loaded plaintext's or ciphertext's scale against its level `l`:
+/// `1 ≤ scale < Q_l` (`Q_l = q_0 ⋯ q_l`, compared through `log2`).
+///
+/// An object at level `l` holds integers modulo `Q_l`, read as
+/// `coefficient / scale`. Below 1, the rounding of a coefficient alone is
+/// worth more than one unit of the message, and tiny scales make decoding
+/// overflow to infinity or NaN; at `Q_l` or above, every coefficient reads
+/// as less than one half, so no message of magnitude one fits. A product
+/// not yet rescaled fits at every level `l ≥ 1` where it may be rescaled:
+/// [`Parameters::check_rescale`] bounds its scale by `2·q_l²`, below `Q_l`
+/// whenever `Q_{l−1} > 2·q_l` (in every preset `q_0` alone is). A product at
+/// level 0, which can never be rescaled, is refused when its scale reaches
+/// `q_0`.
+fn check_scale(params: &Parameters, level: Level, scale: Scale) -> Result<()> {
+    let log_q: f64 = params
+        .q_moduli()
+        .get(..=level.0)
+        .unwrap_or_default()
+        .iter()
+        .map(|q| (q.value() as f64).log2())
+        .sum();
+    if scale.0 >= 1.0 && scale.0.log2() < log_q {
+        Ok(())
+    } else {
+        Err(SerializationError::ScaleOutOfRange { level: level.0 }.into())
+    }
+}
+
 fn read_header_fields<R: Read>(
     r: &mut Reader<R>,
     context: &Context,
@@ -688,9 +751,7 @@ fn read_header_fields<R: Read>(
         return Err(invalid("level"));
     }
     let scale = Scale(r.f64()?);
-    if !(scale.0.is_finite() && scale.0 > 0.0) {
-        return Err(invalid("scale"));
-    }
+    check_scale(params, level, scale)?;
     let slots = r.u32()? as usize;
     if slots == 0 || !slots.is_power_of_two() || slots > params.degree().get() / 2 {
         return Err(invalid("slots"));
