@@ -813,7 +813,6 @@ mod tests {
                 hamming_weight,
                 insecure_test: false,
                 bootstrap_rotation_keys: None,
-                ..Preset::TestFTb.spec()
             };
             let p = Parameters::new(spec.clone(), SecurityCheck::AllowInsecure).unwrap();
             let expected = standard_bits(&p);
