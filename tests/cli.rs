@@ -43,7 +43,6 @@ fn params_json_has_heaan_figures() {
             dnum * 2 * limbs * n * 8,
             "{name}"
         );
-        assert_eq!(row["security_bits"], 128);
         for key in [
             "log_slots",
             "enc_level",
@@ -54,6 +53,85 @@ fn params_json_has_heaan_figures() {
             assert!(row.get(key).is_some(), "{name}: {key}");
         }
     }
+}
+
+/// A parameter file for FGb's description at N = 2^11 (log QP = 1555, the
+/// table's bound 53), named FGb, with `claim` in the file's security slot.
+fn forged_parameter_file(claim: Option<u32>) -> Vec<u8> {
+    use hemem::ckks::params::{Parameters, Preset, SecurityCheck};
+    use hemem::ckks::serialize::{Kind, Writer};
+    let mut spec = Preset::FGb.spec();
+    spec.log_n = 11;
+    spec.log_slots = 10;
+    let fingerprint = Parameters::new(spec.clone(), SecurityCheck::AllowInsecure)
+        .unwrap()
+        .fingerprint();
+    let mut out = Vec::new();
+    let mut w = Writer::new(&mut out, Kind::Parameters, fingerprint).unwrap();
+    w.u32(spec.name.len() as u32).unwrap();
+    w.bytes(spec.name.as_bytes()).unwrap();
+    w.u32(spec.log_n).unwrap();
+    w.u32(spec.log_slots).unwrap();
+    for bits in [&spec.q_bits, &spec.p_bits] {
+        w.u32(bits.len() as u32).unwrap();
+        for &b in bits {
+            w.u32(b).unwrap();
+        }
+    }
+    let opt = |v: Option<usize>| v.map_or(u32::MAX, |v| v as u32);
+    w.u32(spec.dnum as u32).unwrap();
+    w.u32(spec.enc_level as u32).unwrap();
+    w.u32(opt(spec.post_bootstrap_level)).unwrap();
+    w.u32(spec.user_primes as u32).unwrap();
+    w.u32(spec.hamming_weight as u32).unwrap();
+    w.u32(opt(claim.map(|c| c as usize))).unwrap();
+    w.u8(0).unwrap();
+    w.u32(opt(spec.bootstrap_rotation_keys)).unwrap();
+    w.finish().unwrap();
+    out
+}
+
+#[test]
+fn params_file_security_is_decided_by_hemem_not_by_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let forged = dir.path().join("forged.params");
+    std::fs::write(&forged, forged_parameter_file(Some(128))).unwrap();
+    let forged = forged.to_str().unwrap();
+    // Refused as insecure, and not loaded even on opt-in: the claim is a lie.
+    let out = hemem(&["params", "--file", forged, "--json"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("insecure parameters refused"));
+    let out = hemem(&["params", "--file", forged, "--json", "--allow-insecure"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("claimed_security_bits"));
+
+    // Without the claim, opting in loads it, at 0 bits.
+    let honest = dir.path().join("honest.params");
+    std::fs::write(&honest, forged_parameter_file(None)).unwrap();
+    let honest = honest.to_str().unwrap();
+    let out = hemem(&["params", "--file", honest, "--json"]);
+    assert!(!out.status.success());
+    let out = hemem(&["params", "--file", honest, "--json", "--allow-insecure"]);
+    assert!(out.status.success());
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rows[0]["name"], "FGb");
+    assert_eq!(rows[0]["log_n"], 11);
+    assert_eq!(rows[0]["security_bits"], 0);
+
+    // The real FGb, saved and loaded: matched to the preset again.
+    let real = dir.path().join("fgb.params");
+    let fgb = hemem::ckks::params::Parameters::from_preset(hemem::ckks::params::Preset::FGb);
+    std::fs::write(&real, fgb.unwrap().to_bytes()).unwrap();
+    let out = hemem(&["params", "--file", real.to_str().unwrap(), "--json"]);
+    assert!(out.status.success());
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rows[0]["security_bits"], 128);
+    assert!(
+        rows[0]["security_source"]
+            .as_str()
+            .unwrap()
+            .contains("exact structure")
+    );
 }
 
 #[test]

@@ -94,6 +94,18 @@ pub enum ParametersError {
         /// The table's bound (`None`: the table has no row for this degree).
         bound: Option<u32>,
     },
+    /// Custom parameters whose secret is sparser than the uniform ternary
+    /// secret the security table assumes, without opt-in: the table says
+    /// nothing about them.
+    #[error(
+        "insecure parameters refused: a secret of Hamming weight {weight} is sparser than the security table covers (at least {min}); opt in explicitly to use them"
+    )]
+    SparseSecret {
+        /// The Hamming weight given.
+        weight: usize,
+        /// The least weight the table covers, `⌈2N/3⌉`.
+        min: usize,
+    },
     /// A ring degree outside `2^4 … 2^17`.
     #[error("log N = {log_n} is outside 4..=17")]
     InvalidDegree {
@@ -519,6 +531,14 @@ mod tests {
                 }
                 .into(),
                 "insecure parameters refused: log QP = 1555 at N = 2^12 exceeds the 128-bit bound Some(106); opt in explicitly to use them",
+            ),
+            (
+                ParametersError::SparseSecret {
+                    weight: 192,
+                    min: 2731,
+                }
+                .into(),
+                "insecure parameters refused: a secret of Hamming weight 192 is sparser than the security table covers (at least 2731); opt in explicitly to use them",
             ),
             (
                 ParametersError::InvalidDegree { log_n: 20 }.into(),

@@ -304,7 +304,6 @@ fn custom_parameters_build_and_work() {
         post_bootstrap_level: None,
         user_primes: 3,
         hamming_weight: 64,
-        claimed_security_bits: None,
         insecure_test: false,
         bootstrap_rotation_keys: None,
     };

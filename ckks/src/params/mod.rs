@@ -54,9 +54,9 @@ pub struct ParametersSpec {
     pub user_primes: usize,
     /// Hamming weight of the secret key.
     pub hamming_weight: usize,
-    /// A claimed security level that overrides the table (HEaaN presets).
-    pub claimed_security_bits: Option<u32>,
-    /// Marks a test preset: insecure by construction.
+    /// Marks a test preset: insecure by construction, refused unless the
+    /// caller opts in. (There is no field that claims a security level:
+    /// hemem decides it, see [`security`].)
     pub insecure_test: bool,
     /// Rotation keys a full-slot bootstrap needs, where known.
     pub bootstrap_rotation_keys: Option<usize>,
@@ -68,7 +68,6 @@ impl ParametersSpec {
     pub fn with_log_n(mut self, log_n: u32) -> Self {
         self.log_n = log_n;
         self.log_slots = log_n.saturating_sub(1);
-        self.claimed_security_bits = None;
         self.bootstrap_rotation_keys = None;
         self
     }
@@ -114,10 +113,18 @@ impl Parameters {
     /// level then special primes), the default scale of every level, and the
     /// security estimate.
     ///
+    /// The security level is hemem's decision, never the caller's: a HEaaN
+    /// preset's 128-bit claim holds for a description with that preset's
+    /// exact structure ([`Preset::matching`]); any other description is
+    /// judged by the HE standard's table for a uniform ternary secret
+    /// ([`security`]).
+    ///
     /// # Errors
-    /// A [`ParametersError`] for inconsistent descriptions, and
-    /// [`ParametersError::Insecure`] for parameters above the 128-bit table
-    /// (or test presets) unless `check` allows them.
+    /// A [`ParametersError`] for inconsistent descriptions. Unless `check`
+    /// allows them: [`ParametersError::Insecure`] for test presets and for
+    /// parameters above the table's 128-bit bound, and
+    /// [`ParametersError::SparseSecret`] for custom parameters whose secret is
+    /// sparser than the table covers.
     pub fn new(spec: ParametersSpec, check: SecurityCheck) -> Result<Self> {
         validate(&spec)?;
         let two_n = 2u64 << spec.log_n;
@@ -155,16 +162,23 @@ impl Parameters {
             .chain(&p)
             .fold(BigUint::one(), |acc, m| acc * m.value());
         let log_qp = u32::try_from(product.bits()).unwrap_or(u32::MAX);
-        let security = security::estimate(spec.log_n, log_qp, spec.claimed_security_bits);
-        let secure =
-            !spec.insecure_test && (spec.claimed_security_bits.is_some() || security.within_table);
-        if !secure && check == SecurityCheck::Enforce {
-            return Err(ParametersError::Insecure {
-                log_n: spec.log_n,
-                log_qp,
-                bound: security.table_bound,
+        let security = security::assess(&spec, log_qp);
+        if check == SecurityCheck::Enforce {
+            if spec.insecure_test || !security.within_table {
+                return Err(ParametersError::Insecure {
+                    log_n: spec.log_n,
+                    log_qp,
+                    bound: security.table_bound,
+                }
+                .into());
             }
-            .into());
+            if security.bits < 128 {
+                return Err(ParametersError::SparseSecret {
+                    weight: spec.hamming_weight,
+                    min: security::min_table_weight(spec.log_n),
+                }
+                .into());
+            }
         }
 
         let scales = default_scales(&spec, &q);
@@ -328,8 +342,7 @@ impl Parameters {
 
     /// Whether these parameters were accepted only by opting in.
     pub fn is_insecure(&self) -> bool {
-        self.spec.insecure_test
-            || (self.spec.claimed_security_bits.is_none() && !self.security.within_table)
+        self.spec.insecure_test || self.security.bits < 128
     }
 
     /// Bytes of one switching key at the top level:
@@ -620,8 +633,10 @@ mod tests {
             assert_eq!(p.spec().q_bits, preset.shape_of().spec().q_bits);
         }
         let mut spec = Preset::FGb.spec();
-        spec.claimed_security_bits = None;
-        assert!(Parameters::new(spec.clone(), SecurityCheck::Enforce).is_ok());
+        spec.name = "not FGb".into();
+        spec.enc_level = 3;
+        let renamed = Parameters::new(spec.clone(), SecurityCheck::Enforce).unwrap();
+        assert_eq!(renamed.security().preset, Some(Preset::FGb));
         spec.q_bits.extend([60; 4]);
         assert!(matches!(
             Parameters::new(spec.clone(), SecurityCheck::Enforce),
@@ -638,6 +653,184 @@ mod tests {
             "FGz".parse::<Preset>(),
             Err(ParametersError::UnknownPreset { .. })
         ));
+    }
+
+    /// The largest log QP at 128-bit security for a uniform ternary secret,
+    /// copied from the HE security guidelines (2024) and OpenFHE's extension,
+    /// independently of `security.rs`.
+    fn standard_bound(log_n: u32) -> Option<u32> {
+        match log_n {
+            10 => Some(26),
+            11 => Some(53),
+            12 => Some(106),
+            13 => Some(214),
+            14 => Some(430),
+            15 => Some(868),
+            16 => Some(1747),
+            17 => Some(3523),
+            _ => None,
+        }
+    }
+
+    /// What the standard says of a hand-built spec: 128 bits when log QP is
+    /// within the bound and the secret is at least as dense as a uniform
+    /// ternary one (weight ≥ ⌈2N/3⌉), else nothing.
+    fn standard_bits(p: &Parameters) -> u32 {
+        let n = p.degree().get();
+        let dense = 3 * p.hamming_weight() >= 2 * n;
+        let within = standard_bound(p.degree().log2()).is_some_and(|b| p.log_qp() <= b);
+        if dense && within { 128 } else { 0 }
+    }
+
+    /// A seed from the clock, printed with every failure.
+    fn fresh_seed() -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+    }
+
+    #[test]
+    fn a_preset_claim_does_not_follow_its_spec_to_another_degree() {
+        // FGb's exact description, moved to N = 2^11 by hand: log QP = 1555
+        // against a bound of 53. Nothing the caller sets makes it 128-bit.
+        let mut spec = Preset::FGb.spec();
+        spec.log_n = 11;
+        spec.log_slots = 10;
+        assert!(matches!(
+            Parameters::new(spec.clone(), SecurityCheck::Enforce),
+            Err(Error::Parameters(ParametersError::Insecure {
+                log_n: 11,
+                bound: Some(53),
+                ..
+            }))
+        ));
+        let p = Parameters::new(spec, SecurityCheck::AllowInsecure).unwrap();
+        assert_eq!(p.security().bits, 0);
+        assert!(p.is_insecure());
+    }
+
+    #[test]
+    fn a_preset_claim_holds_only_for_its_exact_structure() {
+        use rand::{RngExt, SeedableRng};
+        let seed = fresh_seed();
+        println!("seed {seed}");
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
+        for case in 0..24 {
+            let preset = [Preset::FTa, Preset::FTb, Preset::FGb][case % 3];
+            let mut spec = preset.spec();
+            let n = 1usize << spec.log_n;
+            let what = match case / 3 % 4 {
+                0 => {
+                    let i = rng.random_range(0..spec.q_bits.len());
+                    let old = spec.q_bits[i];
+                    let new = loop {
+                        let b = rng.random_range(30..=61);
+                        if b != old {
+                            break b;
+                        }
+                    };
+                    spec.q_bits[i] = new;
+                    "a Q prime's size"
+                }
+                1 => {
+                    let old = spec.hamming_weight;
+                    spec.hamming_weight = loop {
+                        let h = rng.random_range(1..=n);
+                        if h != old {
+                            break h;
+                        }
+                    };
+                    "the secret's weight"
+                }
+                2 => {
+                    spec.p_bits.push(rng.random_range(30..=61));
+                    "one more special prime"
+                }
+                _ => {
+                    spec.log_n -= rng.random_range(1..=3);
+                    spec.log_slots = spec.log_n - 1;
+                    "the ring degree"
+                }
+            };
+            let p = Parameters::new(spec.clone(), SecurityCheck::AllowInsecure).unwrap();
+            let expected = standard_bits(&p);
+            assert_eq!(
+                p.security().bits,
+                expected,
+                "seed {seed}: {preset} with {what} changed"
+            );
+            let enforced = Parameters::new(spec, SecurityCheck::Enforce);
+            if expected == 0 {
+                assert!(
+                    matches!(
+                        enforced,
+                        Err(Error::Parameters(
+                            ParametersError::Insecure { .. } | ParametersError::SparseSecret { .. }
+                        ))
+                    ),
+                    "seed {seed}: {preset} with {what} changed"
+                );
+                assert!(p.is_insecure());
+            } else {
+                assert!(
+                    enforced.is_ok(),
+                    "seed {seed}: {preset} with {what} changed"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn custom_parameters_follow_the_ternary_table() {
+        use rand::{RngExt, SeedableRng};
+        let seed = fresh_seed();
+        println!("seed {seed}");
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
+        for _ in 0..16 {
+            let log_n = rng.random_range(12..=14);
+            let n = 1usize << log_n;
+            let bound = standard_bound(log_n).unwrap();
+            // A chain near the bound, on either side of it.
+            let target = bound + rng.random_range(0..40) - 20;
+            let mut q_bits = vec![25];
+            let mut total = 25;
+            while total + 25 <= target - 25 {
+                let b = rng.random_range(25..=40.min(target - 25 - total));
+                q_bits.push(b);
+                total += b;
+            }
+            let hamming_weight = rng.random_range(1..=n);
+            let spec = ParametersSpec {
+                name: "custom".into(),
+                log_n,
+                log_slots: log_n - 1,
+                dnum: q_bits.len(),
+                enc_level: q_bits.len() - 1,
+                user_primes: q_bits.len(),
+                q_bits,
+                p_bits: vec![25],
+                post_bootstrap_level: None,
+                hamming_weight,
+                insecure_test: false,
+                bootstrap_rotation_keys: None,
+            };
+            let p = Parameters::new(spec.clone(), SecurityCheck::AllowInsecure).unwrap();
+            let expected = standard_bits(&p);
+            assert_eq!(p.security().bits, expected, "seed {seed}: {spec:?}");
+            let enforced = Parameters::new(spec.clone(), SecurityCheck::Enforce);
+            match (expected, enforced) {
+                (128, Ok(q)) => assert_eq!(q, p),
+                (0, Err(Error::Parameters(ParametersError::Insecure { log_qp, .. }))) => {
+                    assert!(log_qp > bound, "seed {seed}: {spec:?}");
+                }
+                (0, Err(Error::Parameters(ParametersError::SparseSecret { weight, min }))) => {
+                    assert_eq!(weight, hamming_weight);
+                    assert_eq!(min, (2 * n).div_ceil(3));
+                    assert!(p.log_qp() <= bound);
+                }
+                (_, other) => panic!("seed {seed}: {spec:?} gave {other:?}"),
+            }
+        }
     }
 
     #[test]

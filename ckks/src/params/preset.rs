@@ -10,7 +10,9 @@ use crate::ParametersError;
 
 /// A named parameter set.
 ///
-/// The seven HEaaN presets claim 128-bit security (with sparse secrets). The
+/// The seven HEaaN presets claim 128-bit security (with sparse secrets), a
+/// claim hemem reports only for a description that has a preset's exact
+/// structure ([`Preset::matching`]). The
 /// `Test*` variants keep a preset's prime sizes, gadget rank and level layout
 /// at a small ring degree so that CI runs in seconds; they are insecure and
 /// refused unless the caller opts in.
@@ -218,6 +220,25 @@ impl Preset {
         }
     }
 
+    /// The HEaaN preset whose structure `spec` has exactly, if any: the same
+    /// ring degree, the same prime sizes in the same order (hence the same
+    /// primes, which are generated deterministically from them) and the same
+    /// secret weight — everything that defines the lattice problem. The name
+    /// and the other fields (levels, slots, gadget rank) do not count. A spec
+    /// marked as a test is never matched.
+    pub fn matching(spec: &ParametersSpec) -> Option<Self> {
+        if spec.insecure_test {
+            return None;
+        }
+        Self::HEAAN.into_iter().find(|preset| {
+            let own = preset.spec();
+            own.log_n == spec.log_n
+                && own.hamming_weight == spec.hamming_weight
+                && own.q_bits == spec.q_bits
+                && own.p_bits == spec.p_bits
+        })
+    }
+
     /// The full description of this preset.
     pub fn spec(self) -> ParametersSpec {
         let shape = self.shape();
@@ -242,7 +263,6 @@ impl Preset {
             post_bootstrap_level: Some(shape.post_bootstrap_level),
             user_primes,
             hamming_weight: shape.hamming_weight,
-            claimed_security_bits: if self.is_test() { None } else { Some(128) },
             insecure_test: self.is_test(),
             bootstrap_rotation_keys: (!self.is_test()).then_some(shape.bootstrap_rotations),
         }

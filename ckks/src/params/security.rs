@@ -8,11 +8,19 @@
 //! at N = 2^15, 438 → 430 at 2^14); N = 2^16 and 2^17 come from OpenFHE's
 //! extension of the table (`stdlatticeparms.cpp`), 1747 and 3523.
 //!
+//! The table assumes a uniform ternary secret, whose Hamming weight
+//! concentrates around `2N/3`; hemem's secrets have an exact weight `h`, so
+//! the table covers a custom parameter set only when `h ≥ ⌈2N/3⌉`.
+//!
 //! The HEaaN presets use **sparse** secrets (Hamming weight 64 to 192), which
 //! the uniform-ternary table does not cover: sparse secrets admit hybrid
 //! attacks that cost some security. hemem reports the presets' claimed level
-//! (128 bits, as CryptoLab documents for HEaaN's parameter presets) next to
-//! the table's verdict for the modulus alone, and says where each comes from.
+//! (128 bits, as CryptoLab documents for HEaaN's parameter presets) only for
+//! a description whose structure it *matches* to a preset
+//! ([`Preset::matching`]): nobody can assert it, neither a caller nor a file.
+//! Everything else is judged by the table alone.
+
+use super::{ParametersSpec, Preset};
 
 /// `(log N, largest log QP at 128-bit classical security)`.
 const TABLE_128: [(u32, u32); 8] = [
@@ -32,12 +40,19 @@ pub fn max_log_qp_128(log_n: u32) -> Option<u32> {
     TABLE_128.iter().find(|(l, _)| *l == log_n).map(|(_, b)| *b)
 }
 
-/// What is known about the security of a parameter set.
+/// The least Hamming weight of a secret the table covers at degree
+/// `2^log_n`: `⌈2N/3⌉`, the mean weight of a uniform ternary secret.
+pub fn min_table_weight(log_n: u32) -> usize {
+    (2usize << log_n).div_ceil(3)
+}
+
+/// What hemem decided about the security of a parameter set.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SecurityEstimate {
-    /// The security level stated for this parameter set: the preset's claim
-    /// (128 for the HEaaN presets) or, for custom parameters, the table's
-    /// verdict (128 when within the bound, otherwise 0).
+    /// The security level hemem reports: 128 for a description that matches
+    /// a HEaaN preset's structure (the preset's claim), 128 for custom
+    /// parameters within the table's bound with a dense enough secret, and
+    /// 0 otherwise.
     pub bits: u32,
     /// Where `bits` comes from.
     pub source: &'static str,
@@ -47,28 +62,41 @@ pub struct SecurityEstimate {
     pub table_bound: Option<u32>,
     /// Whether `log_qp` is within the table's 128-bit bound.
     pub within_table: bool,
+    /// Whether the secret is at least as dense as the table assumes
+    /// (`h ≥ ⌈2N/3⌉`, [`min_table_weight`]).
+    pub dense_secret: bool,
+    /// The HEaaN preset whose exact structure the parameters have, if any:
+    /// `bits` is then that preset's claim.
+    pub preset: Option<Preset>,
 }
 
-/// The estimate for a modulus of `log_qp` bits at degree `2^log_n`, with a
-/// preset's claim if there is one.
-pub fn estimate(log_n: u32, log_qp: u32, claimed: Option<u32>) -> SecurityEstimate {
-    let table_bound = max_log_qp_128(log_n);
+const PRESET_SOURCE: &str = "HEaaN preset claim, for this preset's exact structure (sparse secret; not covered by the uniform-ternary table)";
+const TABLE_SOURCE: &str = "HE security guidelines 2024 table, uniform ternary secret";
+const SPARSE_SOURCE: &str =
+    "none: the HE security guidelines table does not cover a secret this sparse";
+
+/// Judges a description whose primes multiply to `log_qp` bits: a preset's
+/// claim if the description has that preset's exact structure, the table's
+/// verdict otherwise. Nothing in `spec` states a level.
+pub(crate) fn assess(spec: &ParametersSpec, log_qp: u32) -> SecurityEstimate {
+    let table_bound = max_log_qp_128(spec.log_n);
     let within_table = table_bound.is_some_and(|b| log_qp <= b);
-    match claimed {
-        Some(bits) => SecurityEstimate {
-            bits,
-            source: "HEaaN preset claim (sparse secret; not covered by the uniform-ternary table)",
-            log_qp,
-            table_bound,
-            within_table,
-        },
-        None => SecurityEstimate {
-            bits: if within_table { 128 } else { 0 },
-            source: "HE security guidelines 2024 table, uniform ternary secret",
-            log_qp,
-            table_bound,
-            within_table,
-        },
+    let dense_secret = spec.hamming_weight >= min_table_weight(spec.log_n);
+    let preset = Preset::matching(spec).filter(|_| within_table);
+    let (bits, source) = match preset {
+        Some(_) => (128, PRESET_SOURCE),
+        None if !dense_secret => (0, SPARSE_SOURCE),
+        None if within_table => (128, TABLE_SOURCE),
+        None => (0, TABLE_SOURCE),
+    };
+    SecurityEstimate {
+        bits,
+        source,
+        log_qp,
+        table_bound,
+        within_table,
+        dense_secret,
+        preset,
     }
 }
 
@@ -82,11 +110,23 @@ mod tests {
         assert_eq!(max_log_qp_128(16), Some(1747));
         assert_eq!(max_log_qp_128(17), Some(3523));
         assert_eq!(max_log_qp_128(9), None);
-        let e = estimate(16, 1555, None);
-        assert!(e.within_table);
-        assert_eq!(e.bits, 128);
-        assert_eq!(estimate(16, 1800, None).bits, 0);
-        assert_eq!(estimate(12, 1555, Some(128)).bits, 128);
-        assert!(!estimate(12, 1555, Some(128)).within_table);
+        assert_eq!(min_table_weight(11), 1366);
+        assert_eq!(min_table_weight(16), 43_691);
+        for preset in Preset::HEAAN {
+            let spec = preset.spec();
+            let e = assess(&spec, max_log_qp_128(spec.log_n).unwrap());
+            assert_eq!((e.bits, e.preset), (128, Some(preset)));
+            assert!(!e.dense_secret, "{preset}: HEaaN secrets are sparse");
+            // Above the bound, even a preset's structure claims nothing.
+            let e = assess(&spec, max_log_qp_128(spec.log_n).unwrap() + 1);
+            assert_eq!((e.bits, e.preset), (0, None));
+        }
+        let mut dense = Preset::FGb.spec();
+        dense.hamming_weight = min_table_weight(16);
+        let e = assess(&dense, 1555);
+        assert_eq!((e.bits, e.preset, e.source), (128, None, TABLE_SOURCE));
+        assert_eq!(assess(&dense, 1800).bits, 0);
+        dense.hamming_weight -= 1;
+        assert_eq!(assess(&dense, 1555).bits, 0);
     }
 }

@@ -199,7 +199,7 @@ impl Parameters {
         write_opt(w, spec.post_bootstrap_level)?;
         w.u32(spec.user_primes as u32)?;
         w.u32(spec.hamming_weight as u32)?;
-        write_opt(w, spec.claimed_security_bits.map(|b| b as usize))?;
+        write_opt(w, self.preset_claim())?;
         w.u8(u8::from(spec.insecure_test))?;
         write_opt(w, spec.bootstrap_rotation_keys)
     }
@@ -218,11 +218,23 @@ impl Parameters {
         out
     }
 
+    /// The security-claim slot of the file format: a matched preset's claim,
+    /// written so that older readers see what they expect, and checked on
+    /// loading against hemem's own decision.
+    fn preset_claim(&self) -> Option<usize> {
+        let security = self.security();
+        security.preset.map(|_| security.bits as usize)
+    }
+
     /// Loads parameters, rebuilding the primes and checking the fingerprint.
+    /// The security level is decided again, exactly as for
+    /// [`Parameters::new`]: nothing in the file can claim it.
     ///
     /// # Errors
-    /// A [`SerializationError`] for malformed data; the errors of
-    /// [`Parameters::new`] (insecure parameters need `check` to allow them).
+    /// A [`SerializationError`] for malformed data (among them
+    /// [`SerializationError::InvalidField`] for a security claim other than
+    /// hemem's own); the errors of [`Parameters::new`] (insecure parameters
+    /// need `check` to allow them).
     pub fn from_bytes(bytes: &[u8], check: SecurityCheck) -> Result<Self> {
         let (header, mut r) = Reader::open(bytes, Kind::Parameters)?;
         let name_len = r.u32()? as usize;
@@ -241,7 +253,7 @@ impl Parameters {
         let post_bootstrap_level = read_opt(&mut r)?;
         let user_primes = r.u32()? as usize;
         let hamming_weight = r.u32()? as usize;
-        let claimed_security_bits = read_opt(&mut r)?.map(|b| b as u32);
+        let claim = read_opt(&mut r)?;
         let insecure_test = match r.u8()? {
             0 => false,
             1 => true,
@@ -260,11 +272,15 @@ impl Parameters {
             post_bootstrap_level,
             user_primes,
             hamming_weight,
-            claimed_security_bits,
             insecure_test,
             bootstrap_rotation_keys,
         };
+        // Judged as if built by hand; the file's claim slot must then say
+        // what hemem decided, or the file was edited.
         let params = Parameters::new(spec, check)?;
+        if claim != params.preset_claim() {
+            return Err(invalid("claimed_security_bits"));
+        }
         if params.fingerprint() != header.fingerprint {
             return Err(SerializationError::ParameterMismatch {
                 expected: params.fingerprint(),
@@ -806,5 +822,103 @@ impl Load for Ciphertext {
         let c1 = read_poly(&mut r, context, &moduli, MemoryClass::Ciphertext)?;
         r.finish()?;
         Ciphertext::from_parts(context, c0, c1, level, scale, slots)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::params::Preset;
+    use crate::{Error, ParametersError};
+
+    /// A parameter file written field by field, with whatever the writer
+    /// likes in the security-claim slot and the test flag.
+    fn parameter_file(spec: &ParametersSpec, claim: Option<usize>, test: bool, fp: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut w = Writer::new(&mut out, Kind::Parameters, fp).unwrap();
+        w.u32(spec.name.len() as u32).unwrap();
+        w.bytes(spec.name.as_bytes()).unwrap();
+        w.u32(spec.log_n).unwrap();
+        w.u32(spec.log_slots).unwrap();
+        for bits in [&spec.q_bits, &spec.p_bits] {
+            w.u32(bits.len() as u32).unwrap();
+            for &b in bits {
+                w.u32(b).unwrap();
+            }
+        }
+        w.u32(spec.dnum as u32).unwrap();
+        w.u32(spec.enc_level as u32).unwrap();
+        write_opt(&mut w, spec.post_bootstrap_level).unwrap();
+        w.u32(spec.user_primes as u32).unwrap();
+        w.u32(spec.hamming_weight as u32).unwrap();
+        write_opt(&mut w, claim).unwrap();
+        w.u8(u8::from(test)).unwrap();
+        write_opt(&mut w, spec.bootstrap_rotation_keys).unwrap();
+        w.finish().unwrap();
+        out
+    }
+
+    #[test]
+    fn a_file_cannot_claim_security() {
+        // FGb's description at N = 2^11 (log QP = 1555, bound 53), in a file
+        // that claims 128 bits under FGb's name.
+        let mut spec = Preset::FGb.spec();
+        spec.log_n = 11;
+        spec.log_slots = 10;
+        let fp = Parameters::new(spec.clone(), SecurityCheck::AllowInsecure)
+            .unwrap()
+            .fingerprint();
+        let bytes = parameter_file(&spec, Some(128), false, fp);
+        assert!(matches!(
+            Parameters::from_bytes(&bytes, SecurityCheck::Enforce),
+            Err(Error::Parameters(ParametersError::Insecure {
+                log_n: 11,
+                bound: Some(53),
+                ..
+            }))
+        ));
+        // Opting in loads the parameters but not the claim.
+        assert!(matches!(
+            Parameters::from_bytes(&bytes, SecurityCheck::AllowInsecure),
+            Err(Error::Serialization(SerializationError::InvalidField {
+                field: "claimed_security_bits"
+            }))
+        ));
+        let honest = parameter_file(&spec, None, false, fp);
+        let p = Parameters::from_bytes(&honest, SecurityCheck::AllowInsecure).unwrap();
+        assert_eq!(p.security().bits, 0);
+        assert!(p.is_insecure());
+
+        // A test preset with its flag cleared and a claim added.
+        let test =
+            Parameters::from_preset_with(Preset::TestFTb, SecurityCheck::AllowInsecure).unwrap();
+        let forged = parameter_file(test.spec(), Some(128), false, test.fingerprint());
+        assert!(matches!(
+            Parameters::from_bytes(&forged, SecurityCheck::Enforce),
+            Err(Error::Parameters(ParametersError::Insecure {
+                log_n: 11,
+                ..
+            }))
+        ));
+    }
+
+    #[test]
+    fn a_loaded_preset_is_matched_again() {
+        let real = Parameters::from_preset(Preset::FTb).unwrap();
+        let loaded = Parameters::from_bytes(&real.to_bytes(), SecurityCheck::Enforce).unwrap();
+        assert_eq!(loaded, real);
+        assert_eq!(loaded.security().bits, 128);
+        // FTb's structure with its claim slot emptied: the slot must say what
+        // the library decides, so the edit is refused.
+        let edited = parameter_file(real.spec(), None, false, real.fingerprint());
+        assert!(matches!(
+            Parameters::from_bytes(&edited, SecurityCheck::Enforce),
+            Err(Error::Serialization(SerializationError::InvalidField {
+                field: "claimed_security_bits"
+            }))
+        ));
+        // A claim of another level is refused as well.
+        let edited = parameter_file(real.spec(), Some(256), false, real.fingerprint());
+        assert!(Parameters::from_bytes(&edited, SecurityCheck::Enforce).is_err());
     }
 }
