@@ -91,16 +91,16 @@ impl Context {
     /// built from a `MemoryConfig`, say, that records an allocation trace).
     ///
     /// # Errors
-    /// As [`Context::new`]; only the CPU can be selected this way.
+    /// [`Error::HostAllocatorOnGpu`] for [`DeviceSelection::Gpu`]: only the
+    /// CPU can be selected this way ([`DeviceSelection::Auto`] selects it);
+    /// backend construction errors.
     pub fn with_allocator(
         params: Parameters,
         device: DeviceSelection,
         allocator: Allocator,
     ) -> Result<Self> {
-        if let DeviceSelection::Gpu(_) = device {
-            return Err(Error::NoGpu {
-                reason: "a GPU context takes its allocator from Context::with_memory",
-            });
+        if let DeviceSelection::Gpu(ordinal) = device {
+            return Err(Error::HostAllocatorOnGpu { ordinal });
         }
         let moduli = params.all_moduli();
         let n = params.degree().get();
@@ -163,14 +163,17 @@ impl Context {
     /// The backend for `device`.
     ///
     /// # Errors
-    /// [`Error::NoGpu`] for a device this context does not have.
+    /// [`OperandError::DeviceNotInContext`] for a device this context was not
+    /// created for.
     pub fn backend_for(&self, device: Device) -> Result<&Arc<dyn Backend>> {
         match device {
             Device::Cpu => Ok(&self.inner.cpu),
             d if d == self.inner.device => Ok(&self.inner.backend),
-            _ => Err(Error::NoGpu {
-                reason: "the context was not created for this device",
-            }),
+            _ => Err(OperandError::DeviceNotInContext {
+                device,
+                context: self.inner.device,
+            }
+            .into()),
         }
     }
 
@@ -238,4 +241,40 @@ fn open_gpu(ordinal: usize) -> Result<GpuDevice> {
         hemem_memory::Error::Device(DeviceError::NoGpu { reason }) => Error::NoGpu { reason },
         other => other.into(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::params::SecurityCheck;
+
+    fn params() -> Parameters {
+        Parameters::from_preset_with(Preset::TestFTb, SecurityCheck::AllowInsecure)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn misuse_is_not_reported_as_a_missing_gpu() {
+        // Whether or not this machine has a GPU: these are the caller's
+        // mistakes, not the hardware's.
+        for ordinal in [0, 3] {
+            assert_eq!(
+                Context::with_allocator(params(), DeviceSelection::Gpu(ordinal), Allocator::host())
+                    .map(|_| ()),
+                Err(Error::HostAllocatorOnGpu { ordinal })
+            );
+        }
+        let cpu = Context::new(params(), DeviceSelection::Cpu).unwrap_or_else(|e| panic!("{e}"));
+        assert!(cpu.backend_for(Device::Cpu).is_ok());
+        for ordinal in [0, 7] {
+            assert_eq!(
+                cpu.backend_for(Device::Gpu(ordinal)).map(|_| ()),
+                Err(OperandError::DeviceNotInContext {
+                    device: Device::Gpu(ordinal),
+                    context: Device::Cpu,
+                }
+                .into())
+            );
+        }
+    }
 }

@@ -68,6 +68,15 @@ pub enum Error {
     /// The operating system's entropy source failed.
     #[error("the operating system's random source failed")]
     Entropy,
+    /// `Context::with_allocator` asked for a GPU: it makes CPU contexts only
+    /// (a GPU context takes its allocator from `Context::with_memory`).
+    #[error(
+        "Context::with_allocator makes CPU contexts only, not gpu:{ordinal}; use Context::with_memory for a GPU"
+    )]
+    HostAllocatorOnGpu {
+        /// The GPU asked for.
+        ordinal: usize,
+    },
 }
 
 /// Why parameters were refused.
@@ -225,15 +234,27 @@ pub enum SerializationError {
         /// The kind found.
         found: &'static str,
     },
-    /// Data made for other parameters.
+    /// Data made for other parameters than those it is loaded or saved
+    /// with (a context's, or the first key's of a set).
     #[error(
-        "data belongs to other parameters (fingerprint {found:#018x}, context has {expected:#018x})"
+        "data belongs to other parameters (fingerprint {found:#018x}, expected {expected:#018x})"
     )]
     ParameterMismatch {
-        /// The context's fingerprint.
+        /// The fingerprint of the parameters the data must fit.
         expected: u64,
         /// The data's fingerprint.
         found: u64,
+    },
+    /// Serialized parameters whose fields do not give the fingerprint their
+    /// header states: a field was edited after they were written.
+    #[error(
+        "the parameters' fields give fingerprint {computed:#018x}, not the {stated:#018x} their header states (edited)"
+    )]
+    FingerprintMismatch {
+        /// The fingerprint in the header.
+        stated: u64,
+        /// The fingerprint of the parameters the fields describe.
+        computed: u64,
     },
     /// The data ends early.
     #[error("data truncated: {needed} more bytes needed after {available}")]
@@ -320,6 +341,14 @@ pub enum OperandError {
         left: Device,
         /// The second operand's device.
         right: Device,
+    },
+    /// A device the context was not created for.
+    #[error("the context has no {device} backend (it was created for {context})")]
+    DeviceNotInContext {
+        /// The device asked for.
+        device: Device,
+        /// The context's device.
+        context: Device,
     },
     /// Operands at different levels.
     #[error(
@@ -467,6 +496,34 @@ mod tests {
             (
                 Error::Entropy,
                 "the operating system's random source failed",
+            ),
+            (
+                Error::HostAllocatorOnGpu { ordinal: 1 },
+                "Context::with_allocator makes CPU contexts only, not gpu:1; use Context::with_memory for a GPU",
+            ),
+            (
+                SerializationError::ParameterMismatch {
+                    expected: 0x10,
+                    found: 0xab,
+                }
+                .into(),
+                "data belongs to other parameters (fingerprint 0x00000000000000ab, expected 0x0000000000000010)",
+            ),
+            (
+                SerializationError::FingerprintMismatch {
+                    stated: 0x10,
+                    computed: 0xab,
+                }
+                .into(),
+                "the parameters' fields give fingerprint 0x00000000000000ab, not the 0x0000000000000010 their header states (edited)",
+            ),
+            (
+                OperandError::DeviceNotInContext {
+                    device: Device::Gpu(1),
+                    context: Device::Cpu,
+                }
+                .into(),
+                "the context has no gpu:1 backend (it was created for cpu)",
             ),
             (
                 SerializationError::Io {

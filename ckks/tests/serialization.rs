@@ -230,7 +230,7 @@ fn truncated_and_corrupted_data_give_errors_never_panics() {
         Plaintext::from_bytes(&w.context, ct),
         Err(Error::Serialization(SerializationError::WrongKind { .. }))
     ));
-    for version in [1u8, 2, 4] {
+    for version in [1u8, 2, 3, 5] {
         let mut old = ct.clone();
         old[4] = version;
         assert_eq!(
@@ -947,6 +947,92 @@ fn scales_outside_one_to_the_level_modulus_are_refused() {
                 load(&with(scale)),
                 Ok(()),
                 "scale {scale:e} at level {level}"
+            );
+        }
+    }
+}
+
+/// Objects made for one parameter set are refused by a context whose
+/// parameters differ in any field, the primes aside: name, slots, levels,
+/// user primes, test flag, rotation count, gadget rank, weight.
+#[test]
+fn objects_are_refused_by_parameters_that_differ_in_any_field() {
+    let w = world(11);
+    let blobs: Vec<(&str, Vec<u8>)> = vec![
+        ("secret key", w.secret.to_bytes().to_vec()),
+        ("public key", w.public.to_bytes().unwrap()),
+        ("key set", w.keys.to_bytes(&w.context).unwrap()),
+        ("plaintext", w.plaintext.to_bytes().unwrap()),
+        ("ciphertext", w.ciphertext.to_bytes().unwrap()),
+    ];
+    let base = w.context.params().spec().clone();
+    let primes = base.q_bits.len();
+    let seed = 0x5eed_00f1;
+    let mut rng = seeded_rng(seed);
+    let mut pick = |n: usize| (rng.next_u64() % n as u64) as usize;
+    for field in 0..9 {
+        let mut spec = base.clone();
+        let what = match field {
+            0 => {
+                spec.name = format!("{} #{}", spec.name, pick(1000));
+                "name"
+            }
+            1 => {
+                spec.log_slots =
+                    (spec.log_slots + 1 + pick(spec.log_slots as usize) as u32) % spec.log_n;
+                "log_slots"
+            }
+            2 => {
+                spec.enc_level = (spec.enc_level + 1 + pick(primes - 1)) % primes;
+                "enc_level"
+            }
+            3 => {
+                spec.post_bootstrap_level = None;
+                "post_bootstrap_level"
+            }
+            4 => {
+                spec.user_primes = (spec.user_primes + 1 + pick(primes)) % (primes + 1);
+                "user_primes"
+            }
+            5 => {
+                spec.insecure_test = false;
+                "insecure_test"
+            }
+            6 => {
+                spec.bootstrap_rotation_keys = Some(1 + pick(100));
+                "bootstrap_rotation_keys"
+            }
+            7 => {
+                spec.dnum = 1 + (spec.dnum + pick(primes - 1)) % primes;
+                "dnum"
+            }
+            _ => {
+                spec.hamming_weight += 1;
+                "hamming_weight"
+            }
+        };
+        assert_ne!(spec, base, "seed {seed}: {what}");
+        let other = Context::new(
+            Parameters::new(spec, SecurityCheck::AllowInsecure).unwrap(),
+            DeviceSelection::Cpu,
+        )
+        .unwrap();
+        for (object, bytes) in &blobs {
+            let loaded = match *object {
+                "secret key" => SecretKey::from_bytes(&other, bytes).map(|_| ()),
+                "public key" => PublicKey::from_bytes(&other, bytes).map(|_| ()),
+                "key set" => KeySet::from_bytes(&other, bytes).map(|_| ()),
+                "plaintext" => Plaintext::from_bytes(&other, bytes).map(|_| ()),
+                _ => Ciphertext::from_bytes(&other, bytes).map(|_| ()),
+            };
+            assert!(
+                matches!(
+                    loaded,
+                    Err(Error::Serialization(
+                        SerializationError::ParameterMismatch { .. }
+                    ))
+                ),
+                "seed {seed}: a {object} loaded under parameters with another {what}: {loaded:?}"
             );
         }
     }

@@ -372,9 +372,12 @@ impl Parameters {
             .map(|r| (r as u64 + 2) * self.switching_key_bytes())
     }
 
-    /// A 64-bit fingerprint of everything that makes two parameter sets
-    /// incompatible (degree, primes, gadget, secret weight), used to tag
-    /// serialized objects.
+    /// A 64-bit fingerprint of every field of the description and every
+    /// prime (name, degree, slots, prime sizes and primes, gadget rank,
+    /// levels, user primes, secret weight, test flag, rotation count), used
+    /// to tag serialized objects: an object loads only into a context whose
+    /// parameters agree with its own on all of them. A checksum of
+    /// compatibility, not a keyed hash: it authenticates nothing.
     pub fn fingerprint(&self) -> u64 {
         self.fingerprint
     }
@@ -492,7 +495,11 @@ fn default_scales(spec: &ParametersSpec, q: &[Modulus]) -> Vec<f64> {
     scales
 }
 
-/// FNV-1a over the defining numbers.
+/// FNV-1a over every field of the description and every prime: two
+/// parameter sets share a fingerprint only if they agree on all of them.
+/// (Everything else [`Parameters`] holds is derived from these.) Variable
+/// length fields are preceded by their length, optional ones by a tag, so
+/// that no two descriptions give the same sequence of words.
 fn fingerprint(spec: &ParametersSpec, q: &[Modulus], p: &[Modulus]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut eat = |x: u64| {
@@ -501,12 +508,44 @@ fn fingerprint(spec: &ParametersSpec, q: &[Modulus], p: &[Modulus]) -> u64 {
             h = h.wrapping_mul(0x0000_0100_0000_01b3);
         }
     };
-    eat(u64::from(spec.log_n));
-    eat(spec.dnum as u64);
-    eat(spec.hamming_weight as u64);
+    let option = |v: Option<usize>| v.map_or([0, 0], |v| [1, v as u64]);
+    let ParametersSpec {
+        name,
+        log_n,
+        log_slots,
+        q_bits,
+        p_bits,
+        dnum,
+        enc_level,
+        post_bootstrap_level,
+        user_primes,
+        hamming_weight,
+        insecure_test,
+        bootstrap_rotation_keys,
+    } = spec;
+    eat(u64::from(*log_n));
+    eat(*dnum as u64);
+    eat(*hamming_weight as u64);
     eat(q.len() as u64);
     for m in q.iter().chain(p) {
         eat(m.value());
+    }
+    // Fields after the primes.
+    eat(p.len() as u64);
+    for &bits in q_bits.iter().chain(p_bits) {
+        eat(u64::from(bits));
+    }
+    eat(u64::from(*log_slots));
+    eat(*enc_level as u64);
+    option(*post_bootstrap_level).into_iter().for_each(&mut eat);
+    eat(*user_primes as u64);
+    eat(u64::from(*insecure_test));
+    option(*bootstrap_rotation_keys)
+        .into_iter()
+        .for_each(&mut eat);
+    eat(name.len() as u64);
+    for &byte in name.as_bytes() {
+        eat(u64::from(byte));
     }
     h
 }

@@ -13,9 +13,10 @@ pub const MAGIC: [u8; 4] = *b"HEMM";
 /// The format version this build writes and reads.
 ///
 /// Versions 1 and 2 (one header with a length and a checksum over an
-/// in-memory payload; version 2 added the switching keys' level) are refused
-/// with [`SerializationError::UnsupportedVersion`].
-pub const FORMAT_VERSION: u16 = 3;
+/// in-memory payload; version 2 added the switching keys' level) and 3 (whose
+/// parameter fingerprint covered only the degree, gadget rank, secret weight
+/// and primes) are refused with [`SerializationError::UnsupportedVersion`].
+pub const FORMAT_VERSION: u16 = 4;
 
 /// Header bytes: magic, version, kind, flags, fingerprint, header CRC.
 pub(crate) const HEADER_BYTES: usize = 20;

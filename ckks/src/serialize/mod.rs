@@ -8,10 +8,10 @@
 //! | bytes | field |
 //! |---|---|
 //! | 0..4 | magic `HEMM` |
-//! | 4..6 | format version (little endian), currently 3 |
+//! | 4..6 | format version (little endian), currently 4 |
 //! | 6 | object kind ([`Kind`]) |
 //! | 7 | flags: none is defined yet, so a reader refuses any nonzero value ([`crate::SerializationError::UnknownFlags`]) |
-//! | 8..16 | fingerprint of the parameters ([`crate::params::Parameters::fingerprint`]) |
+//! | 8..16 | fingerprint of the parameters ([`crate::params::Parameters::fingerprint`]: every field of their description and every prime) |
 //! | 16..20 | CRC-32 of bytes 0..16 |
 //! | then, per frame | payload length `len` (u32, 1 ..= 16 MiB; the writer uses 1 MiB), `len` payload bytes, CRC-32 of every byte of the stream before this field |
 //! | end | length 0, then the CRC-32 of every byte before it |
