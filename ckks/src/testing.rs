@@ -1,6 +1,8 @@
 //! Helpers shared by tests (behind the `test-utils` feature): seeded RNGs and
 //! proptest strategies.
 
+pub mod fuzz;
+
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 

@@ -439,15 +439,30 @@ impl<R: Read> Reader<R> {
             self.pos = 0;
             return Ok(false);
         }
-        if len > self.frame.capacity() {
-            // Replacing the buffer zeroes the old one (never a silent realloc).
-            self.frame = Zeroizing::new(Vec::with_capacity(len.max(FRAME_BYTES)));
+        // The length is not verified until the frame's CRC: the buffer grows
+        // only as bytes arrive (to one writer frame at once, then at most
+        // doubling what has arrived), so a length claiming more than the
+        // stream holds costs at most a writer frame or twice what it holds.
+        self.frame.clear();
+        let mut filled = 0;
+        while filled < len {
+            let target = len.min(FRAME_BYTES.max(2 * filled));
+            if target > self.frame.capacity() {
+                // Replacing the buffer zeroes the old one (never a silent
+                // realloc).
+                let mut grown = Zeroizing::new(Vec::with_capacity(target));
+                grown.extend_from_slice(&self.frame);
+                self.frame = grown;
+            }
+            self.frame.resize(target, 0);
+            let mut frame = std::mem::take(&mut *self.frame);
+            let read = frame
+                .get_mut(filled..)
+                .map_or(Ok(()), |rest| self.read_exact_raw(rest));
+            *self.frame = frame;
+            read?;
+            filled = target;
         }
-        self.frame.resize(len, 0);
-        let mut frame = std::mem::take(&mut *self.frame);
-        let read = self.read_exact_raw(&mut frame);
-        *self.frame = frame;
-        read?;
         self.check_crc()?;
         self.pos = 0;
         Ok(true)
@@ -633,4 +648,70 @@ pub(crate) fn reframe(bytes: &[u8], mut visit: impl FnMut(&mut [u8], usize)) -> 
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A frame length field claiming 16 MiB over a few bytes is refused
+    /// (truncated) with no buffer beyond one writer frame; claims are
+    /// believed only as far as bytes arrive.
+    #[test]
+    fn a_frame_length_allocates_only_what_arrives() {
+        let mut bytes = Vec::new();
+        let mut w = Writer::new(&mut bytes, Kind::Plaintext, 7).unwrap();
+        w.bytes(&[1, 2, 3]).unwrap();
+        w.finish().unwrap();
+        bytes[HEADER_BYTES..HEADER_BYTES + 4]
+            .copy_from_slice(&(MAX_FRAME_BYTES as u32).to_le_bytes());
+        let (_, mut r) = Reader::open(&bytes[..], Kind::Plaintext).unwrap();
+        assert!(matches!(
+            r.next_frame(),
+            Err(crate::Error::Serialization(
+                SerializationError::Truncated { .. }
+            ))
+        ));
+        assert!(r.frame.capacity() <= FRAME_BYTES, "{}", r.frame.capacity());
+
+        // Past one writer frame, the buffer at most doubles what arrived.
+        let body = vec![5u8; FRAME_BYTES + 10];
+        let mut long = bytes[..HEADER_BYTES].to_vec();
+        long.extend_from_slice(&(MAX_FRAME_BYTES as u32).to_le_bytes());
+        long.extend_from_slice(&body);
+        let (_, mut r) = Reader::open(&long[..], Kind::Plaintext).unwrap();
+        assert!(r.next_frame().is_err());
+        assert!(
+            r.frame.capacity() <= 2 * FRAME_BYTES,
+            "{}",
+            r.frame.capacity()
+        );
+    }
+
+    /// Frames larger than the writer's (up to the format's bound) still load.
+    #[test]
+    fn frames_up_to_the_bound_load() {
+        let mut bytes = Vec::new();
+        let w = Writer::new(&mut bytes, Kind::Plaintext, 7).unwrap();
+        w.finish().unwrap();
+        bytes.truncate(HEADER_BYTES);
+        let len = 3 * FRAME_BYTES + 5;
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&bytes);
+        let mut frame = (len as u32).to_le_bytes().to_vec();
+        frame.extend((0..len).map(|i| i as u8));
+        crc.update(&frame);
+        bytes.extend_from_slice(&frame);
+        let sum = crc.clone().finalize().to_le_bytes();
+        crc.update(&sum);
+        bytes.extend_from_slice(&sum);
+        crc.update(&0u32.to_le_bytes());
+        bytes.extend_from_slice(&0u32.to_le_bytes());
+        bytes.extend_from_slice(&crc.finalize().to_le_bytes());
+        let (_, mut r) = Reader::open(&bytes[..], Kind::Plaintext).unwrap();
+        let mut out = vec![0u8; len];
+        r.bytes_into(&mut out).unwrap();
+        assert!(out.iter().enumerate().all(|(i, &b)| b == i as u8));
+        r.finish().unwrap();
+    }
 }

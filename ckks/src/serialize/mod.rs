@@ -30,7 +30,10 @@
 //! the object's level `l`; slot counts; then the end marker and that
 //! nothing follows it. Bad data is a [`crate::SerializationError`], never a
 //! panic or an out-of-bounds read; nothing larger than one frame (and, for
-//! a device, a few limbs of staging) is buffered beyond the object itself.
+//! a device, a few limbs of staging) is buffered beyond the object itself,
+//! and a frame's buffer grows only as its bytes arrive (one writer frame at
+//! once, then at most doubling), so a forged length allocates nothing the
+//! input does not hold. `ckks/tests/fuzz_loaders.rs` fuzzes every loader.
 //! The CRC detects accidental corruption and truncation; it does not
 //! authenticate.
 //!
