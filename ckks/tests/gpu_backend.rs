@@ -18,6 +18,7 @@ use hemem_ckks::ntt::GaloisElement;
 use hemem_ckks::prelude::*;
 use hemem_ckks::serialize::{FromBytes as _, ToBytes as _};
 use hemem_ckks::testing::{max_abs_error, seed32, seeded_rng, unit_disk};
+use hemem_ckks::{Error, Result};
 use hemem_memory::MemoryClass;
 use hemem_memory::testing::gpu_or_skip;
 use num_complex::Complex64;
@@ -1623,4 +1624,189 @@ fn gpu_compact_expansion_matches_cpu_logn12() {
 #[test]
 fn gpu_compact_expansion_matches_cpu_logn16() {
     compact_expansion("gpu_compact_expansion_matches_cpu_logn16", Preset::FGb);
+}
+
+/// Every backend entry point that takes views, called with a view naming
+/// modulus `count` (one past the table): each result, by operation name.
+/// `automorphism` and `copy` read no modulus table.
+fn unknown_modulus_results(backend: &Arc<dyn Backend>) -> Vec<(&'static str, Result<()>)> {
+    let count = backend.moduli().len();
+    let n = backend.degree();
+    let bad = [0, count];
+    let last = [count];
+    let good = [0];
+    let pos = [0, 1];
+    let buf = || backend.allocate(MemoryClass::Temporary, 2, false).unwrap();
+    let (a, b, c, d) = (buf(), buf(), buf(), buf());
+    let (mut o0, mut o1, mut o2) = (buf(), buf(), buf());
+    let read = |buffer| Limbs {
+        buffer,
+        positions: &pos,
+        moduli: &bad,
+    };
+    fn write<'a>(buffer: &'a mut hemem_memory::Buffer, moduli: &'a [usize]) -> LimbsMut<'a> {
+        LimbsMut {
+            buffer,
+            positions: &[0, 1][..moduli.len()],
+            moduli,
+        }
+    }
+    let mut results = vec![
+        ("ntt_forward", backend.ntt_forward(write(&mut o0, &bad))),
+        ("ntt_inverse", backend.ntt_inverse(write(&mut o0, &bad))),
+        (
+            "ntt_inverse_into",
+            backend.ntt_inverse_into(read(&a), write(&mut o0, &bad)),
+        ),
+        (
+            "binary",
+            backend.binary(BinaryOp::Add, read(&a), read(&b), write(&mut o0, &bad)),
+        ),
+        (
+            "binary_assign",
+            backend.binary_assign(BinaryOp::Mul, write(&mut o0, &bad), read(&a)),
+        ),
+        (
+            "mul_add_assign",
+            backend.mul_add_assign(write(&mut o0, &bad), read(&a), read(&b)),
+        ),
+        ("negate", backend.negate(write(&mut o0, &bad))),
+        (
+            "scalar_assign",
+            backend.scalar_assign(BinaryOp::Mul, write(&mut o0, &bad), &[1, 1]),
+        ),
+        (
+            "automorphism",
+            backend.automorphism(read(&a), GaloisElement(5), write(&mut o0, &bad)),
+        ),
+        ("rescale", backend.rescale(read(&a), write(&mut o0, &good))),
+        (
+            "mod_down",
+            backend.mod_down(read(&a), 1, write(&mut o0, &good)),
+        ),
+        (
+            "spread_centered",
+            backend.spread_centered(
+                Limbs {
+                    buffer: &a,
+                    positions: &[1],
+                    moduli: &last,
+                },
+                write(&mut o0, &good),
+            ),
+        ),
+        (
+            "mod_up",
+            backend.mod_up(
+                Limbs {
+                    buffer: &a,
+                    positions: &[0],
+                    moduli: &good,
+                },
+                None,
+                write(&mut o0, &bad),
+            ),
+        ),
+        (
+            "uniform_from_seed",
+            backend.uniform_from_seed(&[7; 32], 0, write(&mut o0, &bad)),
+        ),
+        (
+            "tensor",
+            backend.tensor(
+                read(&a),
+                read(&b),
+                read(&c),
+                read(&d),
+                write(&mut o0, &bad),
+                write(&mut o1, &bad),
+                write(&mut o2, &bad),
+            ),
+        ),
+        (
+            "key_switch_inner_product",
+            backend.key_switch_inner_product(
+                &[read(&a)],
+                &[read(&b)],
+                &[read(&c)],
+                write(&mut o0, &bad),
+                write(&mut o1, &bad),
+            ),
+        ),
+        (
+            "key_switch_inner_product_seeded",
+            backend.key_switch_inner_product_seeded(
+                &[read(&a)],
+                None,
+                &[read(&b)],
+                &[7; 32],
+                write(&mut o0, &bad),
+                write(&mut o1, &bad),
+            ),
+        ),
+    ];
+    {
+        let mut outs = [write(&mut o0, &bad), write(&mut o1, &bad)];
+        results.push((
+            "decompose_mod_up",
+            backend.decompose_mod_up(read(&a), 1, &mut outs),
+        ));
+    }
+    let compact = backend
+        .allocator()
+        .allocate(MemoryClass::Temporary, n * 8)
+        .unwrap();
+    results.push((
+        "expand_coefficients",
+        backend.expand_coefficients(&compact, 1, write(&mut o0, &bad)),
+    ));
+    results.push(("copy", backend.copy(read(&a), write(&mut o0, &bad))));
+    results
+}
+
+/// Asserts that every listed operation failed with the out-of-range index.
+fn assert_unknown_modulus_rejected(
+    backend: &Arc<dyn Backend>,
+    results: &[(&'static str, Result<()>)],
+) {
+    let count = backend.moduli().len();
+    for (what, result) in results {
+        assert_eq!(
+            result,
+            &Err(Error::LengthMismatch {
+                expected: count,
+                actual: count + 1,
+            }),
+            "{what}: modulus index {count} of {count}"
+        );
+    }
+}
+
+#[test]
+fn cpu_backend_rejects_unknown_modulus() {
+    let params =
+        Parameters::from_preset_with(Preset::TestFGb, SecurityCheck::AllowInsecure).unwrap();
+    let context = Context::new(params, DeviceSelection::Cpu).unwrap();
+    let backend = Arc::clone(context.backend());
+    let results = unknown_modulus_results(&backend);
+    // The CPU checks indices where it reads its tables: operations that
+    // read none accept any index.
+    let (unchecked, checked): (Vec<_>, Vec<_>) = results
+        .into_iter()
+        .partition(|(what, _)| ["automorphism", "copy"].contains(what));
+    assert_eq!(unchecked.len(), 2);
+    assert_unknown_modulus_rejected(&backend, &checked);
+}
+
+#[test]
+fn gpu_backend_rejects_unknown_modulus() {
+    let Some((_, gpu_ctx)) = contexts("gpu_backend_rejects_unknown_modulus", Preset::TestFGb)
+    else {
+        return;
+    };
+    let backend = Arc::clone(gpu_ctx.backend());
+    let results = unknown_modulus_results(&backend);
+    assert_unknown_modulus_rejected(&backend, &results);
+    // Nothing was queued: the stream is still usable.
+    backend.synchronize().unwrap();
 }

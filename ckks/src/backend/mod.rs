@@ -19,6 +19,7 @@ mod views;
 
 pub use cpu::CpuBackend;
 pub use gpu::GpuBackend;
+use views::check_moduli;
 pub use views::{Limbs, LimbsMut, contiguous};
 
 use std::fmt;

@@ -83,6 +83,15 @@ impl<'a> Limbs<'a> {
     pub fn check(&self, n: usize) -> Result<()> {
         check_shape(self.buffer, self.positions, self.moduli, n, false)
     }
+
+    /// Checks that every modulus index is below `count`, the number of
+    /// moduli of the backend the view is used with.
+    ///
+    /// # Errors
+    /// [`Error::LengthMismatch`] for the first index out of range.
+    pub fn check_moduli(&self, count: usize) -> Result<()> {
+        check_moduli(self.moduli, count)
+    }
 }
 
 impl<'a> LimbsMut<'a> {
@@ -134,6 +143,32 @@ impl<'a> LimbsMut<'a> {
     pub fn check(&self, n: usize) -> Result<()> {
         check_shape(self.buffer, self.positions, self.moduli, n, true)
     }
+
+    /// Checks that every modulus index is below `count`, the number of
+    /// moduli of the backend the view is used with.
+    ///
+    /// # Errors
+    /// [`Error::LengthMismatch`] for the first index out of range.
+    pub fn check_moduli(&self, count: usize) -> Result<()> {
+        check_moduli(self.moduli, count)
+    }
+}
+
+/// Checks that every global modulus index in `moduli` is below `count`, the
+/// number of moduli a backend knows: kernels index their constant and
+/// twiddle tables by these indices, so an unchecked one reads past them.
+///
+/// # Errors
+/// [`Error::LengthMismatch`] with `expected: count` and `actual: index + 1`
+/// for the first index out of range, as the CPU backend reports it.
+pub(crate) fn check_moduli(moduli: &[usize], count: usize) -> Result<()> {
+    match moduli.iter().find(|&&m| m >= count) {
+        Some(&m) => Err(Error::LengthMismatch {
+            expected: count,
+            actual: m.saturating_add(1),
+        }),
+        None => Ok(()),
+    }
 }
 
 fn check_shape(
@@ -171,4 +206,68 @@ fn check_shape(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use hemem_memory::{Allocator, MemoryClass};
+
+    use super::*;
+
+    const N: usize = 8;
+
+    #[test]
+    fn modulus_indices_are_checked_against_the_backend_count() {
+        let mut buffer = Allocator::host()
+            .allocate(MemoryClass::Temporary, 2 * N * 8)
+            .expect("host allocation");
+        assert_eq!(check_moduli(&[0, 2], 3), Ok(()));
+        assert_eq!(check_moduli(&[], 0), Ok(()));
+        for (moduli, actual) in [
+            ([0, 3], 4),
+            ([3, 0], 4),
+            ([0, 7], 8),
+            ([0, usize::MAX], usize::MAX),
+        ] {
+            let expected = Err(Error::LengthMismatch {
+                expected: 3,
+                actual,
+            });
+            assert_eq!(check_moduli(&moduli, 3), expected, "{moduli:?}");
+            let view = Limbs {
+                buffer: &buffer,
+                positions: &[0, 1],
+                moduli: &moduli,
+            };
+            // The shape is fine; only the backend's count rejects the view.
+            assert_eq!(view.check(N), Ok(()));
+            assert_eq!(view.check_moduli(3), expected);
+            let view = LimbsMut {
+                buffer: &mut buffer,
+                positions: &[0, 1],
+                moduli: &moduli,
+            };
+            assert_eq!(view.check(N), Ok(()));
+            assert_eq!(view.check_moduli(3), expected);
+        }
+    }
+
+    #[test]
+    fn positions_outside_the_buffer_are_rejected() {
+        let buffer = Allocator::host()
+            .allocate(MemoryClass::Temporary, 2 * N * 8)
+            .expect("host allocation");
+        let view = Limbs {
+            buffer: &buffer,
+            positions: &[0, 2],
+            moduli: &[0, 1],
+        };
+        assert_eq!(
+            view.check(N),
+            Err(Error::LengthMismatch {
+                expected: 2,
+                actual: 3
+            })
+        );
+    }
 }

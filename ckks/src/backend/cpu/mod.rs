@@ -77,7 +77,7 @@ impl CpuBackend {
     fn plan(&self, index: usize) -> Result<&NttPlan> {
         self.plans.get(index).ok_or(Error::LengthMismatch {
             expected: self.plans.len(),
-            actual: index + 1,
+            actual: index.saturating_add(1),
         })
     }
 
@@ -87,7 +87,7 @@ impl CpuBackend {
             .copied()
             .ok_or(Error::LengthMismatch {
                 expected: self.moduli.len(),
-                actual: index + 1,
+                actual: index.saturating_add(1),
             })
     }
 

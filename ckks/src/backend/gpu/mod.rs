@@ -32,7 +32,7 @@ use self::tables::{
     y_scale_words,
 };
 use super::{
-    Backend, BinaryOp, Device, Limbs, LimbsMut, contiguous, decompose_by_parts,
+    Backend, BinaryOp, Device, Limbs, LimbsMut, check_moduli, contiguous, decompose_by_parts,
     inner_product_by_parts, seeded_inner_product_by_parts, tensor_by_parts,
 };
 use crate::ntt::{GaloisElement, NttPlan};
@@ -162,7 +162,7 @@ impl GpuBackend {
             .copied()
             .ok_or(Error::LengthMismatch {
                 expected: self.moduli.len(),
-                actual: index + 1,
+                actual: index.saturating_add(1),
             })
     }
 
@@ -236,12 +236,23 @@ impl GpuBackend {
             .allocate(MemoryClass::Temporary, limbs.max(1) * self.degree * 8)?)
     }
 
-    /// Address and limb map of a read-only view, checked.
+    /// The kernels' limb map of `positions` under `moduli` (global
+    /// indices), each index checked against the table: every launch argument
+    /// that names moduli is built here, so no kernel indexes the constant or
+    /// twiddle tables past their end. The positions are the caller's to
+    /// check (a view's `check`, or scratch of known size).
+    fn limb_map(&self, positions: &[usize], moduli: &[usize]) -> Result<LimbMap> {
+        check_moduli(moduli, self.moduli.len())?;
+        Ok(LimbMap::new(positions, moduli)?)
+    }
+
+    /// Address and limb map of a read-only view, checked (positions against
+    /// the buffer, modulus indices against the table).
     fn read_view(&self, view: &Limbs<'_>) -> Result<(u64, LimbMap)> {
         view.check(self.degree)?;
         Ok((
             address(view.buffer)?,
-            LimbMap::new(view.positions, view.moduli)?,
+            self.limb_map(view.positions, view.moduli)?,
         ))
     }
 
@@ -258,12 +269,13 @@ impl GpuBackend {
         Ok(PtrArray::new(&list)?)
     }
 
-    /// Address and limb map of a mutable view, checked.
+    /// Address and limb map of a mutable view, checked (positions against
+    /// the buffer, modulus indices against the table).
     fn write_view(&self, view: &LimbsMut<'_>) -> Result<(u64, LimbMap)> {
         view.check(self.degree)?;
         Ok((
             address(view.buffer)?,
-            LimbMap::new(view.positions, view.moduli)?,
+            self.limb_map(view.positions, view.moduli)?,
         ))
     }
 
@@ -294,7 +306,8 @@ impl GpuBackend {
         // destination's own or lie in another buffer, and the parts'
         // destinations are distinct buffers or disjoint limbs of scratch;
         // the tables cover every modulus index (they are built for the
-        // whole global table) and the conversion tables match their
+        // whole global table, and `limb_map` checks each index against it)
+        // and the conversion tables match their
         // sources and targets (built from the same lists).
         unsafe {
             launch::ntt::forward_async(
@@ -418,8 +431,8 @@ impl GpuBackend {
             self.addresses(b)?,
             self.addresses(a)?,
         );
-        let digit_map = LimbMap::new(first.positions, first.moduli)?;
-        let key_map = LimbMap::new(key.positions, key.moduli)?;
+        let digit_map = self.limb_map(first.positions, first.moduli)?;
+        let key_map = self.limb_map(key.positions, key.moduli)?;
         let (o0, mo) = self.write_view(&out0)?;
         let (o1, _) = self.write_view(&out1)?;
         // SAFETY: every address holds its map's limbs (checked above) on the
@@ -526,12 +539,12 @@ impl GpuBackend {
         let p_addr = address(&p_part)?;
         let limb_bytes = (p_count * self.degree * 8) as u64;
         let p_parts = [p_addr, p_addr + limb_bytes];
-        let p_map = LimbMap::new(contiguous(0, p_count)?, p_moduli)?;
+        let p_map = self.limb_map(contiguous(0, p_count)?, p_moduli)?;
         // The P limbs to coefficients, out of place (no copy), times
         // N^{-1}·P̂_i^{-1}: the conversion's y_i, once per coefficient.
         self.ntt_inverse_raw(
             (first_u64(&p_parts, parts)?, &p_map),
-            (xs, &LimbMap::new(p_positions, p_moduli)?),
+            (xs, &self.limb_map(p_positions, p_moduli)?),
             Some(address(&tables.y_scale)?),
         )?;
         // out = (x_i − NTT(convert(y))) · P^{-1} (+ addend): the
@@ -545,17 +558,17 @@ impl GpuBackend {
         {
             *slot = m;
         }
-        let conv_map = LimbMap::new(
+        let conv_map = self.limb_map(
             contiguous(0, parts * p_count)?,
             first(&all_p, parts * p_count)?,
         )?;
         let table = address(&tables.table)?;
         let add_map = match first_add {
-            Some(e) => LimbMap::new(e.positions, e.moduli)?,
-            None => LimbMap::new(&[], &[])?,
+            Some(e) => self.limb_map(e.positions, e.moduli)?,
+            None => self.limb_map(&[], &[])?,
         };
         self.ntt_forward_raw(
-            (outs, &LimbMap::new(o0.positions, o0.moduli)?),
+            (outs, &self.limb_map(o0.positions, o0.moduli)?),
             ForwardSource::Convert {
                 input: p_addr,
                 map: &conv_map,
@@ -567,7 +580,7 @@ impl GpuBackend {
             },
             ForwardEpilogue::SubScale {
                 aux: xs,
-                aux_map: &LimbMap::new(q_positions, q_moduli)?,
+                aux_map: &self.limb_map(q_positions, q_moduli)?,
                 scale: address(&tables.scale)?,
                 add: if first_add.is_some() { adds } else { &[] },
                 add_map: &add_map,
@@ -613,7 +626,7 @@ impl GpuBackend {
             *oa = self.write_view(o)?.0;
         }
         let (xs, outs) = (first_u64(&xs, parts)?, first_u64(&outs, parts)?);
-        let kept_map = LimbMap::new(
+        let kept_map = self.limb_map(
             x0.positions.get(..kept.len()).ok_or(Error::EmptyBasis)?,
             kept,
         )?;
@@ -627,24 +640,24 @@ impl GpuBackend {
         let tops = [top_addr, top_addr + (self.degree * 8) as u64];
         // The last limb of each part to coefficients, out of place (no copy).
         self.ntt_inverse_raw(
-            (first_u64(&tops, parts)?, &LimbMap::new(&[0], &[last])?),
-            (xs, &LimbMap::new(&[last_position], &[last])?),
+            (first_u64(&tops, parts)?, &self.limb_map(&[0], &[last])?),
+            (xs, &self.limb_map(&[last_position], &[last])?),
             None,
         )?;
         // out = (x_i − NTT(centred lift of the top limb)) · q_last^{-1}: the
         // lift as the transform loads its points, the rest as it stores.
         self.ntt_forward_raw(
-            (outs, &LimbMap::new(o0.positions, o0.moduli)?),
+            (outs, &self.limb_map(o0.positions, o0.moduli)?),
             ForwardSource::Spread {
                 input: top_addr,
-                map: &LimbMap::new(contiguous(0, parts)?, first(&[last, last], parts)?)?,
+                map: &self.limb_map(contiguous(0, parts)?, first(&[last, last], parts)?)?,
             },
             ForwardEpilogue::SubScale {
                 aux: xs,
                 aux_map: &kept_map,
                 scale: address(&scale)?,
                 add: &[],
-                add_map: &LimbMap::new(&[], &[])?,
+                add_map: &self.limb_map(&[], &[])?,
             },
         )?;
         Ok(true)
@@ -699,7 +712,7 @@ impl GpuBackend {
         touched.extend(tables.iter().map(|t| &t.table));
         let _guard = self.allocator.prepare(&touched)?;
         let ya = address(&y)?;
-        let y_map = LimbMap::new(contiguous(0, count)?, c.moduli)?;
+        let y_map = self.limb_map(contiguous(0, count)?, c.moduli)?;
         // c to y_i = [x_i · q̂_i^{-1}]_{q_i} (q̂ of the limb's digit), out of
         // place: the conversion's first step, once per coefficient.
         self.ntt_inverse_raw((&[ya], &y_map), (&[ca], &cm), Some(address(&y_scale)?))?;
@@ -709,7 +722,7 @@ impl GpuBackend {
         self.ntt_forward_raw(
             (
                 first_u64(&outs, parts)?,
-                &LimbMap::new(o0.positions, o0.moduli)?,
+                &self.limb_map(o0.positions, o0.moduli)?,
             ),
             ForwardSource::Convert {
                 input: ya,
@@ -756,7 +769,7 @@ impl GpuBackend {
     /// Checks that every modulus index is in the table (the kernels index
     /// the constants by it).
     fn known_moduli(&self, moduli: &[usize]) -> Result<()> {
-        moduli.iter().try_for_each(|&m| self.modulus(m).map(|_| ()))
+        check_moduli(moduli, self.moduli.len())
     }
 
     /// The inner product with a compressed key in one kernel, over the
@@ -805,8 +818,8 @@ impl GpuBackend {
         touched.push(&*out1.buffer);
         let _guard = self.allocator.prepare(&touched)?;
         let (pd, pb) = (self.addresses(digits)?, self.addresses(b)?);
-        let digit_map = LimbMap::new(first.positions, first.moduli)?;
-        let key_map = LimbMap::new(key.positions, key.moduli)?;
+        let digit_map = self.limb_map(first.positions, first.moduli)?;
+        let key_map = self.limb_map(key.positions, key.moduli)?;
         let (o0, mo) = self.write_view(out0)?;
         let (o1, _) = self.write_view(out1)?;
         // SAFETY: every address holds its map's limbs (checked above) on the
@@ -1171,9 +1184,9 @@ impl Backend for GpuBackend {
         }
         let own_mod = first(&own_mod, owns)?;
         let target_mod = first(&target_mod, targets)?;
-        let own_map = LimbMap::new(first(&own_pos, owns)?, own_mod)?;
-        let own_src_map = LimbMap::new(first(&own_src, owns)?, own_mod)?;
-        let target_map = LimbMap::new(first(&target_pos, targets)?, target_mod)?;
+        let own_map = self.limb_map(first(&own_pos, owns)?, own_mod)?;
+        let own_src_map = self.limb_map(first(&own_src, owns)?, own_mod)?;
+        let target_map = self.limb_map(first(&target_pos, targets)?, target_mod)?;
         let source = match &digit_ntt {
             Some(d) => address(d.buffer)?,
             None => da,
@@ -1390,7 +1403,7 @@ impl Backend for GpuBackend {
         d1: LimbsMut<'_>,
         d2: LimbsMut<'_>,
     ) -> Result<()> {
-        let map = LimbMap::new(a0.positions, a0.moduli)?;
+        let map = self.limb_map(a0.positions, a0.moduli)?;
         let alike = |p: &[usize], m: &[usize]| p == a0.positions && m == a0.moduli;
         if !(alike(a1.positions, a1.moduli)
             && alike(b0.positions, b0.moduli)
@@ -1459,7 +1472,7 @@ impl Backend for GpuBackend {
         if !uniform {
             return super::expand_by_parts(self, compact, gap, out);
         }
-        let map = LimbMap::new(o0.positions, o0.moduli)?;
+        let map = self.limb_map(o0.positions, o0.moduli)?;
         let batch = launch::ntt::MAX_PARTS;
         for (sources, outs) in compact.chunks(batch).zip(out.chunks(batch)) {
             // Declared before any address is read (streamed diagonals).
