@@ -305,6 +305,14 @@ pub enum SerializationError {
         /// Its Galois element (0 but for rotations).
         element: u64,
     },
+    /// A full switching key whose stored uniform half `a_j` of digit `digit`
+    /// is not the one its stored seed gives (the halves or the seed were
+    /// edited).
+    #[error("the stored uniform half of digit {digit} does not match the key's seed")]
+    UniformMismatch {
+        /// The first digit whose half differs.
+        digit: usize,
+    },
     /// A plaintext or ciphertext scale outside `[1, Q_level)`.
     #[error("scale outside [1, Q_{level}) for level {level}")]
     ScaleOutOfRange {
@@ -563,6 +571,10 @@ mod tests {
                 }
                 .into(),
                 "the key set holds a rotation key (Galois element 5) twice",
+            ),
+            (
+                SerializationError::UniformMismatch { digit: 2 }.into(),
+                "the stored uniform half of digit 2 does not match the key's seed",
             ),
             (
                 SerializationError::ScaleOutOfRange { level: 3 }.into(),

@@ -1037,3 +1037,90 @@ fn objects_are_refused_by_parameters_that_differ_in_any_field() {
         }
     }
 }
+
+/// Issue 14: a full switching key's stored uniform halves `a_j` must be the
+/// ones its stored seed gives. Edited `a` words, or an edited seed next to
+/// stored halves, behind recomputed checksums, are refused with
+/// `UniformMismatch` naming the first digit that differs, in a single key
+/// and in a key set.
+#[test]
+fn full_keys_uniform_halves_must_match_their_seed() {
+    let w = world(12);
+    let relin = w.keys.relinearization_key().unwrap();
+    let mut full =
+        SwitchingKey::from_bytes(&w.context, &relin.to_bytes_compressed().unwrap()).unwrap();
+    full.expand().unwrap();
+    let bytes = full.to_bytes().unwrap();
+    let load = |bytes: &[u8]| SwitchingKey::from_bytes(&w.context, bytes).map(|_| ());
+    assert_eq!(load(&bytes), Ok(()));
+    assert!(
+        !SwitchingKey::from_bytes(&w.context, &bytes)
+            .unwrap()
+            .is_compressed()
+    );
+
+    let mismatch = |digit: usize| SerializationError::UniformMismatch { digit };
+    // Payload: kind @0, Galois element @1, seed @9..41, level @41, digits
+    // @45, uniform flag @49, then `digits` b polynomials and as many a ones,
+    // each a limb count, the modulus indices and the residues.
+    let digits = full.digits();
+    let limbs = w.context.params().qp_indices(full.level()).len();
+    let n = w.context.params().degree().get();
+    let poly = 4 + 4 * limbs + 8 * limbs * n;
+    let first_a_word = 50 + digits * poly + 4 + 4 * limbs;
+    let payload = payload_for_tests(&bytes);
+    assert_eq!(payload.len(), 50 + 2 * digits * poly);
+    // Another residue, still below its prime.
+    let other_word = |at: usize| {
+        let word = u64::from_le_bytes(payload[at..at + 8].try_into().unwrap());
+        word.checked_sub(1).unwrap_or(1).to_le_bytes()
+    };
+    let first = patch_payload_for_tests(&bytes, first_a_word, &other_word(first_a_word));
+    assert_eq!(refusal(load(&first)), mismatch(0));
+    let last_word = payload.len() - 8;
+    let last = patch_payload_for_tests(&bytes, last_word, &other_word(last_word));
+    assert_eq!(refusal(load(&last)), mismatch(digits - 1));
+    // A `b` word edited instead is another (wrong) key, not detectable here.
+    let b_word = 50 + 4 + 4 * limbs;
+    assert_eq!(
+        load(&patch_payload_for_tests(
+            &bytes,
+            b_word,
+            &other_word(b_word)
+        )),
+        Ok(())
+    );
+    // Another seed next to the stored halves.
+    let seed = patch_payload_for_tests(&bytes, 9, &[payload[9] ^ 1]);
+    assert_eq!(refusal(load(&seed)), mismatch(0));
+    // In a compact key another seed is simply another key.
+    let compact = relin.to_bytes_compressed().unwrap();
+    let compact_payload = payload_for_tests(&compact);
+    assert_eq!(
+        load(&patch_payload_for_tests(
+            &compact,
+            9,
+            &[compact_payload[9] ^ 1]
+        )),
+        Ok(())
+    );
+
+    // A key set of full keys: the last word is the last key's last digit.
+    let mut set = KeySet::from_bytes(&w.context, &w.keys.to_bytes(&w.context).unwrap()).unwrap();
+    for key in set.keys_mut() {
+        key.expand().unwrap();
+    }
+    let set_bytes = set.to_bytes(&w.context).unwrap();
+    let load_set = |bytes: &[u8]| KeySet::from_bytes(&w.context, bytes).map(|_| ());
+    assert_eq!(load_set(&set_bytes), Ok(()));
+    let set_payload = payload_for_tests(&set_bytes);
+    let at = set_payload.len() - 8;
+    let word = u64::from_le_bytes(set_payload[at..].try_into().unwrap());
+    let edited = patch_payload_for_tests(
+        &set_bytes,
+        at,
+        &word.checked_sub(1).unwrap_or(1).to_le_bytes(),
+    );
+    let last_digits = set.keys().last().unwrap().digits();
+    assert_eq!(refusal(load_set(&edited)), mismatch(last_digits - 1));
+}

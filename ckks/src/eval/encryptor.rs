@@ -16,7 +16,9 @@ use crate::poly::{Coeff, Ntt, RnsPoly};
 use crate::sampling::Sampler;
 
 /// Encrypts plaintexts, with randomness from a ChaCha20 stream seeded from
-/// the operating system (or a fixed seed, for reproducible tests).
+/// the operating system (or, with the `test-utils` feature, a fixed seed for
+/// reproducible tests). Sampling is not constant time (see
+/// [`crate::sampling`], "Timing").
 #[derive(Debug)]
 pub struct Encryptor {
     context: Context,
@@ -35,7 +37,18 @@ impl Encryptor {
         })
     }
 
-    /// An encryptor with a fixed seed (reproducible; for tests only).
+    /// An encryptor with a fixed seed: reproducible, for tests and
+    /// benchmarks only (behind the `test-utils` feature).
+    ///
+    /// # Security
+    ///
+    /// Everything it draws is a function of `seed`: whoever knows or guesses
+    /// the seed recomputes the ephemeral `v` and the errors of every
+    /// encryption it makes, and with them the messages; two encryptors given
+    /// the same seed reuse that randomness, which reveals the difference of
+    /// the messages they encrypt.
+    /// Real use wants [`Self::new`], seeded from the operating system.
+    #[cfg(any(test, feature = "test-utils"))]
     pub fn with_seed(context: &Context, seed: [u8; 32]) -> Self {
         Self {
             context: context.clone(),

@@ -15,7 +15,9 @@ use crate::poly::{Coeff, Ntt, RnsPoly};
 use crate::sampling::Sampler;
 
 /// Makes keys for a context, drawing randomness from a ChaCha20 stream seeded
-/// from the operating system (or from a fixed seed, for reproducible tests).
+/// from the operating system (or, with the `test-utils` feature, from a fixed
+/// seed for reproducible tests). Sampling is not constant time (see
+/// [`crate::sampling`], "Timing").
 #[derive(Debug)]
 pub struct KeyGenerator {
     context: Context,
@@ -34,7 +36,16 @@ impl KeyGenerator {
         })
     }
 
-    /// A key generator with a fixed seed (reproducible; for tests only).
+    /// A key generator with a fixed seed: reproducible, for tests and
+    /// benchmarks only (behind the `test-utils` feature).
+    ///
+    /// # Security
+    ///
+    /// Everything it draws is a function of `seed`: whoever knows or guesses
+    /// the seed recomputes every secret key it makes (and every error), and
+    /// two key generators given the same seed make the same secret key. Real
+    /// use wants [`Self::new`], seeded from the operating system.
+    #[cfg(any(test, feature = "test-utils"))]
     pub fn with_seed(context: &Context, seed: [u8; 32]) -> Self {
         Self {
             context: context.clone(),

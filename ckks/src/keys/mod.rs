@@ -12,6 +12,7 @@ pub use keygen::KeyGenerator;
 pub use keyset::{KeySet, KeySetRequest, power_of_two_rotations};
 pub use public::PublicKey;
 pub use secret::SecretKey;
+pub(crate) use switching::regenerate_uniform;
 pub use switching::{KeyKind, SwitchingKey};
 
 #[cfg(test)]

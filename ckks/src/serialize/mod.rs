@@ -26,7 +26,8 @@
 //! exactly the parameters' Hamming weight; each switching key's Galois
 //! element against its kind (0 for relinearisation, conjugation and generic
 //! keys; for a rotation an odd element in `(1, 2N − 1)`, never the
-//! conjugation element); no key twice in a key set; scales in `[1, Q_l)` at
+//! conjugation element); a full switching key's uniform halves equal to
+//! those its seed gives (regenerated and compared); no key twice in a key set; scales in `[1, Q_l)` at
 //! the object's level `l`; slot counts; then the end marker and that
 //! nothing follows it. Bad data is a [`crate::SerializationError`], never a
 //! panic or an out-of-bounds read; nothing larger than one frame (and, for

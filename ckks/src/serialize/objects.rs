@@ -14,7 +14,7 @@ use crate::backend::{Limbs, LimbsMut, contiguous};
 use crate::context::Context;
 use crate::encoding::Plaintext;
 use crate::eval::Ciphertext;
-use crate::keys::{KeyKind, KeySet, PublicKey, SecretKey, SwitchingKey};
+use crate::keys::{KeyKind, KeySet, PublicKey, SecretKey, SwitchingKey, regenerate_uniform};
 use crate::ntt::GaloisElement;
 use crate::params::{Level, Parameters, ParametersSpec, Scale, SecurityCheck};
 use crate::poly::{Ntt, Representation, RnsPoly};
@@ -452,9 +452,27 @@ fn galois_fits(kind: KeyKind, galois: u64, n: usize) -> bool {
     }
 }
 
+/// Checks that the stored uniform halves `a` of a full key are those its
+/// `seed` gives (regenerated on the key's device, digit by digit).
+///
+/// # Errors
+/// [`SerializationError::UniformMismatch`] naming the first digit that
+/// differs; allocation and transfer errors.
+fn check_uniform(b: &[RnsPoly<Ntt>], a: &[RnsPoly<Ntt>], seed: [u8; 32]) -> Result<()> {
+    for (digit, (b, a)) in b.iter().zip(a).enumerate() {
+        let expected =
+            regenerate_uniform(b.backend(), seed, digit, b.moduli(), MemoryClass::Temporary)?;
+        if expected.to_words()? != a.to_words()? {
+            return Err(SerializationError::UniformMismatch { digit }.into());
+        }
+    }
+    Ok(())
+}
+
 /// Reads a switching key's record (see [`write_switching_key`]), checking
-/// its kind, Galois element (against the kind), level, digit count and every polynomial's
-/// moduli against the context's parameters.
+/// its kind, Galois element (against the kind), level, digit count and every
+/// polynomial's moduli against the context's parameters, and a full key's
+/// uniform halves against its seed.
 pub(crate) fn read_switching_key<R: Read>(
     r: &mut Reader<R>,
     context: &Context,
@@ -500,7 +518,9 @@ pub(crate) fn read_switching_key<R: Read>(
     };
     let b = read_digits(r)?;
     let a = if has_uniform {
-        Some(read_digits(r)?)
+        let a = read_digits(r)?;
+        check_uniform(&b, &a, seed)?;
+        Some(a)
     } else {
         None
     };
