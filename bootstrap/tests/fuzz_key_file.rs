@@ -17,11 +17,10 @@
 use std::time::Instant;
 
 use hemem_bootstrap::BootstrapKeys;
-use hemem_ckks::params::ParametersSpec;
 use hemem_ckks::prelude::*;
 use hemem_ckks::serialize::{FromBytes, Kind, ToBytes, Writer};
 use hemem_ckks::testing::fuzz::{
-    FAMILIES, Harness, Target, TrackingAllocator, length_fields, seed_and_cases,
+    FAMILIES, Harness, Target, TrackingAllocator, seed_and_cases, small_parameters,
 };
 use hemem_ckks::testing::{seed32, seeded_rng, unit_disk};
 
@@ -32,22 +31,6 @@ static ALLOCATOR: TrackingAllocator = TrackingAllocator;
 const DEFAULT_CASES: u64 = 30_000;
 const DEFAULT_SEED: u64 = 0x5eed_b007;
 
-fn target<'a>(
-    name: &'static str,
-    kind: Kind,
-    bytes: Vec<u8>,
-    n: usize,
-    load: impl Fn(&[u8]) -> hemem_bootstrap::Result<()> + 'a,
-) -> Target<'a, hemem_bootstrap::Error> {
-    Target {
-        name,
-        kind,
-        length_fields: length_fields(kind, &bytes, n),
-        bytes,
-        load: Box::new(load),
-    }
-}
-
 #[test]
 fn mutated_bootstrap_key_files_are_refused() {
     let (seed, cases) = seed_and_cases(DEFAULT_SEED, DEFAULT_CASES).unwrap();
@@ -55,21 +38,7 @@ fn mutated_bootstrap_key_files_are_refused() {
     // Small insecure parameters and a small key file written in the
     // format `BootstrapKeys::save` uses (a real schedule's keys would make
     // each case hundreds of times dearer and test the same loader).
-    let spec = ParametersSpec {
-        name: "fuzz".into(),
-        log_n: 11,
-        log_slots: 10,
-        q_bits: vec![49, 36, 36],
-        p_bits: vec![54],
-        dnum: 3,
-        enc_level: 2,
-        post_bootstrap_level: None,
-        user_primes: 3,
-        hamming_weight: 64,
-        insecure_test: true,
-        bootstrap_rotation_keys: None,
-    };
-    let params = Parameters::new(spec, SecurityCheck::AllowInsecure).unwrap();
+    let params = small_parameters();
     let context = Context::new(params, DeviceSelection::Cpu).unwrap();
     let n = context.params().degree().get();
     let keygen = KeyGenerator::with_seed(&context, seed32(seed));
@@ -120,35 +89,35 @@ fn mutated_bootstrap_key_files_are_refused() {
     let c = &context;
     let ckks = |r: hemem_ckks::Result<()>| r.map_err(hemem_bootstrap::Error::from);
     let targets = vec![
-        target(
+        Target::new(
             "bootstrap keys (SSE)",
             Kind::BootstrapKeys,
             file(true),
             n,
             |b| BootstrapKeys::load(c, b).map(drop),
         ),
-        target(
+        Target::new(
             "bootstrap keys (no SSE)",
             Kind::BootstrapKeys,
             file(false),
             n,
             |b| BootstrapKeys::load(c, b).map(drop),
         ),
-        target(
+        Target::new(
             "key set",
             Kind::KeySet,
             keys.to_bytes_compressed(c).unwrap(),
             n,
             move |b| ckks(KeySet::from_bytes(c, b).map(drop)),
         ),
-        target(
+        Target::new(
             "switching key",
             Kind::SwitchingKey,
             to_sparse.to_bytes_compressed().unwrap(),
             n,
             move |b| ckks(SwitchingKey::from_bytes(c, b).map(drop)),
         ),
-        target(
+        Target::new(
             "ciphertext",
             Kind::Ciphertext,
             ciphertext.to_bytes().unwrap(),

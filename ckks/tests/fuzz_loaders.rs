@@ -15,14 +15,13 @@
 
 use std::time::Instant;
 
-use hemem_ckks::params::ParametersSpec;
 use hemem_ckks::prelude::*;
 use hemem_ckks::serialize::{FromBytes, Kind, ToBytes};
 use hemem_ckks::testing::fuzz::{
-    FAMILIES, Harness, Target, TrackingAllocator, length_fields, seed_and_cases,
+    FAMILIES, Harness, Target, TrackingAllocator, seed_and_cases, small_parameters,
 };
 use hemem_ckks::testing::seed32;
-use hemem_ckks::{Error, testing::seeded_rng, testing::unit_disk};
+use hemem_ckks::{testing::seeded_rng, testing::unit_disk};
 
 #[global_allocator]
 static ALLOCATOR: TrackingAllocator = TrackingAllocator;
@@ -31,43 +30,13 @@ static ALLOCATOR: TrackingAllocator = TrackingAllocator;
 const DEFAULT_CASES: u64 = 150_000;
 const DEFAULT_SEED: u64 = 0x5eed_f022;
 
-fn target<'a>(
-    name: &'static str,
-    kind: Kind,
-    bytes: Vec<u8>,
-    n: usize,
-    load: impl Fn(&[u8]) -> Result<(), Error> + 'a,
-) -> Target<'a, Error> {
-    Target {
-        name,
-        kind,
-        length_fields: length_fields(kind, &bytes, n),
-        bytes,
-        load: Box::new(load),
-    }
-}
-
 #[test]
 fn mutated_objects_are_refused_without_panics_or_large_allocations() {
     let (seed, cases) = seed_and_cases(DEFAULT_SEED, DEFAULT_CASES).unwrap();
     println!("fuzz_loaders: seed {seed} (HEMEM_FUZZ_SEED), {cases} cases (HEMEM_FUZZ_CASES)");
     // Small insecure parameters keep each case cheap; the key set spans two
     // frames, so frame boundaries are crossed too.
-    let spec = ParametersSpec {
-        name: "fuzz".into(),
-        log_n: 11,
-        log_slots: 10,
-        q_bits: vec![49, 36, 36],
-        p_bits: vec![54],
-        dnum: 3,
-        enc_level: 2,
-        post_bootstrap_level: None,
-        user_primes: 3,
-        hamming_weight: 64,
-        insecure_test: true,
-        bootstrap_rotation_keys: None,
-    };
-    let params = Parameters::new(spec, SecurityCheck::AllowInsecure).unwrap();
+    let params = small_parameters();
     let context = Context::new(params, DeviceSelection::Cpu).unwrap();
     let n = context.params().degree().get();
     let keygen = KeyGenerator::with_seed(&context, seed32(seed));
@@ -96,56 +65,56 @@ fn mutated_objects_are_refused_without_panics_or_large_allocations() {
 
     let c = &context;
     let targets = vec![
-        target(
+        Target::new(
             "parameters",
             Kind::Parameters,
             c.params().to_bytes(),
             n,
             |b| Parameters::from_bytes(b, SecurityCheck::AllowInsecure).map(drop),
         ),
-        target(
+        Target::new(
             "secret key",
             Kind::SecretKey,
             secret.to_bytes().to_vec(),
             n,
             |b| SecretKey::from_bytes(c, b).map(drop),
         ),
-        target(
+        Target::new(
             "public key",
             Kind::PublicKey,
             public.to_bytes().unwrap(),
             n,
             |b| PublicKey::from_bytes(c, b).map(drop),
         ),
-        target(
+        Target::new(
             "switching key (compact)",
             Kind::SwitchingKey,
             relin.to_bytes_compressed().unwrap(),
             n,
             |b| SwitchingKey::from_bytes(c, b).map(drop),
         ),
-        target(
+        Target::new(
             "switching key (full)",
             Kind::SwitchingKey,
             full.to_bytes().unwrap(),
             n,
             |b| SwitchingKey::from_bytes(c, b).map(drop),
         ),
-        target(
+        Target::new(
             "key set",
             Kind::KeySet,
             keys.to_bytes_compressed(c).unwrap(),
             n,
             |b| KeySet::from_bytes(c, b).map(drop),
         ),
-        target(
+        Target::new(
             "plaintext",
             Kind::Plaintext,
             plaintext.to_bytes().unwrap(),
             n,
             |b| Plaintext::from_bytes(c, b).map(drop),
         ),
-        target(
+        Target::new(
             "ciphertext",
             Kind::Ciphertext,
             ciphertext.to_bytes().unwrap(),

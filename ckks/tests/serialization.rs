@@ -17,6 +17,7 @@ use hemem_ckks::serialize::{
     FORMAT_VERSION, FromBytes, Kind, Load, Save, ToBytes, Writer, patch_payload_for_tests,
     payload_for_tests, reseal_for_tests,
 };
+use hemem_ckks::testing::fuzz::frame_starts;
 use hemem_ckks::testing::{max_abs_error, seed32, seeded_rng, unit_disk};
 use hemem_ckks::{Error, SerializationError};
 use rand_core::Rng;
@@ -446,18 +447,6 @@ fn key_files_round_trip_through_paths_with_secret_mode() {
             kind: std::io::ErrorKind::NotFound
         })
     );
-}
-
-/// The offsets of every frame's length field in an object, and the end.
-fn frame_starts(bytes: &[u8]) -> Vec<usize> {
-    let mut at = 20;
-    let mut starts = Vec::new();
-    while at + 8 <= bytes.len() {
-        starts.push(at);
-        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
-        at += 8 + len;
-    }
-    starts
 }
 
 fn serialization_error(r: Result<KeySet, Error>) -> SerializationError {

@@ -361,34 +361,14 @@ impl Allocator {
     pub fn upload(&self, dst: &mut Buffer, offset: usize, src: &[u64]) -> Result<()> {
         self.check_owned(dst)?;
         if dst.placement().is_host_accessible() {
-            let words = dst.host_words_mut()?;
-            let len = words.len();
-            let target = offset
-                .checked_add(src.len())
-                .and_then(|end| words.get_mut(offset..end))
-                .ok_or(Error::TransferOutOfBounds {
-                    offset,
-                    words: src.len(),
-                    buffer_words: len,
-                })?;
-            target.copy_from_slice(src);
-            return Ok(());
+            return write_words(dst.host_words_mut()?, offset, src);
         }
         let gpu = self.gpu_for(dst)?.clone();
         if let (Some(master), Some(r)) = (dst.streamed_master_mut(), &self.parts.residency) {
             // A streamed object's master takes the words directly (keys
             // loaded from a file never touch the device here); a resident
             // device copy is updated too, in order.
-            let len = master.len();
-            master
-                .get_mut(offset..)
-                .and_then(|w| w.get_mut(..src.len()))
-                .ok_or(Error::TransferOutOfBounds {
-                    offset,
-                    words: src.len(),
-                    buffer_words: len,
-                })?
-                .copy_from_slice(src);
+            write_words(master, offset, src)?;
             if !r.master_written(dst.id()) {
                 return Ok(());
             }
@@ -576,6 +556,24 @@ impl fmt::Debug for Allocator {
             .field("policy", &self.policy_name())
             .finish_non_exhaustive()
     }
+}
+
+/// Copies `src` into `words` from word `offset`.
+///
+/// # Errors
+/// [`Error::TransferOutOfBounds`] when it does not fit.
+fn write_words(words: &mut [u64], offset: usize, src: &[u64]) -> Result<()> {
+    let buffer_words = words.len();
+    offset
+        .checked_add(src.len())
+        .and_then(|end| words.get_mut(offset..end))
+        .ok_or(Error::TransferOutOfBounds {
+            offset,
+            words: src.len(),
+            buffer_words,
+        })?
+        .copy_from_slice(src);
+    Ok(())
 }
 
 /// A phase begun by [`Allocator::phase`]; dropping it ends the phase.

@@ -108,6 +108,52 @@ pub struct Target<'a, E> {
     pub load: LoadFn<'a, E>,
 }
 
+impl<'a, E> Target<'a, E> {
+    /// The target `name` for an object of `kind` (`n`: the ring degree its
+    /// polynomials have), its length fields found by [`length_fields`].
+    pub fn new(
+        name: &'static str,
+        kind: Kind,
+        bytes: Vec<u8>,
+        n: usize,
+        load: impl Fn(&[u8]) -> Result<(), E> + 'a,
+    ) -> Self {
+        Self {
+            name,
+            kind,
+            length_fields: length_fields(kind, &bytes, n),
+            bytes,
+            load: Box::new(load),
+        }
+    }
+}
+
+/// The small insecure parameters the fuzz harnesses use (N = 2^11, three
+/// Q primes and one P prime): each case stays cheap and the loaders are the
+/// same as for real presets.
+///
+/// # Panics
+/// Never: the parameters are valid (a test helper).
+#[allow(clippy::expect_used)]
+pub fn small_parameters() -> crate::params::Parameters {
+    let spec = crate::params::ParametersSpec {
+        name: "fuzz".into(),
+        log_n: 11,
+        log_slots: 10,
+        q_bits: vec![49, 36, 36],
+        p_bits: vec![54],
+        dnum: 3,
+        enc_level: 2,
+        post_bootstrap_level: None,
+        user_primes: 3,
+        hamming_weight: 64,
+        insecure_test: true,
+        bootstrap_rotation_keys: None,
+    };
+    crate::params::Parameters::new(spec, crate::params::SecurityCheck::AllowInsecure)
+        .expect("the fuzz parameters are valid")
+}
+
 impl<E> std::fmt::Debug for Target<'_, E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Target")

@@ -233,6 +233,11 @@ impl PinnedArena {
         })
     }
 
+    /// Whether `block` came from this arena.
+    pub(crate) fn owns(&self, block: &PinnedBlock) -> bool {
+        Arc::ptr_eq(&block.region, &self.region)
+    }
+
     /// Returns a block (which must come from this arena).
     pub(crate) fn release(&self, block: PinnedBlock) {
         if !Arc::ptr_eq(&block.region, &self.region) {
@@ -257,7 +262,7 @@ impl PinnedArena {
 pub(crate) struct PinnedStore {
     ctx: Arc<CudaContext>,
     region_bytes: usize,
-    arenas: Mutex<Vec<Arc<PinnedArena>>>,
+    arenas: Mutex<Vec<PinnedArena>>,
 }
 
 impl fmt::Debug for PinnedStore {
@@ -288,26 +293,34 @@ impl PinnedStore {
             .sum()
     }
 
-    /// A block of at least `words` words and the arena it came from.
+    /// A block of at least `words` words.
     ///
     /// # Errors
     /// Driver errors of a new arena (out of pinned memory among them).
-    pub(crate) fn allocate(&self, words: usize) -> Result<(PinnedBlock, Arc<PinnedArena>)> {
+    pub(crate) fn allocate(&self, words: usize) -> Result<PinnedBlock> {
         let mut arenas = self.arenas.lock().unwrap_or_else(PoisonError::into_inner);
         for arena in arenas.iter() {
             if let Some(block) = arena.allocate(words) {
-                return Ok((block, Arc::clone(arena)));
+                return Ok(block);
             }
         }
         let bytes = words.saturating_mul(8).max(self.region_bytes);
-        let arena = Arc::new(PinnedArena::new(&self.ctx, bytes)?);
+        let arena = PinnedArena::new(&self.ctx, bytes)?;
         let block = arena.allocate(words).ok_or(Error::OutOfMemory {
             requested: words.saturating_mul(8),
             placement: crate::Placement::Streamed,
             class: crate::MemoryClass::Temporary,
         })?;
-        arenas.push(Arc::clone(&arena));
-        Ok((block, arena))
+        arenas.push(arena);
+        Ok(block)
+    }
+
+    /// Returns a block to the arena it came from.
+    pub(crate) fn release(&self, block: PinnedBlock) {
+        let arenas = self.arenas.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(arena) = arenas.iter().find(|a| a.owns(&block)) {
+            arena.release(block);
+        }
     }
 }
 

@@ -676,26 +676,19 @@ impl Residency {
     /// driver errors.
     pub fn prepare(self: &Arc<Self>, ids: &[AllocationId]) -> Result<ResidencyGuard> {
         let mut s = self.lock();
-        let mut touched: Vec<AllocationId> = Vec::with_capacity(ids.len());
+        let mut managed: Vec<AllocationId> = Vec::with_capacity(ids.len());
         let mut streamed: Vec<AllocationId> = Vec::new();
         for &id in ids {
-            if s.managed.contains_key(&id) && !touched.contains(&id) {
-                touched.push(id);
+            if s.managed.contains_key(&id) && !managed.contains(&id) {
+                managed.push(id);
             } else if s.streamed.entries.contains_key(&id) && !streamed.contains(&id) {
                 streamed.push(id);
             }
         }
-        for id in &touched {
-            if let Some(e) = s.managed.get_mut(id) {
-                e.pins += 1;
-            }
-        }
+        // Everything the guard will hold, pinned now and unpinned on any error.
+        let held: Vec<AllocationId> = managed.iter().chain(&streamed).copied().collect();
+        pin(&mut s, &held);
         if !streamed.is_empty() {
-            for id in &streamed {
-                if let Some(e) = s.streamed.entries.get_mut(id) {
-                    e.pins += 1;
-                }
-            }
             match self.prepare_streamed(&mut s, &streamed) {
                 Ok(true) => {}
                 Ok(false) => {
@@ -705,8 +698,7 @@ impl Residency {
                         .filter(|e| e.device.is_none())
                         .map(|e| e.bytes)
                         .sum();
-                    unpin(&mut s, &touched);
-                    unpin(&mut s, &streamed);
+                    unpin(&mut s, &held);
                     return Err(Error::OverBudget {
                         requested,
                         budget: s.budget,
@@ -714,14 +706,12 @@ impl Residency {
                     });
                 }
                 Err(e) => {
-                    unpin(&mut s, &touched);
-                    unpin(&mut s, &streamed);
+                    unpin(&mut s, &held);
                     return Err(e);
                 }
             }
-            touched.extend_from_slice(&streamed);
         }
-        let needed: u64 = touched
+        let needed: u64 = managed
             .iter()
             .filter_map(|id| s.managed.get(id))
             .filter(|e| !e.resident)
@@ -741,7 +731,7 @@ impl Residency {
         let fits = match settled {
             Ok(fits) => fits,
             Err(e) => {
-                unpin(&mut s, &touched);
+                unpin(&mut s, &held);
                 // The driver error is what is reported; closing the batch
                 // is best effort.
                 let _ = self.finish(batch, &mut s);
@@ -750,7 +740,7 @@ impl Residency {
         };
         let mut actions = Vec::new();
         if !fits {
-            unpin(&mut s, &touched);
+            unpin(&mut s, &held);
             self.finish(batch, &mut s)?;
             return Err(Error::OverBudget {
                 requested: needed,
@@ -758,7 +748,7 @@ impl Residency {
                 in_use: Box::new(s.in_use()),
             });
         }
-        for id in &touched {
+        for id in &managed {
             s.clock += 1;
             let clock = s.clock;
             let prefetch = self.prefetch_on_use;
@@ -795,12 +785,24 @@ impl Residency {
         drop(s);
         Ok(ResidencyGuard {
             residency: Some(Arc::clone(self)),
-            ids: touched,
+            ids: held,
         })
     }
 
     fn unpin(&self, ids: &[AllocationId]) {
         unpin(&mut self.lock(), ids);
+    }
+}
+
+/// Starts one operation's claim on `ids` (managed buffers and streamed
+/// objects): none of them is evicted until the claim ends.
+fn pin(s: &mut State, ids: &[AllocationId]) {
+    for id in ids {
+        if let Some(e) = s.managed.get_mut(id) {
+            e.pins += 1;
+        } else if let Some(e) = s.streamed.entries.get_mut(id) {
+            e.pins += 1;
+        }
     }
 }
 

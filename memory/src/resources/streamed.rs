@@ -1,16 +1,13 @@
 //! The `Streamed` placement: read-only objects of the `planned` policy.
 
-use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::cuda::{GpuDevice, PinnedArena, PinnedStore};
+use crate::cuda::{GpuDevice, PinnedStore};
 use crate::residency::Residency;
 use crate::resource::StreamedMemory;
-use crate::{
-    AllocRequest, Allocation, AllocationId, Error, Memory, MemoryResource, Placement, Result,
-};
+use crate::{AllocRequest, Allocation, Error, Memory, MemoryResource, Placement, Result};
 
 /// Pinned arenas are made this large at least (allocating pinned memory is
 /// slow: 90.9 ms for 256 MiB on the H200, so a few large regions).
@@ -24,8 +21,6 @@ const REGION_BYTES: usize = 512 << 20;
 pub struct StreamedResource {
     store: PinnedStore,
     residency: Arc<Residency>,
-    /// The arena of each live block, to give it back to.
-    owners: Mutex<HashMap<AllocationId, Arc<PinnedArena>>>,
 }
 
 impl fmt::Debug for StreamedResource {
@@ -42,7 +37,6 @@ impl StreamedResource {
         Self {
             store: PinnedStore::new(gpu.context(), REGION_BYTES),
             residency,
-            owners: Mutex::new(HashMap::new()),
         }
     }
 
@@ -64,7 +58,7 @@ impl MemoryResource for StreamedResource {
                 placement: Placement::Streamed,
             });
         }
-        let (master, arena) = self.store.allocate(request.bytes.div_ceil(8))?;
+        let master = self.store.allocate(request.bytes.div_ceil(8))?;
         let slot = Arc::new(AtomicU64::new(0));
         self.residency.register_streamed(
             request.id,
@@ -73,10 +67,6 @@ impl MemoryResource for StreamedResource {
             master.addr(),
             Arc::clone(&slot),
         );
-        self.owners
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(request.id, arena);
         Ok(Allocation::new(
             request,
             Placement::Streamed,
@@ -89,13 +79,6 @@ impl MemoryResource for StreamedResource {
             return;
         };
         self.residency.unregister_streamed(allocation.id);
-        let arena = self
-            .owners
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&allocation.id);
-        if let Some(arena) = arena {
-            arena.release(memory.master);
-        }
+        self.store.release(memory.master);
     }
 }
