@@ -12,6 +12,8 @@
 #              RESERVE: HEMEM_STREAMING_RESERVE, default 2)
 #   card:FREE:PRESET[:BATCH]  a ballast (cuMemAlloc) leaves only FREE on the
 #              GPU, then the planned policy bootstraps with budget auto
+#   with:VAR=VAL[,VAR=VAL...]  sets HEMEM_* variables for the steps after it
+#              (their runs' names carry the setting); `with:` alone clears them
 # Each run's JSON lands in $OUT/runs; a one-line summary per run is printed.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -23,15 +25,16 @@ summary() { # json file
 import json, sys
 r = json.load(open(sys.argv[1]))
 keys = ['preset', 'memory_policy', 'batch', 'median_ms', 'precision_bits', 'key_setup_ms', 'device_budget_bytes',
-        'peak_device_resident_bytes', 'pool_peak_bytes', 'streamed_bytes', 'others_peak_bytes', 'prefetched_bytes', 'stable_bytes', 'largest_step_bytes', 'pool_refusals', 'refusals_resolved_after']
+        'peak_device_resident_bytes', 'pool_peak_bytes', 'streamed_bytes', 'others_peak_bytes', 'prefetched_bytes', 'stable_bytes', 'largest_step_bytes', 'arena_bytes', 'arena_chunks', 'pool_refusals', 'refusals_resolved_after']
 print({k: r.get(k) for k in keys})
 print('runs', r.get('bootstrap_ms'), 'to_device', r.get('to_device_bytes'), 'cupti_htod', r.get('cupti_htod_bytes'), 'evictions', r.get('evictions'))
 PY
 }
+TAG=""; WITH=()
 run() { # name timeout args...
-  local name=$1 t=$2; shift 2
-  echo "== $name: hemem $*"
-  timeout "$t" .gpu/bin/hemem "$@" --json >"$OUT/$name.json" 2>"$OUT/$name.err"
+  local name=$1$TAG t=$2; shift 2
+  echo "== $name: ${WITH[*]} hemem $*"
+  env "${WITH[@]}" timeout "$t" .gpu/bin/hemem "$@" --json >"$OUT/$name.json" 2>"$OUT/$name.err"
   echo "rc=$?"; tail -3 "$OUT/$name.err"; summary "$OUT/$name.json"
 }
 for step in "$@"; do
@@ -72,6 +75,9 @@ for step in "$@"; do
       run "card-$free-$preset-b${batch:-1}" 300 bootstrap --preset "$preset" --device gpu --policy planned --budget auto \
         --iterations 7 --batch "${batch:-1}"
       kill "$bpid"; wait "$bpid" 2>/dev/null ;;
+    with:*)
+      set=${step#with:}; WITH=(); TAG=""
+      if [[ -n $set ]]; then IFS=, read -r -a WITH <<<"$set"; TAG="-${set//[=,]/_}"; fi ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
 done

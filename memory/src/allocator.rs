@@ -127,6 +127,8 @@ impl Allocator {
             statistics.clone(),
         ));
         residency.set_streaming_reserve(config.streaming_reserve);
+        residency.set_streaming_arena(config.streaming_arena);
+        residency.set_streaming_margin(config.streaming_margin);
         let mut router = Router::new(Arc::clone(&policy))
             .with(
                 Placement::DevicePool,

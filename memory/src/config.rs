@@ -287,6 +287,15 @@ pub struct MemoryConfig {
     /// bytes a short run of operations touches is the other, and an offline
     /// simulation of the recorded run picks the one that moves less.
     pub streaming_reserve: f64,
+    /// `planned`: whether streamed objects share an arena of their own, a
+    /// few large chunks of the pool (`HEMEM_STREAMING_ARENA`, default on),
+    /// or take a pool slot each beside the temporaries (`0`, for
+    /// comparison).
+    pub streaming_arena: bool,
+    /// `planned`: the look-ahead leaves 1/`streaming_margin` of the budget
+    /// free for the pool's fragmentation (`HEMEM_STREAMING_MARGIN`, default
+    /// 32).
+    pub streaming_margin: u64,
 }
 
 impl Default for MemoryConfig {
@@ -300,6 +309,8 @@ impl Default for MemoryConfig {
             pinned_bytes: 64 * ByteSize::MIB,
             eviction: None,
             streaming_reserve: 2.0,
+            streaming_arena: true,
+            streaming_margin: 32,
         }
     }
 }
@@ -347,6 +358,30 @@ impl MemoryConfig {
                 .ok_or(ConfigError::InvalidSetting {
                     name: "HEMEM_STREAMING_RESERVE",
                     value: reserve.clone(),
+                })?;
+        }
+        if let Some(arena) = var("HEMEM_STREAMING_ARENA") {
+            config.streaming_arena = match arena.trim() {
+                "1" | "on" | "true" => true,
+                "0" | "off" | "false" => false,
+                _ => {
+                    return Err(ConfigError::InvalidSetting {
+                        name: "HEMEM_STREAMING_ARENA",
+                        value: arena.clone(),
+                    }
+                    .into());
+                }
+            };
+        }
+        if let Some(margin) = var("HEMEM_STREAMING_MARGIN") {
+            config.streaming_margin = margin
+                .trim()
+                .parse::<u64>()
+                .ok()
+                .filter(|m| *m >= 1)
+                .ok_or(ConfigError::InvalidSetting {
+                    name: "HEMEM_STREAMING_MARGIN",
+                    value: margin.clone(),
                 })?;
         }
         Ok(config)
@@ -447,8 +482,15 @@ mod tests {
             ("HEMEM_MANAGED_OVERSUBSCRIPTION", "allow"),
             ("HEMEM_RECORD_TRACE", "run.csv"),
             ("HEMEM_EVICTION", "lru"),
+            ("HEMEM_STREAMING_ARENA", "off"),
+            ("HEMEM_STREAMING_MARGIN", "16"),
         ]))
         .expect("valid");
+        assert!(!c.streaming_arena && MemoryConfig::default().streaming_arena);
+        assert_eq!(
+            (c.streaming_margin, MemoryConfig::default().streaming_margin),
+            (16, 32)
+        );
         assert_eq!(c.eviction, Some(Eviction::LeastRecentlyUsed));
         assert_eq!(c.budget, BudgetSetting::Bytes(4 << 30));
         assert_eq!(c.policy, PolicyConfig::Dynamic { threshold: 4 });
@@ -491,6 +533,22 @@ mod tests {
                 ConfigError::InvalidSetting {
                     name: "HEMEM_MANAGED_OVERSUBSCRIPTION",
                     value: "yes".into(),
+                }
+                .into(),
+            ),
+            (
+                vec![("HEMEM_STREAMING_ARENA", "maybe")],
+                ConfigError::InvalidSetting {
+                    name: "HEMEM_STREAMING_ARENA",
+                    value: "maybe".into(),
+                }
+                .into(),
+            ),
+            (
+                vec![("HEMEM_STREAMING_MARGIN", "0")],
+                ConfigError::InvalidSetting {
+                    name: "HEMEM_STREAMING_MARGIN",
+                    value: "0".into(),
                 }
                 .into(),
             ),

@@ -152,6 +152,11 @@ struct Report {
     stable_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     largest_step_bytes: Option<u64>,
+    /// `planned`: the streaming arena's bytes and chunks at the end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    arena_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    arena_chunks: Option<u64>,
     /// Times the pool refused a request its accounting had room for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pool_refusals: Option<u64>,
@@ -594,6 +599,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         others_peak_bytes: usage.map(|u| u.others_peak),
         stable_bytes: usage.map(|u| u.stable_bytes),
         largest_step_bytes: usage.map(|u| u.largest_step_bytes),
+        arena_bytes: usage.map(|u| u.arena_bytes),
+        arena_chunks: usage.map(|u| u.arena_chunks),
         pool_refusals: usage.map(|u| u.pool_refusals),
         refusals_resolved_after: usage.map(|u| u.refusals_resolved_after),
         peak_rss_bytes: peak_rss_bytes(),

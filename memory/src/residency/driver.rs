@@ -65,6 +65,21 @@ pub trait ResidencyDriver: Send + Sync + fmt::Debug {
     /// stream after the compute work that read it, with [`Self::begin`]).
     fn free_slot(&self, id: AllocationId, slot: DevicePtr, bytes: u64);
 
+    /// A chunk of `bytes` for the streaming arena, from the pool, ordered
+    /// on the copy stream; `None` when the pool is full.
+    ///
+    /// # Errors
+    /// Driver errors other than out of memory.
+    fn allocate_chunk(&self, bytes: u64) -> Result<Option<DevicePtr>>;
+
+    /// Frees an arena chunk on the copy stream (ordered as
+    /// [`Self::free_slot`]).
+    fn free_chunk(&self, chunk: DevicePtr, bytes: u64);
+
+    /// Drops what [`Self::fetch`] recorded for `id` (its object left the
+    /// device without a slot of its own to free).
+    fn forget_fetch(&self, id: AllocationId);
+
     /// Queues the copy of a streamed object's master into its slot on the
     /// copy stream and records the event that [`Self::await_fetch`] waits for.
     ///
@@ -127,6 +142,29 @@ impl GpuResidencyDriver {
     fn fetched(&self) -> MutexGuard<'_, HashMap<AllocationId, Event>> {
         self.fetched.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    /// `bytes` from the pool, ordered on the copy stream; `None` when the
+    /// pool is full.
+    fn allocate_on_copy_stream(&self, bytes: u64) -> Result<Option<DevicePtr>> {
+        let Some(pool) = &self.pool else {
+            return Ok(None);
+        };
+        match pool.allocate(usize::try_from(bytes).unwrap_or(usize::MAX), StreamId::Copy) {
+            Ok(memory) => Ok(Some(memory.ptr())),
+            Err(PoolAllocError::OutOfMemory) => Ok(None),
+            Err(PoolAllocError::Other(e)) => Err(e),
+        }
+    }
+
+    fn free_on_copy_stream(&self, ptr: DevicePtr, bytes: u64) {
+        if let Some(pool) = &self.pool {
+            let memory = DeviceMemory {
+                ptr,
+                stream: StreamId::Copy,
+            };
+            pool.free(memory, usize::try_from(bytes).unwrap_or(0), false);
+        }
+    }
 }
 
 impl ResidencyDriver for GpuResidencyDriver {
@@ -165,25 +203,24 @@ impl ResidencyDriver for GpuResidencyDriver {
     }
 
     fn allocate_slot(&self, _id: AllocationId, bytes: u64) -> Result<Option<DevicePtr>> {
-        let Some(pool) = &self.pool else {
-            return Ok(None);
-        };
-        match pool.allocate(usize::try_from(bytes).unwrap_or(usize::MAX), StreamId::Copy) {
-            Ok(memory) => Ok(Some(memory.ptr())),
-            Err(PoolAllocError::OutOfMemory) => Ok(None),
-            Err(PoolAllocError::Other(e)) => Err(e),
-        }
+        self.allocate_on_copy_stream(bytes)
     }
 
     fn free_slot(&self, id: AllocationId, slot: DevicePtr, bytes: u64) {
         self.fetched().remove(&id);
-        if let Some(pool) = &self.pool {
-            let memory = DeviceMemory {
-                ptr: slot,
-                stream: StreamId::Copy,
-            };
-            pool.free(memory, usize::try_from(bytes).unwrap_or(0), false);
-        }
+        self.free_on_copy_stream(slot, bytes);
+    }
+
+    fn allocate_chunk(&self, bytes: u64) -> Result<Option<DevicePtr>> {
+        self.allocate_on_copy_stream(bytes)
+    }
+
+    fn free_chunk(&self, chunk: DevicePtr, bytes: u64) {
+        self.free_on_copy_stream(chunk, bytes);
+    }
+
+    fn forget_fetch(&self, id: AllocationId) {
+        self.fetched().remove(&id);
     }
 
     fn fetch(&self, id: AllocationId, slot: DevicePtr, master: u64, bytes: u64) -> Result<()> {
@@ -251,6 +288,14 @@ impl ResidencyDriver for NullDriver {
 
     fn free_slot(&self, _id: AllocationId, _slot: DevicePtr, _bytes: u64) {}
 
+    fn allocate_chunk(&self, bytes: u64) -> Result<Option<DevicePtr>> {
+        Ok(Some(DevicePtr(bytes)))
+    }
+
+    fn free_chunk(&self, _chunk: DevicePtr, _bytes: u64) {}
+
+    fn forget_fetch(&self, _id: AllocationId) {}
+
     fn fetch(&self, _id: AllocationId, _slot: DevicePtr, _master: u64, _bytes: u64) -> Result<()> {
         Ok(())
     }
@@ -292,6 +337,9 @@ pub(crate) mod mock {
         End,
         Slot(u64),
         FreeSlot(u64),
+        /// An arena chunk, by the order it was made in (0, 1, …).
+        Chunk(u64),
+        FreeChunk(u64),
         Fetch(u64),
         Await(u64),
         WriteBack(u64),
@@ -309,6 +357,10 @@ pub(crate) mod mock {
         /// Slot allocations refused (as a full pool refuses) before the
         /// next one succeeds.
         pub(crate) refuse_slots: Arc<AtomicU64>,
+        /// Chunks made so far; chunk `n` lies at `(n + 1) << 40`.
+        pub(crate) chunks: Arc<AtomicU64>,
+        /// Chunk allocations refused before the next one succeeds.
+        pub(crate) refuse_chunks: Arc<AtomicU64>,
     }
 
     impl RecordingDriver {
@@ -370,6 +422,25 @@ pub(crate) mod mock {
         fn free_slot(&self, id: AllocationId, _slot: DevicePtr, _bytes: u64) {
             self.push(Call::FreeSlot(id.0));
         }
+
+        fn allocate_chunk(&self, _bytes: u64) -> Result<Option<DevicePtr>> {
+            if self
+                .refuse_chunks
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                return Ok(None);
+            }
+            let n = self.chunks.fetch_add(1, Ordering::Relaxed);
+            self.push(Call::Chunk(n));
+            Ok(Some(DevicePtr((n + 1) << 40)))
+        }
+
+        fn free_chunk(&self, chunk: DevicePtr, _bytes: u64) {
+            self.push(Call::FreeChunk((chunk.0 >> 40) - 1));
+        }
+
+        fn forget_fetch(&self, _id: AllocationId) {}
 
         fn fetch(
             &self,

@@ -45,6 +45,7 @@
 //! [`Eviction::LeastRecentlyUsed`] is the default; [`eviction`] weighs the
 //! alternatives and records the measurements.
 
+mod arena;
 pub(crate) mod driver;
 pub mod eviction;
 pub mod plan;
@@ -83,8 +84,14 @@ pub struct ResidencyUsage {
     pub managed_resident: u64,
     /// Managed bytes allocated (resident or not).
     pub managed_allocated: u64,
-    /// Bytes of resident streamed objects (part of `pool_used`).
+    /// Bytes of resident streamed objects.
     pub streamed_resident: u64,
+    /// Bytes of the streaming arena's chunks (part of `pool_used`; the
+    /// resident streamed objects lie in them, or in pool slots of their
+    /// own), and how many chunks there are.
+    pub arena_bytes: u64,
+    /// See `arena_bytes`.
+    pub arena_chunks: u64,
     /// Bytes of every streamed object, resident or not.
     pub streamed_allocated: u64,
     /// The most pool bytes held at once by everything but streamed
@@ -198,6 +205,10 @@ struct State {
     planner: Planner,
     /// Steps' worth of the largest step's bytes kept for streaming.
     streaming_reserve: f64,
+    /// Streamed objects share the arena's chunks (else a pool slot each).
+    streaming_arena: bool,
+    /// The look-ahead leaves 1/`streaming_margin` of the budget free.
+    streaming_margin: u64,
 }
 
 impl State {
@@ -207,7 +218,8 @@ impl State {
 
     fn note_peak(&mut self) {
         self.peak_device = self.peak_device.max(self.device_bytes());
-        let others = self.pool_used.saturating_sub(self.streamed.resident);
+        let streamed = self.streamed.arena.bytes() + self.streamed.outside;
+        let others = self.pool_used.saturating_sub(streamed);
         self.streamed.others_peak = self.streamed.others_peak.max(others);
     }
 
@@ -369,6 +381,8 @@ impl Residency {
                 budget,
                 eviction,
                 streaming_reserve: 2.0,
+                streaming_arena: true,
+                streaming_margin: 32,
                 ..State::default()
             }),
             driver,
@@ -401,6 +415,8 @@ impl Residency {
             managed_resident: s.managed_resident,
             managed_allocated: s.managed_allocated,
             streamed_resident: s.streamed.resident,
+            arena_bytes: s.streamed.arena.bytes(),
+            arena_chunks: s.streamed.arena.len() as u64,
             streamed_allocated: s.streamed.entries.values().map(|e| e.bytes).sum(),
             others_peak: s.streamed.others_peak,
             prefetched: s.streamed.prefetched,

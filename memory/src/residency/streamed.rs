@@ -19,6 +19,7 @@ use std::cmp::Reverse;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::arena::Arena;
 use super::eviction::Uses;
 use super::{Residency, State};
 use crate::statistics::Traffic;
@@ -45,6 +46,9 @@ pub(super) struct StreamedEntry {
     dirty: bool,
     /// The compute stream already waits for the last fetch.
     awaited: bool,
+    /// The device copy lies in the streaming arena (else in a pool slot of
+    /// its own).
+    pub(super) in_arena: bool,
     pub(super) pins: u32,
     uses: Uses,
 }
@@ -53,8 +57,12 @@ pub(super) struct StreamedEntry {
 #[derive(Debug, Default)]
 pub(super) struct StreamedState {
     pub(super) entries: std::collections::HashMap<AllocationId, StreamedEntry>,
-    /// Bytes of resident streamed objects (also in the pool's bytes).
+    /// Bytes of resident streamed objects.
     pub(super) resident: u64,
+    /// The chunks streamed objects are placed in (their bytes are in the
+    /// pool's), and bytes of resident objects in pool slots of their own.
+    pub(super) arena: Arena,
+    pub(super) outside: u64,
     /// The most pool bytes seen in use by anything but streamed objects:
     /// what the look-ahead leaves free for temporaries and ciphertexts.
     pub(super) others_peak: u64,
@@ -114,6 +122,7 @@ impl Residency {
                 sealed: false,
                 dirty: false,
                 awaited: true,
+                in_arena: false,
                 pins: 0,
                 uses: Uses::default(),
             },
@@ -135,10 +144,20 @@ impl Residency {
                 self.driver.await_fetch(id)
             };
             let result = awaited.and_then(|()| self.driver.begin());
-            if result.is_ok() {
-                self.driver.free_slot(id, slot, entry.bytes);
+            if entry.in_arena {
+                // The range is reused only by copies queued after `begin`;
+                // if that failed, it is not reused at all.
+                self.driver.forget_fetch(id);
+                if result.is_ok() {
+                    s.streamed.arena.release(slot, entry.bytes);
+                }
+            } else {
+                if result.is_ok() {
+                    self.driver.free_slot(id, slot, entry.bytes);
+                }
+                s.pool_used = s.pool_used.saturating_sub(entry.bytes);
+                s.streamed.outside = s.streamed.outside.saturating_sub(entry.bytes);
             }
-            s.pool_used = s.pool_used.saturating_sub(entry.bytes);
             s.streamed.resident = s.streamed.resident.saturating_sub(entry.bytes);
         }
     }
@@ -218,15 +237,31 @@ impl Residency {
         self.lock().streaming_reserve = steps;
     }
 
+    /// Whether streamed objects share the chunks of an arena of their own
+    /// (the default; see `arena`) or take a pool slot each, beside the
+    /// temporaries (for comparison).
+    pub fn set_streaming_arena(&self, on: bool) {
+        self.lock().streaming_arena = on;
+    }
+
+    /// Sets the margin the look-ahead leaves free: 1/`divisor` of the
+    /// budget (default 32).
+    pub fn set_streaming_margin(&self, divisor: u64) {
+        self.lock().streaming_margin = divisor.max(1);
+    }
+
     /// Pool bytes the look-ahead may fill with streamed objects: the budget
-    /// less the peak of everything else, a margin of 1/16 for the pool's
-    /// fragmentation, and what refusals of the pool have shown it needs
-    /// more. (Measured on the H100, FGb at 2 GiB: with 1/32 the pool refused
-    /// 456 requests in seven bootstraps and the waits made them 76–136 ms;
-    /// with 1/16, 340 refusals, most in the first runs, and 65–69 ms,
-    /// although 1.6 GB streamed per bootstrap instead of 1.0–1.2 GB.)
-    fn streamed_capacity(s: &State) -> u64 {
-        let headroom = s.streamed.others_peak + s.budget / 16 + s.streamed.refusal_headroom;
+    /// less the peak of everything else, a margin (1/`streaming_margin` of
+    /// the budget) for the pool's fragmentation, and what refusals of the
+    /// pool have shown it needs more. (Measured on the H100, FGb at 2 GiB,
+    /// with the objects in pool slots beside the temporaries: with 1/32 the
+    /// pool refused 456 requests in seven bootstraps and the waits made them
+    /// 76–136 ms; with 1/16, 340 refusals and 65–69 ms, although 1.6 GB
+    /// streamed per bootstrap instead of 1.0–1.2 GB. The arena keeps the
+    /// objects out of the temporaries' way; see `arena`.)
+    pub(super) fn streamed_capacity(s: &State) -> u64 {
+        let margin = s.budget / s.streaming_margin.max(1);
+        let headroom = s.streamed.others_peak + margin + s.streamed.refusal_headroom;
         s.budget.saturating_sub(headroom)
     }
 
@@ -256,12 +291,19 @@ impl Residency {
             self.driver.begin()?;
             *ordered = true;
         }
-        self.driver.free_slot(id, slot, e.bytes);
         e.slot.store(0, Ordering::Release);
         e.device = None;
         e.awaited = true;
-        let (class, bytes) = (e.class, e.bytes);
-        s.pool_used = s.pool_used.saturating_sub(bytes);
+        let (class, bytes, in_arena) = (e.class, e.bytes, e.in_arena);
+        e.in_arena = false;
+        if in_arena {
+            self.driver.forget_fetch(id);
+            s.streamed.arena.release(slot, bytes);
+        } else {
+            self.driver.free_slot(id, slot, bytes);
+            s.pool_used = s.pool_used.saturating_sub(bytes);
+            s.streamed.outside = s.streamed.outside.saturating_sub(bytes);
+        }
         s.streamed.resident = s.streamed.resident.saturating_sub(bytes);
         self.statistics.record_traffic(class, Traffic::Dropped);
         Ok(())
@@ -271,12 +313,18 @@ impl Residency {
     /// object before a stable one, then the one the look-ahead needs
     /// farthest ahead (never again first), or without a look-ahead the least
     /// recently used. With `beyond` (fetching ahead), only streaming objects
-    /// needed more than `beyond` steps ahead qualify.
-    pub(super) fn streamed_victim(s: &State, beyond: Option<usize>) -> Option<AllocationId> {
+    /// needed more than `beyond` steps ahead qualify. With `in_arena`, only
+    /// objects in the arena (`true`) or in pool slots of their own (`false`).
+    pub(super) fn streamed_victim(
+        s: &State,
+        beyond: Option<usize>,
+        in_arena: Option<bool>,
+    ) -> Option<AllocationId> {
         s.streamed
             .entries
             .iter()
             .filter(|(_, e)| e.device.is_some() && e.pins == 0)
+            .filter(|(_, e)| in_arena.is_none_or(|a| e.in_arena == a))
             .map(|(id, e)| {
                 let next = s.planner.next_use(*id).unwrap_or(usize::MAX);
                 let stable = s.planner.is_stable(*id);
@@ -304,29 +352,19 @@ impl Residency {
         let Some(bytes) = s.streamed.entries.get(&id).map(|e| e.bytes) else {
             return Ok(true);
         };
-        while s.pool_used.saturating_add(bytes) > limit {
-            match Self::streamed_victim(s, beyond) {
-                Some(victim) => self.evict_streamed(s, victim, ordered)?,
-                None => return Ok(false),
-            }
-        }
-        let mut attempts = 0;
-        let slot = loop {
-            if let Some(slot) = self.driver.allocate_slot(id, bytes)? {
-                break slot;
-            }
-            // The pool is full although the accounting has room. Fetching
-            // ahead stops there; a fetch for use escalates (see
-            // `escalate`) until nothing is left to evict.
-            if beyond.is_some() {
-                return Ok(false);
-            }
-            attempts += 1;
-            if !self.escalate(s, attempts, bytes, ordered)? {
-                return Ok(false);
-            }
+        let placed = if s.streaming_arena {
+            self.place_in_arena(s, id, bytes, limit, beyond, ordered)?
+        } else {
+            None
         };
-        s.streamed.placed();
+        let slot = match placed {
+            Some(slot) => slot,
+            None if beyond.is_some() && s.streaming_arena => return Ok(false),
+            None => match self.own_slot(s, id, bytes, limit, beyond, ordered)? {
+                Some(slot) => slot,
+                None => return Ok(false),
+            },
+        };
         let Some(e) = s.streamed.entries.get_mut(&id) else {
             return Ok(false);
         };
@@ -338,7 +376,6 @@ impl Residency {
         }
         e.slot.store(slot.0, Ordering::Release);
         e.device = Some(slot);
-        s.pool_used = s.pool_used.saturating_add(bytes);
         s.streamed.resident = s.streamed.resident.saturating_add(bytes);
         if beyond.is_some() {
             s.streamed.prefetched += 1;
@@ -346,6 +383,69 @@ impl Residency {
         }
         s.note_peak();
         Ok(true)
+    }
+
+    /// A pool slot of its own for `id` (an object too large for the arena's
+    /// chunks, or every object without the arena): evicts victims until its
+    /// bytes fit under `limit` pool bytes, then asks the pool, escalating
+    /// its refusals. `None` when it cannot be made to fit.
+    fn own_slot(
+        &self,
+        s: &mut State,
+        id: AllocationId,
+        bytes: u64,
+        limit: u64,
+        beyond: Option<usize>,
+        ordered: &mut bool,
+    ) -> Result<Option<DevicePtr>> {
+        while s.pool_used.saturating_add(bytes) > limit {
+            if !self.free_pool_bytes(s, beyond, ordered)? {
+                return Ok(None);
+            }
+        }
+        let mut attempts = 0;
+        let slot = loop {
+            if let Some(slot) = self.driver.allocate_slot(id, bytes)? {
+                break slot;
+            }
+            // The pool is full although the accounting has room. Fetching
+            // ahead stops there; a fetch for use escalates (see
+            // `escalate`) until nothing is left to evict.
+            if beyond.is_some() {
+                return Ok(None);
+            }
+            attempts += 1;
+            if !self.escalate(s, attempts, bytes, ordered)? {
+                return Ok(None);
+            }
+        };
+        s.streamed.placed();
+        s.pool_used = s.pool_used.saturating_add(bytes);
+        s.streamed.outside = s.streamed.outside.saturating_add(bytes);
+        if let Some(e) = s.streamed.entries.get_mut(&id) {
+            e.in_arena = false;
+        }
+        Ok(Some(slot))
+    }
+
+    /// Gives pool bytes back by evicting one object held in a pool slot of
+    /// its own (the farthest needed; with `beyond`, only one needed later)
+    /// or, failing that and not fetching ahead, by emptying and freeing an
+    /// arena chunk. `Ok(false)` when neither is possible.
+    pub(super) fn free_pool_bytes(
+        &self,
+        s: &mut State,
+        beyond: Option<usize>,
+        ordered: &mut bool,
+    ) -> Result<bool> {
+        if let Some(victim) = Self::streamed_victim(s, beyond, Some(false)) {
+            self.evict_streamed(s, victim, ordered)?;
+            return Ok(true);
+        }
+        if beyond.is_some() {
+            return Ok(false);
+        }
+        self.release_chunk(s, ordered)
     }
 
     /// The streamed part of [`Residency::prepare`]: records the step, makes
@@ -415,15 +515,13 @@ impl Residency {
         if streak >= 3 {
             let step = bytes.min(s.budget / 64);
             s.streamed.refusal_headroom = (s.streamed.refusal_headroom + step).min(s.budget / 16);
-            let mut freed = 0;
-            while freed < bytes {
-                let Some(victim) = Self::streamed_victim(s, None) else {
+            let held = s.pool_used;
+            while held.saturating_sub(s.pool_used) < bytes {
+                if !self.free_pool_bytes(s, None, ordered)? {
                     break;
-                };
-                freed += s.streamed.entries.get(&victim).map_or(0, |e| e.bytes);
-                self.evict_streamed(s, victim, ordered)?;
+                }
             }
-            if freed == 0 && streak > 3 {
+            if s.pool_used == held && streak > 3 {
                 return Ok(false);
             }
         }
@@ -453,10 +551,9 @@ impl Residency {
             return self.escalate(s, streak, extra, &mut ordered);
         }
         while s.over(extra, 0) {
-            let Some(victim) = Self::streamed_victim(s, None) else {
+            if !self.free_pool_bytes(s, None, &mut ordered)? {
                 return Ok(false);
-            };
-            self.evict_streamed(s, victim, &mut ordered)?;
+            }
         }
         Ok(true)
     }
@@ -471,6 +568,9 @@ mod tests {
 
     const MIB: u64 = 1 << 20;
 
+    /// A manager whose streamed objects take a pool slot each (the arena's
+    /// placement has its own tests, in `arena`; the decisions here are the
+    /// same with it).
     fn manager(budget: u64) -> (Arc<Residency>, RecordingDriver, StatisticsHandle) {
         let driver = RecordingDriver::default();
         let stats = StatisticsHandle::default();
@@ -481,6 +581,7 @@ mod tests {
             Box::new(driver.clone()),
             stats.clone(),
         ));
+        r.set_streaming_arena(false);
         (r, driver, stats)
     }
 
