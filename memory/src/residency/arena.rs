@@ -234,7 +234,6 @@ impl Residency {
         bytes: u64,
         limit: u64,
         beyond: Option<usize>,
-        ordered: &mut bool,
     ) -> Result<Option<DevicePtr>> {
         let largest = s.streamed.entries.values().map(|e| e.bytes).max();
         let budget = s.budget;
@@ -261,7 +260,7 @@ impl Residency {
             }
             refused = true;
             match Self::streamed_victim(s, beyond, Some(true)) {
-                Some(victim) => self.evict_streamed(s, victim, ordered)?,
+                Some(victim) => self.evict_streamed(s, victim)?,
                 None if beyond.is_none() && self.grow_arena(s, chunk_bytes, need, limit)? => {}
                 None => return Ok(None),
             }
@@ -287,10 +286,10 @@ impl Residency {
     }
 
     /// Empties the highest arena chunk that no operation holds an object
-    /// in, and gives it back to the pool (after the compute work queued so
-    /// far). `false` when every chunk holds a pinned object, or there is
-    /// none.
-    pub(super) fn release_chunk(&self, s: &mut State, ordered: &mut bool) -> Result<bool> {
+    /// in, and gives it back to the pool on the copy stream (after its
+    /// objects' last uses). `false` when every chunk holds a pinned object,
+    /// or there is none.
+    pub(super) fn release_chunk(&self, s: &mut State) -> Result<bool> {
         let arena = &s.streamed.arena;
         let chunk = |e: &super::streamed::StreamedEntry| {
             e.device
@@ -314,12 +313,10 @@ impl Residency {
             .filter(|(_, e)| chunk(e) == Some(index))
             .map(|(id, _)| *id)
             .collect();
+        // Each eviction ordered the copy stream after its object's last
+        // use; the chunk is freed on the copy stream after them.
         for victim in victims {
-            self.evict_streamed(s, victim, ordered)?;
-        }
-        if !*ordered {
-            self.driver.begin()?;
-            *ordered = true;
+            self.evict_streamed(s, victim)?;
         }
         let Some((base, bytes)) = s.streamed.arena.remove(index) else {
             return Ok(false);

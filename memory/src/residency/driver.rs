@@ -1,8 +1,9 @@
 //! What the residency manager asks of the device, behind a trait so its
 //! decisions run (and are tested) on the CPU with a recording mock.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::cuda::{Event, GpuDevice, Location, Pool, PoolAllocError};
@@ -80,6 +81,24 @@ pub trait ResidencyDriver: Send + Sync + fmt::Debug {
     /// device without a slot of its own to free).
     fn forget_fetch(&self, id: AllocationId);
 
+    /// Marks the compute work queued so far (an operation that read
+    /// streamed objects has queued its kernels); returns the mark for
+    /// [`Self::wait_for_use`].
+    ///
+    /// # Errors
+    /// Driver errors.
+    fn mark_use(&self) -> Result<u64>;
+
+    /// Orders the copy stream after the compute work queued before `mark`
+    /// (a device-side wait), so that a range read up to then may be
+    /// overwritten or freed by the copy stream. A mark older than those the
+    /// driver keeps orders the copy stream after all compute work queued so
+    /// far, as [`Self::begin`] does.
+    ///
+    /// # Errors
+    /// Driver errors.
+    fn wait_for_use(&self, mark: u64) -> Result<()>;
+
     /// Queues the copy of a streamed object's master into its slot on the
     /// copy stream and records the event that [`Self::await_fetch`] waits for.
     ///
@@ -127,7 +146,13 @@ pub(crate) struct GpuResidencyDriver {
     pub(crate) pool: Option<Arc<Pool>>,
     /// The event behind each streamed object's last fetch.
     pub(crate) fetched: Mutex<HashMap<AllocationId, Event>>,
+    /// The latest use marks and their compute-stream events, oldest first.
+    marks: Mutex<VecDeque<(u64, Event)>>,
+    next_mark: AtomicU64,
 }
+
+/// Use marks the driver keeps (older ones are waited for as a whole).
+const MARKS: usize = 4096;
 
 impl GpuResidencyDriver {
     /// The driver of `gpu` and its pool.
@@ -136,6 +161,8 @@ impl GpuResidencyDriver {
             gpu,
             pool,
             fetched: Mutex::new(HashMap::new()),
+            marks: Mutex::new(VecDeque::new()),
+            next_mark: AtomicU64::new(0),
         }
     }
 
@@ -223,6 +250,29 @@ impl ResidencyDriver for GpuResidencyDriver {
         self.fetched().remove(&id);
     }
 
+    fn mark_use(&self) -> Result<u64> {
+        let event = self.gpu.record_event(StreamId::Compute)?;
+        let mark = self.next_mark.fetch_add(1, Ordering::Relaxed);
+        let mut marks = self.marks.lock().unwrap_or_else(PoisonError::into_inner);
+        marks.push_back((mark, event));
+        if marks.len() > MARKS {
+            marks.pop_front();
+        }
+        Ok(mark)
+    }
+
+    fn wait_for_use(&self, mark: u64) -> Result<()> {
+        let marks = self.marks.lock().unwrap_or_else(PoisonError::into_inner);
+        let found = marks
+            .binary_search_by_key(&mark, |(m, _)| *m)
+            .ok()
+            .and_then(|i| marks.get(i));
+        match found {
+            Some((_, event)) => self.gpu.wait_event(StreamId::Copy, event),
+            None => self.begin(),
+        }
+    }
+
     fn fetch(&self, id: AllocationId, slot: DevicePtr, master: u64, bytes: u64) -> Result<()> {
         self.gpu
             .copy_to_device_async(slot, master, bytes, StreamId::Copy)?;
@@ -296,6 +346,14 @@ impl ResidencyDriver for NullDriver {
 
     fn forget_fetch(&self, _id: AllocationId) {}
 
+    fn mark_use(&self) -> Result<u64> {
+        Ok(0)
+    }
+
+    fn wait_for_use(&self, _mark: u64) -> Result<()> {
+        Ok(())
+    }
+
     fn fetch(&self, _id: AllocationId, _slot: DevicePtr, _master: u64, _bytes: u64) -> Result<()> {
         Ok(())
     }
@@ -340,6 +398,8 @@ pub(crate) mod mock {
         /// An arena chunk, by the order it was made in (0, 1, …).
         Chunk(u64),
         FreeChunk(u64),
+        /// The copy stream waits for the compute work before a use mark.
+        WaitUse(u64),
         Fetch(u64),
         Await(u64),
         WriteBack(u64),
@@ -361,6 +421,8 @@ pub(crate) mod mock {
         pub(crate) chunks: Arc<AtomicU64>,
         /// Chunk allocations refused before the next one succeeds.
         pub(crate) refuse_chunks: Arc<AtomicU64>,
+        /// Use marks handed out so far (not recorded as calls).
+        pub(crate) marks: Arc<AtomicU64>,
     }
 
     impl RecordingDriver {
@@ -441,6 +503,15 @@ pub(crate) mod mock {
         }
 
         fn forget_fetch(&self, _id: AllocationId) {}
+
+        fn mark_use(&self) -> Result<u64> {
+            Ok(self.marks.fetch_add(1, Ordering::Relaxed))
+        }
+
+        fn wait_for_use(&self, mark: u64) -> Result<()> {
+            self.push(Call::WaitUse(mark));
+            Ok(())
+        }
 
         fn fetch(
             &self,

@@ -804,10 +804,6 @@ impl Residency {
             ids: held,
         })
     }
-
-    fn unpin(&self, ids: &[AllocationId]) {
-        unpin(&mut self.lock(), ids);
-    }
 }
 
 /// Starts one operation's claim on `ids` (managed buffers and streamed
@@ -861,7 +857,7 @@ impl ResidencyGuard {
 impl Drop for ResidencyGuard {
     fn drop(&mut self) {
         if let Some(r) = &self.residency {
-            r.unpin(&self.ids);
+            r.end_use(&self.ids);
         }
     }
 }

@@ -49,6 +49,9 @@ pub(super) struct StreamedEntry {
     /// The device copy lies in the streaming arena (else in a pool slot of
     /// its own).
     pub(super) in_arena: bool,
+    /// The use mark of the last operation that declared the object since
+    /// it was made resident (`u64::MAX`: unknown, wait for everything).
+    last_use: Option<u64>,
     pub(super) pins: u32,
     uses: Uses,
 }
@@ -123,6 +126,7 @@ impl Residency {
                 dirty: false,
                 awaited: true,
                 in_arena: false,
+                last_use: None,
                 pins: 0,
                 uses: Uses::default(),
             },
@@ -206,6 +210,24 @@ impl Residency {
         }
     }
 
+    /// Ends an operation's claim on `ids` (its [`super::ResidencyGuard`]
+    /// drops once its kernels are queued): the streamed objects among them
+    /// get a use mark, which their eviction waits for.
+    pub(super) fn end_use(&self, ids: &[AllocationId]) {
+        let mut s = self.lock();
+        super::unpin(&mut s, ids);
+        if !ids.iter().any(|id| s.streamed.entries.contains_key(id)) {
+            return;
+        }
+        // Without a mark, an eviction waits for all compute work instead.
+        let mark = self.driver.mark_use().unwrap_or(u64::MAX);
+        for id in ids {
+            if let Some(e) = s.streamed.entries.get_mut(id) {
+                e.last_use = Some(mark);
+            }
+        }
+    }
+
     /// Starts a phase of work named `key` (see [`super::plan`]).
     pub fn begin_phase(&self, key: u64) {
         self.lock().planner.begin(key);
@@ -266,14 +288,12 @@ impl Residency {
     }
 
     /// Frees the slot of a resident streamed object, writing it back first
-    /// when it may have been written. `ordered` says whether the copy
-    /// stream already waits for the compute work queued so far.
-    pub(super) fn evict_streamed(
-        &self,
-        s: &mut State,
-        id: AllocationId,
-        ordered: &mut bool,
-    ) -> Result<()> {
+    /// when it may have been written. The copy stream, which fetches into a
+    /// freed range and frees slots, first waits for the compute work up to
+    /// the object's last use — not for everything queued since: the host
+    /// runs ahead of the device, and waiting for all of it would let a
+    /// fetch start only one operation before its use.
+    pub(super) fn evict_streamed(&self, s: &mut State, id: AllocationId) -> Result<()> {
         let Some(e) = s.streamed.entries.get_mut(&id) else {
             return Ok(());
         };
@@ -287,9 +307,8 @@ impl Residency {
             self.statistics
                 .record_traffic(e.class, Traffic::WriteBack(e.bytes));
         }
-        if !*ordered {
-            self.driver.begin()?;
-            *ordered = true;
+        if let Some(mark) = e.last_use.take() {
+            self.driver.wait_for_use(mark)?;
         }
         e.slot.store(0, Ordering::Release);
         e.device = None;
@@ -347,20 +366,19 @@ impl Residency {
         id: AllocationId,
         limit: u64,
         beyond: Option<usize>,
-        ordered: &mut bool,
     ) -> Result<bool> {
         let Some(bytes) = s.streamed.entries.get(&id).map(|e| e.bytes) else {
             return Ok(true);
         };
         let placed = if s.streaming_arena {
-            self.place_in_arena(s, id, bytes, limit, beyond, ordered)?
+            self.place_in_arena(s, id, bytes, limit, beyond)?
         } else {
             None
         };
         let slot = match placed {
             Some(slot) => slot,
             None if beyond.is_some() && s.streaming_arena => return Ok(false),
-            None => match self.own_slot(s, id, bytes, limit, beyond, ordered)? {
+            None => match self.own_slot(s, id, bytes, limit, beyond)? {
                 Some(slot) => slot,
                 None => return Ok(false),
             },
@@ -396,10 +414,9 @@ impl Residency {
         bytes: u64,
         limit: u64,
         beyond: Option<usize>,
-        ordered: &mut bool,
     ) -> Result<Option<DevicePtr>> {
         while s.pool_used.saturating_add(bytes) > limit {
-            if !self.free_pool_bytes(s, beyond, ordered)? {
+            if !self.free_pool_bytes(s, beyond)? {
                 return Ok(None);
             }
         }
@@ -415,7 +432,7 @@ impl Residency {
                 return Ok(None);
             }
             attempts += 1;
-            if !self.escalate(s, attempts, bytes, ordered)? {
+            if !self.escalate(s, attempts, bytes)? {
                 return Ok(None);
             }
         };
@@ -432,20 +449,15 @@ impl Residency {
     /// its own (the farthest needed; with `beyond`, only one needed later)
     /// or, failing that and not fetching ahead, by emptying and freeing an
     /// arena chunk. `Ok(false)` when neither is possible.
-    pub(super) fn free_pool_bytes(
-        &self,
-        s: &mut State,
-        beyond: Option<usize>,
-        ordered: &mut bool,
-    ) -> Result<bool> {
+    pub(super) fn free_pool_bytes(&self, s: &mut State, beyond: Option<usize>) -> Result<bool> {
         if let Some(victim) = Self::streamed_victim(s, beyond, Some(false)) {
-            self.evict_streamed(s, victim, ordered)?;
+            self.evict_streamed(s, victim)?;
             return Ok(true);
         }
         if beyond.is_some() {
             return Ok(false);
         }
-        self.release_chunk(s, ordered)
+        self.release_chunk(s)
     }
 
     /// The streamed part of [`Residency::prepare`]: records the step, makes
@@ -454,14 +466,13 @@ impl Residency {
     /// recorded order. `Ok(false)` when the declared objects cannot fit.
     pub(super) fn prepare_streamed(&self, s: &mut State, touched: &[AllocationId]) -> Result<bool> {
         let following = s.planner.step(touched);
-        let mut ordered = false;
         let budget = s.budget;
         for &id in touched {
             if s.streamed
                 .entries
                 .get(&id)
                 .is_some_and(|e| e.device.is_none())
-                && !self.fetch_streamed(s, id, budget, None, &mut ordered)?
+                && !self.fetch_streamed(s, id, budget, None)?
             {
                 return Ok(false);
             }
@@ -494,7 +505,7 @@ impl Residency {
                 {
                     continue;
                 }
-                if !self.fetch_streamed(s, id, limit, Some(distance), &mut ordered)? {
+                if !self.fetch_streamed(s, id, limit, Some(distance))? {
                     break;
                 }
             }
@@ -510,14 +521,14 @@ impl Residency {
     /// from the third on, streamed objects of `bytes` leave first, and the
     /// look-ahead leaves a little more room from then on. `Ok(false)` when
     /// nothing is left to try.
-    fn escalate(&self, s: &mut State, streak: u32, bytes: u64, ordered: &mut bool) -> Result<bool> {
+    fn escalate(&self, s: &mut State, streak: u32, bytes: u64) -> Result<bool> {
         s.streamed.refusals += 1;
         if streak >= 3 {
             let step = bytes.min(s.budget / 64);
             s.streamed.refusal_headroom = (s.streamed.refusal_headroom + step).min(s.budget / 16);
             let held = s.pool_used;
             while held.saturating_sub(s.pool_used) < bytes {
-                if !self.free_pool_bytes(s, None, ordered)? {
+                if !self.free_pool_bytes(s, None)? {
                     break;
                 }
             }
@@ -544,14 +555,13 @@ impl Residency {
         extra: u64,
         out_of_memory: bool,
     ) -> Result<bool> {
-        let mut ordered = false;
         if out_of_memory {
             s.streamed.refusal_streak += 1;
             let streak = s.streamed.refusal_streak;
-            return self.escalate(s, streak, extra, &mut ordered);
+            return self.escalate(s, streak, extra);
         }
         while s.over(extra, 0) {
-            if !self.free_pool_bytes(s, None, &mut ordered)? {
+            if !self.free_pool_bytes(s, None)? {
                 return Ok(false);
             }
         }
@@ -663,10 +673,12 @@ mod tests {
         }
         d.take();
         let g = r.prepare(&[id(4)]).expect("evicts 2");
+        // The copy stream waits for the compute work up to 2's last use
+        // (the second operation's mark), not for everything queued.
         assert_eq!(
             d.take(),
             vec![
-                Call::Begin,
+                Call::WaitUse(1),
                 Call::FreeSlot(2),
                 Call::Slot(4),
                 Call::Fetch(4),
@@ -678,7 +690,7 @@ mod tests {
         assert_eq!(
             d.take(),
             vec![
-                Call::Begin,
+                Call::WaitUse(3),
                 Call::FreeSlot(1),
                 Call::Slot(2),
                 Call::Fetch(2),
@@ -711,7 +723,7 @@ mod tests {
             d.take(),
             vec![
                 Call::WriteBack(1),
-                Call::Begin,
+                Call::WaitUse(0),
                 Call::FreeSlot(1),
                 Call::Slot(2)
             ]
@@ -727,7 +739,7 @@ mod tests {
         assert_eq!(
             d.take(),
             vec![
-                Call::Begin,
+                Call::WaitUse(1),
                 Call::FreeSlot(2),
                 Call::Slot(1),
                 Call::Fetch(1),
@@ -790,7 +802,7 @@ mod tests {
                 Call::Trim(MIB),
                 Call::Synchronize,
                 Call::Trim(MIB),
-                Call::Begin,
+                Call::WaitUse(0),
                 Call::FreeSlot(1),
                 Call::Synchronize,
                 Call::Trim(0),
