@@ -19,8 +19,8 @@ mod views;
 
 pub use cpu::CpuBackend;
 pub use gpu::GpuBackend;
-use views::check_moduli;
 pub use views::{Limbs, LimbsMut, contiguous};
+use views::{any_sensitive, check_moduli};
 
 use std::fmt;
 use std::str::FromStr;
@@ -126,7 +126,10 @@ pub trait Backend: Send + Sync + fmt::Debug {
         Ok(())
     }
 
-    /// Allocates room for `limbs` limbs of N words.
+    /// Allocates room for `limbs` limbs of N words; `sensitive` for
+    /// secret-key material and anything computed from it (zeroed before its
+    /// memory is reused or released). Temporaries an operation computes from
+    /// a sensitive view are allocated sensitive by the operation itself.
     ///
     /// # Errors
     /// Whatever the allocator refuses.
@@ -362,9 +365,10 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// [`Backend::key_switch_inner_product`] over `σ_g(digits[j])`, where
     /// `σ_g` is [`Backend::automorphism`].
     ///
-    /// The default permutes every digit into a temporary buffer first; the
-    /// GPU backend gathers the permuted words inside the inner product, so
-    /// the rotated digits are never written.
+    /// The default permutes every digit into a temporary buffer first
+    /// (sensitive when the digit is); the GPU backend gathers the permuted
+    /// words inside the inner product, so the rotated digits are never
+    /// written.
     ///
     /// # Errors
     /// As [`Backend::key_switch_inner_product`]; allocation errors.
@@ -380,7 +384,8 @@ pub trait Backend: Send + Sync + fmt::Debug {
         let rotated = digits
             .iter()
             .map(|d| {
-                let mut buffer = self.allocate(MemoryClass::Temporary, d.len(), false)?;
+                let mut buffer =
+                    self.allocate(MemoryClass::Temporary, d.len(), any_sensitive(&[d]))?;
                 self.automorphism(*d, g, LimbsMut::new(&mut buffer, d.moduli)?)?;
                 Ok(buffer)
             })

@@ -76,6 +76,13 @@ impl<'a> Limbs<'a> {
         self.moduli.is_empty()
     }
 
+    /// Whether the buffer holds secret-key material: what is computed from
+    /// it into a temporary is secret too, and backends allocate such
+    /// temporaries sensitive.
+    pub fn is_sensitive(&self) -> bool {
+        self.buffer.is_sensitive()
+    }
+
     /// Checks that the view fits its buffer at degree `n`.
     ///
     /// # Errors
@@ -117,6 +124,11 @@ impl<'a> LimbsMut<'a> {
         self.moduli.is_empty()
     }
 
+    /// Whether the buffer holds secret-key material.
+    pub fn is_sensitive(&self) -> bool {
+        self.buffer.is_sensitive()
+    }
+
     /// A shorter-lived mutable view of the same limbs.
     pub fn reborrow(&mut self) -> LimbsMut<'_> {
         LimbsMut {
@@ -152,6 +164,13 @@ impl<'a> LimbsMut<'a> {
     pub fn check_moduli(&self, count: usize) -> Result<()> {
         check_moduli(self.moduli, count)
     }
+}
+
+/// Whether any of `views` holds secret-key material: a temporary computed
+/// from them is then allocated sensitive, so that sensitivity follows the
+/// data and no call site has to remember it.
+pub(crate) fn any_sensitive(views: &[&Limbs<'_>]) -> bool {
+    views.iter().any(|v| v.is_sensitive())
 }
 
 /// Checks that every global modulus index in `moduli` is below `count`, the

@@ -175,14 +175,14 @@ impl ResidencyDriver for GpuResidencyDriver {
         }
     }
 
-    fn free_slot(&self, id: AllocationId, slot: DevicePtr, bytes: u64) {
+    fn free_slot(&self, id: AllocationId, slot: DevicePtr, _bytes: u64) {
         self.fetched().remove(&id);
         if let Some(pool) = &self.pool {
             let memory = DeviceMemory {
                 ptr: slot,
                 stream: StreamId::Copy,
             };
-            pool.free(memory, usize::try_from(bytes).unwrap_or(0), false);
+            pool.free(memory);
         }
     }
 
