@@ -83,6 +83,8 @@ impl<R: Representation> RnsPoly<R> {
         class: MemoryClass,
         sensitive: bool,
     ) -> Result<Self> {
+        // Every view of the polynomial names these moduli: checked once here.
+        crate::backend::check_moduli(moduli, backend.moduli().len())?;
         let buffer = backend.allocate(class, moduli.len(), sensitive)?;
         Ok(Self {
             backend: Arc::clone(backend),
@@ -261,7 +263,7 @@ impl<R: Representation> RnsPoly<R> {
     /// # Errors
     /// More than 256 limbs.
     pub fn limbs(&self) -> Result<Limbs<'_>> {
-        Limbs::new(&self.buffer, &self.moduli)
+        Limbs::whole(&self.buffer, &self.moduli)
     }
 
     /// A mutable view of all limbs.
@@ -269,7 +271,7 @@ impl<R: Representation> RnsPoly<R> {
     /// # Errors
     /// More than 256 limbs.
     pub fn limbs_mut(&mut self) -> Result<LimbsMut<'_>> {
-        LimbsMut::new(&mut self.buffer, &self.moduli)
+        LimbsMut::whole(&mut self.buffer, &self.moduli)
     }
 
     /// A view of the first `count` limbs.

@@ -412,7 +412,7 @@ impl GpuBackend {
                         self.automorphism(
                             *d,
                             GaloisElement(galois),
-                            LimbsMut::new(&mut buffer, d.moduli)?,
+                            LimbsMut::whole(&mut buffer, d.moduli)?,
                         )?;
                         Ok(buffer)
                     })
@@ -420,7 +420,7 @@ impl GpuBackend {
                 let views = rotated
                     .iter()
                     .zip(digits)
-                    .map(|(buffer, d)| Limbs::new(buffer, d.moduli))
+                    .map(|(buffer, d)| Limbs::whole(buffer, d.moduli))
                     .collect::<Result<Vec<_>>>()?;
                 inner_product_by_parts(self, &views, b, a, out0, out1)
             };
