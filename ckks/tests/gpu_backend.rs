@@ -52,6 +52,11 @@ fn random_words(context: &Context, moduli: &[usize], seed: u64) -> Vec<u64> {
         .collect()
 }
 
+/// The backend behind an `Arc`, for the views' checked constructors.
+fn be(backend: &Arc<dyn Backend>) -> &dyn Backend {
+    backend.as_ref()
+}
+
 /// The same words in a buffer of `limbs` limbs on each backend.
 struct Pair {
     cpu: hemem_memory::Buffer,
@@ -62,9 +67,9 @@ fn pair(cpu: &Arc<dyn Backend>, gpu: &Arc<dyn Backend>, limbs: usize, words: &[u
     let moduli: Vec<usize> = (0..limbs).collect();
     let mut a = cpu.allocate(MemoryClass::Temporary, limbs, false).unwrap();
     let mut b = gpu.allocate(MemoryClass::Temporary, limbs, false).unwrap();
-    cpu.write(LimbsMut::new(&mut a, &moduli).unwrap(), words)
+    cpu.write(LimbsMut::new(be(cpu), &mut a, &moduli).unwrap(), words)
         .unwrap();
-    gpu.write(LimbsMut::new(&mut b, &moduli).unwrap(), words)
+    gpu.write(LimbsMut::new(be(gpu), &mut b, &moduli).unwrap(), words)
         .unwrap();
     Pair { cpu: a, gpu: b }
 }
@@ -82,14 +87,7 @@ fn download(
 ) -> Vec<u64> {
     let mut out = vec![0u64; positions.len() * backend.degree()];
     backend
-        .read(
-            Limbs {
-                buffer,
-                positions,
-                moduli,
-            },
-            &mut out,
-        )
+        .read(Limbs::unchecked(buffer, positions, moduli), &mut out)
         .unwrap();
     out
 }
@@ -137,56 +135,28 @@ fn primitives(name: &str, preset: Preset) {
     let a = pair(&cpu, &gpu, total, &random_words(&cpu_ctx, &qp, 1));
     let b = pair(&cpu, &gpu, total, &random_words(&cpu_ctx, &qp, 2));
     fn view<'a>(buffer: &'a hemem_memory::Buffer, all: &'a [usize], qp: &'a [usize]) -> Limbs<'a> {
-        Limbs {
-            buffer,
-            positions: all,
-            moduli: qp,
-        }
+        Limbs::unchecked(buffer, all, qp)
     }
 
     // NTT both ways, all limbs (Q and P primes).
     let mut x = pair(&cpu, &gpu, total, &random_words(&cpu_ctx, &qp, 3));
-    cpu.ntt_forward(LimbsMut {
-        buffer: &mut x.cpu,
-        positions: &all,
-        moduli: &qp,
-    })
-    .unwrap();
-    gpu.ntt_forward(LimbsMut {
-        buffer: &mut x.gpu,
-        positions: &all,
-        moduli: &qp,
-    })
-    .unwrap();
+    cpu.ntt_forward(LimbsMut::unchecked(&mut x.cpu, &all, &qp))
+        .unwrap();
+    gpu.ntt_forward(LimbsMut::unchecked(&mut x.gpu, &all, &qp))
+        .unwrap();
     compare("ntt_forward", &x, &all, &qp);
-    cpu.ntt_inverse(LimbsMut {
-        buffer: &mut x.cpu,
-        positions: &all,
-        moduli: &qp,
-    })
-    .unwrap();
-    gpu.ntt_inverse(LimbsMut {
-        buffer: &mut x.gpu,
-        positions: &all,
-        moduli: &qp,
-    })
-    .unwrap();
+    cpu.ntt_inverse(LimbsMut::unchecked(&mut x.cpu, &all, &qp))
+        .unwrap();
+    gpu.ntt_inverse(LimbsMut::unchecked(&mut x.gpu, &all, &qp))
+        .unwrap();
     compare("ntt_inverse", &x, &all, &qp);
     // A scattered subset of limbs.
     let some: Vec<usize> = vec![total - 1, 0, 2];
     let some_moduli: Vec<usize> = some.iter().map(|&p| qp[p]).collect();
-    cpu.ntt_forward(LimbsMut {
-        buffer: &mut x.cpu,
-        positions: &some,
-        moduli: &some_moduli,
-    })
-    .unwrap();
-    gpu.ntt_forward(LimbsMut {
-        buffer: &mut x.gpu,
-        positions: &some,
-        moduli: &some_moduli,
-    })
-    .unwrap();
+    cpu.ntt_forward(LimbsMut::unchecked(&mut x.cpu, &some, &some_moduli))
+        .unwrap();
+    gpu.ntt_forward(LimbsMut::unchecked(&mut x.gpu, &some, &some_moduli))
+        .unwrap();
     compare("ntt_forward (scattered limbs)", &x, &all, &qp);
 
     for (op, label) in [
@@ -199,43 +169,27 @@ fn primitives(name: &str, preset: Preset) {
             op,
             view(&a.cpu, &all, &qp),
             view(&b.cpu, &all, &qp),
-            LimbsMut {
-                buffer: &mut out.cpu,
-                positions: &all,
-                moduli: &qp,
-            },
+            LimbsMut::unchecked(&mut out.cpu, &all, &qp),
         )
         .unwrap();
         gpu.binary(
             op,
             view(&a.gpu, &all, &qp),
             view(&b.gpu, &all, &qp),
-            LimbsMut {
-                buffer: &mut out.gpu,
-                positions: &all,
-                moduli: &qp,
-            },
+            LimbsMut::unchecked(&mut out.gpu, &all, &qp),
         )
         .unwrap();
         compare(label, &out, &all, &qp);
         let mut acc = pair(&cpu, &gpu, total, &random_words(&cpu_ctx, &qp, 4));
         cpu.binary_assign(
             op,
-            LimbsMut {
-                buffer: &mut acc.cpu,
-                positions: &all,
-                moduli: &qp,
-            },
+            LimbsMut::unchecked(&mut acc.cpu, &all, &qp),
             view(&b.cpu, &all, &qp),
         )
         .unwrap();
         gpu.binary_assign(
             op,
-            LimbsMut {
-                buffer: &mut acc.gpu,
-                positions: &all,
-                moduli: &qp,
-            },
+            LimbsMut::unchecked(&mut acc.gpu, &all, &qp),
             view(&b.gpu, &all, &qp),
         )
         .unwrap();
@@ -243,63 +197,31 @@ fn primitives(name: &str, preset: Preset) {
     }
     let mut acc = pair(&cpu, &gpu, total, &random_words(&cpu_ctx, &qp, 5));
     cpu.mul_add_assign(
-        LimbsMut {
-            buffer: &mut acc.cpu,
-            positions: &all,
-            moduli: &qp,
-        },
+        LimbsMut::unchecked(&mut acc.cpu, &all, &qp),
         view(&a.cpu, &all, &qp),
         view(&b.cpu, &all, &qp),
     )
     .unwrap();
     gpu.mul_add_assign(
-        LimbsMut {
-            buffer: &mut acc.gpu,
-            positions: &all,
-            moduli: &qp,
-        },
+        LimbsMut::unchecked(&mut acc.gpu, &all, &qp),
         view(&a.gpu, &all, &qp),
         view(&b.gpu, &all, &qp),
     )
     .unwrap();
     compare("mul_add_assign", &acc, &all, &qp);
-    cpu.negate(LimbsMut {
-        buffer: &mut acc.cpu,
-        positions: &all,
-        moduli: &qp,
-    })
-    .unwrap();
-    gpu.negate(LimbsMut {
-        buffer: &mut acc.gpu,
-        positions: &all,
-        moduli: &qp,
-    })
-    .unwrap();
+    cpu.negate(LimbsMut::unchecked(&mut acc.cpu, &all, &qp))
+        .unwrap();
+    gpu.negate(LimbsMut::unchecked(&mut acc.gpu, &all, &qp))
+        .unwrap();
     compare("negate", &acc, &all, &qp);
     let scalars: Vec<u64> = (0..total as u64)
         .map(|i| 0x1234_5678_9abc_u64.wrapping_mul(i + 7))
         .collect();
     for (op, label) in [(BinaryOp::Add, "scalar add"), (BinaryOp::Mul, "scalar mul")] {
-        cpu.scalar_assign(
-            op,
-            LimbsMut {
-                buffer: &mut acc.cpu,
-                positions: &all,
-                moduli: &qp,
-            },
-            &scalars,
-        )
-        .unwrap();
-        gpu.scalar_assign(
-            op,
-            LimbsMut {
-                buffer: &mut acc.gpu,
-                positions: &all,
-                moduli: &qp,
-            },
-            &scalars,
-        )
-        .unwrap();
+        cpu.scalar_assign(op, LimbsMut::unchecked(&mut acc.cpu, &all, &qp), &scalars)
+            .unwrap();
+        gpu.scalar_assign(op, LimbsMut::unchecked(&mut acc.gpu, &all, &qp), &scalars)
+            .unwrap();
         compare(label, &acc, &all, &qp);
     }
     // Copy into a permutation of limbs.
@@ -307,20 +229,12 @@ fn primitives(name: &str, preset: Preset) {
     let reversed: Vec<usize> = (0..total).rev().collect();
     cpu.copy(
         view(&a.cpu, &all, &qp),
-        LimbsMut {
-            buffer: &mut out.cpu,
-            positions: &reversed,
-            moduli: &qp,
-        },
+        LimbsMut::unchecked(&mut out.cpu, &reversed, &qp),
     )
     .unwrap();
     gpu.copy(
         view(&a.gpu, &all, &qp),
-        LimbsMut {
-            buffer: &mut out.gpu,
-            positions: &reversed,
-            moduli: &qp,
-        },
+        LimbsMut::unchecked(&mut out.gpu, &reversed, &qp),
     )
     .unwrap();
     compare("copy (permuted limbs)", &out, &reversed, &qp);
@@ -332,29 +246,13 @@ fn primitives(name: &str, preset: Preset) {
         let mut out = poisoned(&cpu, &gpu, l);
         let kept: Vec<usize> = (0..l).collect();
         cpu.rescale(
-            Limbs {
-                buffer: &a.cpu,
-                positions: &positions,
-                moduli: &moduli,
-            },
-            LimbsMut {
-                buffer: &mut out.cpu,
-                positions: &kept,
-                moduli: &kept,
-            },
+            Limbs::unchecked(&a.cpu, &positions, &moduli),
+            LimbsMut::unchecked(&mut out.cpu, &kept, &kept),
         )
         .unwrap();
         gpu.rescale(
-            Limbs {
-                buffer: &a.gpu,
-                positions: &positions,
-                moduli: &moduli,
-            },
-            LimbsMut {
-                buffer: &mut out.gpu,
-                positions: &kept,
-                moduli: &kept,
-            },
+            Limbs::unchecked(&a.gpu, &positions, &moduli),
+            LimbsMut::unchecked(&mut out.gpu, &kept, &kept),
         )
         .unwrap();
         compare(&format!("rescale at level {l}"), &out, &kept, &kept);
@@ -366,31 +264,15 @@ fn primitives(name: &str, preset: Preset) {
         let q: Vec<usize> = (0..=l).collect();
         let mut out = poisoned(&cpu, &gpu, l + 1);
         cpu.mod_down(
-            Limbs {
-                buffer: &a.cpu,
-                positions: &positions,
-                moduli: &qp_l,
-            },
+            Limbs::unchecked(&a.cpu, &positions, &qp_l),
             p_count,
-            LimbsMut {
-                buffer: &mut out.cpu,
-                positions: &q,
-                moduli: &q,
-            },
+            LimbsMut::unchecked(&mut out.cpu, &q, &q),
         )
         .unwrap();
         gpu.mod_down(
-            Limbs {
-                buffer: &a.gpu,
-                positions: &positions,
-                moduli: &qp_l,
-            },
+            Limbs::unchecked(&a.gpu, &positions, &qp_l),
             p_count,
-            LimbsMut {
-                buffer: &mut out.gpu,
-                positions: &q,
-                moduli: &q,
-            },
+            LimbsMut::unchecked(&mut out.gpu, &q, &q),
         )
         .unwrap();
         compare(&format!("mod_down at level {l}"), &out, &q, &q);
@@ -403,41 +285,17 @@ fn primitives(name: &str, preset: Preset) {
         let q: Vec<usize> = (0..=l).collect();
         let mut out = poisoned(&cpu, &gpu, l + 1);
         cpu.mod_down_add(
-            Limbs {
-                buffer: &a.cpu,
-                positions: &positions,
-                moduli: &qp_l,
-            },
+            Limbs::unchecked(&a.cpu, &positions, &qp_l),
             p_count,
-            Limbs {
-                buffer: &b.cpu,
-                positions: &q,
-                moduli: &q,
-            },
-            LimbsMut {
-                buffer: &mut out.cpu,
-                positions: &q,
-                moduli: &q,
-            },
+            Limbs::unchecked(&b.cpu, &q, &q),
+            LimbsMut::unchecked(&mut out.cpu, &q, &q),
         )
         .unwrap();
         gpu.mod_down_add(
-            Limbs {
-                buffer: &a.gpu,
-                positions: &positions,
-                moduli: &qp_l,
-            },
+            Limbs::unchecked(&a.gpu, &positions, &qp_l),
             p_count,
-            Limbs {
-                buffer: &b.gpu,
-                positions: &q,
-                moduli: &q,
-            },
-            LimbsMut {
-                buffer: &mut out.gpu,
-                positions: &q,
-                moduli: &q,
-            },
+            Limbs::unchecked(&b.gpu, &q, &q),
+            LimbsMut::unchecked(&mut out.gpu, &q, &q),
         )
         .unwrap();
         compare(&format!("mod_down_add at level {l}"), &out, &q, &q);
@@ -452,42 +310,18 @@ fn primitives(name: &str, preset: Preset) {
         let d_pos: Vec<usize> = (start..end).collect();
         let d_mod = d_pos.clone();
         let mut out = poisoned(&cpu, &gpu, total);
-        let digit_ntt_cpu = Limbs {
-            buffer: &b.cpu,
-            positions: &d_pos,
-            moduli: &d_mod,
-        };
-        let digit_ntt_gpu = Limbs {
-            buffer: &b.gpu,
-            positions: &d_pos,
-            moduli: &d_mod,
-        };
+        let digit_ntt_cpu = Limbs::unchecked(&b.cpu, &d_pos, &d_mod);
+        let digit_ntt_gpu = Limbs::unchecked(&b.gpu, &d_pos, &d_mod);
         cpu.mod_up(
-            Limbs {
-                buffer: &a.cpu,
-                positions: &d_pos,
-                moduli: &d_mod,
-            },
+            Limbs::unchecked(&a.cpu, &d_pos, &d_mod),
             with_ntt.then_some(digit_ntt_cpu),
-            LimbsMut {
-                buffer: &mut out.cpu,
-                positions: &all,
-                moduli: &qp,
-            },
+            LimbsMut::unchecked(&mut out.cpu, &all, &qp),
         )
         .unwrap();
         gpu.mod_up(
-            Limbs {
-                buffer: &a.gpu,
-                positions: &d_pos,
-                moduli: &d_mod,
-            },
+            Limbs::unchecked(&a.gpu, &d_pos, &d_mod),
             with_ntt.then_some(digit_ntt_gpu),
-            LimbsMut {
-                buffer: &mut out.gpu,
-                positions: &all,
-                moduli: &qp,
-            },
+            LimbsMut::unchecked(&mut out.gpu, &all, &qp),
         )
         .unwrap();
         compare(
@@ -513,8 +347,8 @@ fn primitives(name: &str, preset: Preset) {
                 .rescale_pair(
                     [view(x0, &moduli, &moduli), view(x1, &moduli, &moduli)],
                     [
-                        LimbsMut::new(d0, &kept).unwrap(),
-                        LimbsMut::new(d1, &kept).unwrap(),
+                        LimbsMut::new(be(backend), d0, &kept).unwrap(),
+                        LimbsMut::new(be(backend), d1, &kept).unwrap(),
                     ],
                 )
                 .unwrap();
@@ -551,8 +385,8 @@ fn primitives(name: &str, preset: Preset) {
                     p_count,
                     [addend(adds[0]), addend(adds[1])],
                     [
-                        LimbsMut::new(d0, &q).unwrap(),
-                        LimbsMut::new(d1, &q).unwrap(),
+                        LimbsMut::new(be(backend), d0, &q).unwrap(),
+                        LimbsMut::new(be(backend), d1, &q).unwrap(),
                     ],
                 )
                 .unwrap();
@@ -583,11 +417,7 @@ fn primitives(name: &str, preset: Preset) {
                 .iter_mut()
                 .map(|o| {
                     let buffer = if gpu_side { &mut o.gpu } else { &mut o.cpu };
-                    LimbsMut {
-                        buffer,
-                        positions: &positions,
-                        moduli: &qp_l,
-                    }
+                    LimbsMut::unchecked(buffer, &positions, &qp_l)
                 })
                 .collect();
             backend
@@ -613,21 +443,13 @@ fn primitives(name: &str, preset: Preset) {
         cpu.automorphism(
             view(&a.cpu, &all, &qp),
             g,
-            LimbsMut {
-                buffer: &mut out.cpu,
-                positions: &all,
-                moduli: &qp,
-            },
+            LimbsMut::unchecked(&mut out.cpu, &all, &qp),
         )
         .unwrap();
         gpu.automorphism(
             view(&a.gpu, &all, &qp),
             g,
-            LimbsMut {
-                buffer: &mut out.gpu,
-                positions: &all,
-                moduli: &qp,
-            },
+            LimbsMut::unchecked(&mut out.gpu, &all, &qp),
         )
         .unwrap();
         compare(label, &out, &all, &qp);
@@ -636,29 +458,13 @@ fn primitives(name: &str, preset: Preset) {
     let mut out = poisoned(&cpu, &gpu, q_count);
     let q: Vec<usize> = (0..q_count).collect();
     cpu.spread_centered(
-        Limbs {
-            buffer: &a.cpu,
-            positions: &[0],
-            moduli: &[0],
-        },
-        LimbsMut {
-            buffer: &mut out.cpu,
-            positions: &q,
-            moduli: &q,
-        },
+        Limbs::unchecked(&a.cpu, &[0], &[0]),
+        LimbsMut::unchecked(&mut out.cpu, &q, &q),
     )
     .unwrap();
     gpu.spread_centered(
-        Limbs {
-            buffer: &a.gpu,
-            positions: &[0],
-            moduli: &[0],
-        },
-        LimbsMut {
-            buffer: &mut out.gpu,
-            positions: &q,
-            moduli: &q,
-        },
+        Limbs::unchecked(&a.gpu, &[0], &[0]),
+        LimbsMut::unchecked(&mut out.gpu, &q, &q),
     )
     .unwrap();
     compare("spread_centered", &out, &q, &q);
@@ -693,32 +499,16 @@ fn primitives(name: &str, preset: Preset) {
             &d_cpu,
             &k_cpu,
             &d_cpu,
-            LimbsMut {
-                buffer: &mut o0.cpu,
-                positions: &all,
-                moduli: &qp,
-            },
-            LimbsMut {
-                buffer: &mut o1.cpu,
-                positions: &all,
-                moduli: &qp,
-            },
+            LimbsMut::unchecked(&mut o0.cpu, &all, &qp),
+            LimbsMut::unchecked(&mut o1.cpu, &all, &qp),
         )
         .unwrap();
         gpu.key_switch_inner_product(
             &d_gpu,
             &k_gpu,
             &d_gpu,
-            LimbsMut {
-                buffer: &mut o0.gpu,
-                positions: &all,
-                moduli: &qp,
-            },
-            LimbsMut {
-                buffer: &mut o1.gpu,
-                positions: &all,
-                moduli: &qp,
-            },
+            LimbsMut::unchecked(&mut o0.gpu, &all, &qp),
+            LimbsMut::unchecked(&mut o1.gpu, &all, &qp),
         )
         .unwrap();
     }
@@ -747,16 +537,8 @@ fn primitives(name: &str, preset: Preset) {
             g,
             &k_cpu,
             &d_cpu,
-            LimbsMut {
-                buffer: &mut o0.cpu,
-                positions: &all,
-                moduli: &qp,
-            },
-            LimbsMut {
-                buffer: &mut o1.cpu,
-                positions: &all,
-                moduli: &qp,
-            },
+            LimbsMut::unchecked(&mut o0.cpu, &all, &qp),
+            LimbsMut::unchecked(&mut o1.cpu, &all, &qp),
         )
         .unwrap();
         gpu.key_switch_inner_product_galois(
@@ -764,16 +546,8 @@ fn primitives(name: &str, preset: Preset) {
             g,
             &k_gpu,
             &d_gpu,
-            LimbsMut {
-                buffer: &mut o0.gpu,
-                positions: &all,
-                moduli: &qp,
-            },
-            LimbsMut {
-                buffer: &mut o1.gpu,
-                positions: &all,
-                moduli: &qp,
-            },
+            LimbsMut::unchecked(&mut o0.gpu, &all, &qp),
+            LimbsMut::unchecked(&mut o1.gpu, &all, &qp),
         )
         .unwrap();
         compare(
@@ -797,29 +571,13 @@ fn primitives(name: &str, preset: Preset) {
         let dst_pos: Vec<usize> = vec![2, 0, 3, 1];
         let mut out = poisoned(&cpu, &gpu, 4);
         cpu.ntt_inverse_into(
-            Limbs {
-                buffer: &a.cpu,
-                positions: &src_pos,
-                moduli: &src_mod,
-            },
-            LimbsMut {
-                buffer: &mut out.cpu,
-                positions: &dst_pos,
-                moduli: &src_mod,
-            },
+            Limbs::unchecked(&a.cpu, &src_pos, &src_mod),
+            LimbsMut::unchecked(&mut out.cpu, &dst_pos, &src_mod),
         )
         .unwrap();
         gpu.ntt_inverse_into(
-            Limbs {
-                buffer: &a.gpu,
-                positions: &src_pos,
-                moduli: &src_mod,
-            },
-            LimbsMut {
-                buffer: &mut out.gpu,
-                positions: &dst_pos,
-                moduli: &src_mod,
-            },
+            Limbs::unchecked(&a.gpu, &src_pos, &src_mod),
+            LimbsMut::unchecked(&mut out.gpu, &dst_pos, &src_mod),
         )
         .unwrap();
         compare("ntt_inverse_into (scattered)", &out, &dst_pos, &src_mod);
@@ -835,21 +593,9 @@ fn primitives(name: &str, preset: Preset) {
             view(&b.cpu, &all, &qp),
             view(&extra[0].cpu, &all, &qp),
             view(&extra[1].cpu, &all, &qp),
-            LimbsMut {
-                buffer: &mut d0.cpu,
-                positions: &all,
-                moduli: &qp,
-            },
-            LimbsMut {
-                buffer: &mut d1.cpu,
-                positions: &all,
-                moduli: &qp,
-            },
-            LimbsMut {
-                buffer: &mut d2.cpu,
-                positions: &all,
-                moduli: &qp,
-            },
+            LimbsMut::unchecked(&mut d0.cpu, &all, &qp),
+            LimbsMut::unchecked(&mut d1.cpu, &all, &qp),
+            LimbsMut::unchecked(&mut d2.cpu, &all, &qp),
         )
         .unwrap();
         gpu.tensor(
@@ -857,21 +603,9 @@ fn primitives(name: &str, preset: Preset) {
             view(&b.gpu, &all, &qp),
             view(&extra[0].gpu, &all, &qp),
             view(&extra[1].gpu, &all, &qp),
-            LimbsMut {
-                buffer: &mut d0.gpu,
-                positions: &all,
-                moduli: &qp,
-            },
-            LimbsMut {
-                buffer: &mut d1.gpu,
-                positions: &all,
-                moduli: &qp,
-            },
-            LimbsMut {
-                buffer: &mut d2.gpu,
-                positions: &all,
-                moduli: &qp,
-            },
+            LimbsMut::unchecked(&mut d0.gpu, &all, &qp),
+            LimbsMut::unchecked(&mut d1.gpu, &all, &qp),
+            LimbsMut::unchecked(&mut d2.gpu, &all, &qp),
         )
         .unwrap();
     }
@@ -1143,11 +877,7 @@ fn uniform_from_seed_matches_cpu(name: &str, log_n: u32) {
         rng.fill_bytes(&mut seed);
         let out = poisoned(&cpu, &gpu, limbs);
         let (mut c, mut g) = (out.cpu, out.gpu);
-        let view = |buffer| LimbsMut {
-            buffer,
-            positions: &positions,
-            moduli: &order,
-        };
+        let view = |buffer| LimbsMut::unchecked(buffer, &positions, &order);
         cpu.uniform_from_seed(&seed, digit, view(&mut c)).unwrap();
         gpu.uniform_from_seed(&seed, digit, view(&mut g)).unwrap();
         let host = download(&cpu, &c, &positions, &order);
@@ -1201,11 +931,7 @@ fn gpu_uniform_from_seed_matches_cpu_logn16() {
 /// Views of every limb of each pair's CPU or GPU buffer.
 fn pair_views<'a>(list: &'a [Pair], gpu: bool, all: &'a [usize]) -> Vec<Limbs<'a>> {
     list.iter()
-        .map(|p| Limbs {
-            buffer: if gpu { &p.gpu } else { &p.cpu },
-            positions: all,
-            moduli: all,
-        })
+        .map(|p| Limbs::unchecked(if gpu { &p.gpu } else { &p.cpu }, all, all))
         .collect()
 }
 
@@ -1247,8 +973,8 @@ fn seeded_inner_product_matches_cpu(name: &str, log_n: u32) {
                 galois,
                 &pair_views(&b, false, &all),
                 &seed,
-                LimbsMut::new(&mut o0.cpu, &all).unwrap(),
-                LimbsMut::new(&mut o1.cpu, &all).unwrap(),
+                LimbsMut::new(be(&cpu), &mut o0.cpu, &all).unwrap(),
+                LimbsMut::new(be(&cpu), &mut o1.cpu, &all).unwrap(),
             )
             .unwrap();
             gpu.key_switch_inner_product_seeded(
@@ -1256,8 +982,8 @@ fn seeded_inner_product_matches_cpu(name: &str, log_n: u32) {
                 galois,
                 &pair_views(&b, true, &all),
                 &seed,
-                LimbsMut::new(&mut o0.gpu, &all).unwrap(),
-                LimbsMut::new(&mut o1.gpu, &all).unwrap(),
+                LimbsMut::new(be(&gpu), &mut o0.gpu, &all).unwrap(),
+                LimbsMut::new(be(&gpu), &mut o1.gpu, &all).unwrap(),
             )
             .unwrap();
             let label = format!("{name}: {count} digits, galois {galois:?}");
@@ -1279,17 +1005,24 @@ fn seeded_inner_product_matches_cpu(name: &str, log_n: u32) {
             let a: Vec<hemem_memory::Buffer> = (0..count)
                 .map(|j| {
                     let mut buffer = gpu.allocate(MemoryClass::Temporary, limbs, false).unwrap();
-                    gpu.uniform_from_seed(&seed, j, LimbsMut::new(&mut buffer, &all).unwrap())
-                        .unwrap();
+                    gpu.uniform_from_seed(
+                        &seed,
+                        j,
+                        LimbsMut::new(be(&gpu), &mut buffer, &all).unwrap(),
+                    )
+                    .unwrap();
                     buffer
                 })
                 .collect();
-            let a_views: Vec<Limbs<'_>> = a.iter().map(|x| Limbs::new(x, &all).unwrap()).collect();
+            let a_views: Vec<Limbs<'_>> = a
+                .iter()
+                .map(|x| Limbs::new(be(&cpu), x, &all).unwrap())
+                .collect();
             let (mut e0, mut e1) = (poisoned(&cpu, &gpu, limbs), poisoned(&cpu, &gpu, limbs));
             let (d, bv) = (pair_views(&digits, true, &all), pair_views(&b, true, &all));
             let (out0, out1) = (
-                LimbsMut::new(&mut e0.gpu, &all).unwrap(),
-                LimbsMut::new(&mut e1.gpu, &all).unwrap(),
+                LimbsMut::new(be(&gpu), &mut e0.gpu, &all).unwrap(),
+                LimbsMut::new(be(&gpu), &mut e1.gpu, &all).unwrap(),
             );
             match galois {
                 Some(g) => gpu.key_switch_inner_product_galois(&d, g, &bv, &a_views, out0, out1),
@@ -1319,12 +1052,8 @@ fn seeded_inner_product_matches_cpu(name: &str, log_n: u32) {
                     None,
                     &pair_views(&b, side, &all),
                     &seed,
-                    LimbsMut {
-                        buffer: o0,
-                        positions: &reversed,
-                        moduli: &all,
-                    },
-                    LimbsMut::new(o1, &all).unwrap(),
+                    LimbsMut::unchecked(o0, &reversed, &all),
+                    LimbsMut::new(be(backend), o1, &all).unwrap(),
                 )
                 .unwrap();
         }
@@ -1510,9 +1239,9 @@ fn compact_expansion(name: &str, preset: Preset) {
         let (c, g) = (upload(&cpu, &words), upload(&gpu, &words));
         let out = poisoned(&cpu, &gpu, limbs);
         let mut out = out;
-        cpu.expand_coefficients(&c, gap, LimbsMut::new(&mut out.cpu, &q).unwrap())
+        cpu.expand_coefficients(&c, gap, LimbsMut::new(be(&cpu), &mut out.cpu, &q).unwrap())
             .unwrap();
-        gpu.expand_coefficients(&g, gap, LimbsMut::new(&mut out.gpu, &q).unwrap())
+        gpu.expand_coefficients(&g, gap, LimbsMut::new(be(&gpu), &mut out.gpu, &q).unwrap())
             .unwrap();
         let positions: Vec<usize> = (0..limbs).collect();
         assert_same(
@@ -1543,11 +1272,7 @@ fn compact_expansion(name: &str, preset: Preset) {
             let mut cpu_views: Vec<LimbsMut<'_>> = outs
                 .iter_mut()
                 .zip(&position_sets)
-                .map(|(o, pos)| LimbsMut {
-                    buffer: &mut o.cpu,
-                    positions: pos,
-                    moduli: &q,
-                })
+                .map(|(o, pos)| LimbsMut::unchecked(&mut o.cpu, pos, &q))
                 .collect();
             let refs: Vec<&hemem_memory::Buffer> = cpu_in.iter().collect();
             cpu.expand_compact(&refs, gap, &mut cpu_views).unwrap();
@@ -1556,11 +1281,7 @@ fn compact_expansion(name: &str, preset: Preset) {
             let mut gpu_views: Vec<LimbsMut<'_>> = outs
                 .iter_mut()
                 .zip(&position_sets)
-                .map(|(o, pos)| LimbsMut {
-                    buffer: &mut o.gpu,
-                    positions: pos,
-                    moduli: &q,
-                })
+                .map(|(o, pos)| LimbsMut::unchecked(&mut o.gpu, pos, &q))
                 .collect();
             let refs: Vec<&hemem_memory::Buffer> = gpu_in.iter().collect();
             gpu.expand_compact(&refs, gap, &mut gpu_views).unwrap();
@@ -1639,17 +1360,9 @@ fn unknown_modulus_results(backend: &Arc<dyn Backend>) -> Vec<(&'static str, Res
     let buf = || backend.allocate(MemoryClass::Temporary, 2, false).unwrap();
     let (a, b, c, d) = (buf(), buf(), buf(), buf());
     let (mut o0, mut o1, mut o2) = (buf(), buf(), buf());
-    let read = |buffer| Limbs {
-        buffer,
-        positions: &pos,
-        moduli: &bad,
-    };
+    let read = |buffer| Limbs::unchecked(buffer, &pos, &bad);
     fn write<'a>(buffer: &'a mut hemem_memory::Buffer, moduli: &'a [usize]) -> LimbsMut<'a> {
-        LimbsMut {
-            buffer,
-            positions: &[0, 1][..moduli.len()],
-            moduli,
-        }
+        LimbsMut::unchecked(buffer, &[0, 1][..moduli.len()], moduli)
     }
     let mut results = vec![
         ("ntt_forward", backend.ntt_forward(write(&mut o0, &bad))),
@@ -1686,23 +1399,12 @@ fn unknown_modulus_results(backend: &Arc<dyn Backend>) -> Vec<(&'static str, Res
         ),
         (
             "spread_centered",
-            backend.spread_centered(
-                Limbs {
-                    buffer: &a,
-                    positions: &[1],
-                    moduli: &last,
-                },
-                write(&mut o0, &good),
-            ),
+            backend.spread_centered(Limbs::unchecked(&a, &[1], &last), write(&mut o0, &good)),
         ),
         (
             "mod_up",
             backend.mod_up(
-                Limbs {
-                    buffer: &a,
-                    positions: &[0],
-                    moduli: &good,
-                },
+                Limbs::unchecked(&a, &[0], &good),
                 None,
                 write(&mut o0, &bad),
             ),
@@ -1809,4 +1511,44 @@ fn gpu_backend_rejects_unknown_modulus() {
     assert_unknown_modulus_rejected(&backend, &results);
     // Nothing was queued: the stream is still usable.
     backend.synchronize().unwrap();
+}
+
+/// On either backend, a view whose position lies beyond its buffer or whose
+/// modulus index lies beyond the backend's table cannot be made: the checked
+/// constructors return the typed error before any kernel could see it.
+fn views_out_of_range_are_typed_errors(backend: &Arc<dyn Backend>) {
+    let count = backend.moduli().len();
+    let mut buffer = backend.allocate(MemoryClass::Temporary, 2, false).unwrap();
+    let mismatch = |expected, actual| Err(Error::LengthMismatch { expected, actual });
+    assert_eq!(
+        Limbs::with_positions(be(backend), &buffer, &[0, 2], &[0, 1]).map(|_| ()),
+        mismatch(2, 3)
+    );
+    assert_eq!(
+        LimbsMut::with_positions(be(backend), &mut buffer, &[1, 0], &[count, 0]).map(|_| ()),
+        mismatch(count, count + 1)
+    );
+    assert_eq!(
+        Limbs::new(be(backend), &buffer, &[0, count]).map(|_| ()),
+        mismatch(count, count + 1)
+    );
+    assert!(LimbsMut::new(be(backend), &mut buffer, &[0, count - 1]).is_ok());
+}
+
+#[test]
+fn cpu_views_out_of_range_are_typed_errors() {
+    let params =
+        Parameters::from_preset_with(Preset::TestFGb, SecurityCheck::AllowInsecure).unwrap();
+    let context = Context::new(params, DeviceSelection::Cpu).unwrap();
+    views_out_of_range_are_typed_errors(context.backend());
+}
+
+#[test]
+fn gpu_views_out_of_range_are_typed_errors() {
+    let Some((_, gpu_ctx)) = contexts("gpu_views_out_of_range_are_typed_errors", Preset::TestFGb)
+    else {
+        return;
+    };
+    views_out_of_range_are_typed_errors(gpu_ctx.backend());
+    gpu_ctx.backend().synchronize().unwrap();
 }

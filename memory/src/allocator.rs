@@ -5,10 +5,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use zeroize::Zeroize;
+
 use crate::adaptors::{BudgetAdaptor, TraceAdaptor, TraceHandle};
 use crate::cuda::{GpuDevice, Pool};
 use crate::policy::PlacementPolicy;
 use crate::residency::{GpuResidencyDriver, Residency, ResidencyGuard, ResidencyUsage};
+use crate::resource::ZeroingFailures;
 use crate::resources::{
     DevicePoolResource, ManagedResource, PinnedHostResource, Router, StreamedResource,
 };
@@ -29,6 +32,7 @@ struct Parts {
     policy: Option<Arc<dyn PlacementPolicy>>,
     trace: Option<TraceHandle>,
     trace_path: Option<PathBuf>,
+    zeroing: ZeroingFailures,
 }
 
 /// A composed resource chain plus its statistics. Cheap to clone; clones share
@@ -41,6 +45,20 @@ struct Parts {
 /// [`Allocator::copy`], [`Allocator::zero`]) and takes operations'
 /// declarations of the buffers they touch ([`Allocator::prepare`]). The same
 /// calls work for host buffers, so backends use one API.
+///
+/// # Sensitive memory
+///
+/// Buffers of secret-key material are allocated sensitive
+/// ([`Allocator::allocate_sensitive`]): every resource zeroes them before
+/// their memory is reused or released (host and pinned memory at once,
+/// device memory by a memset queued before the free on the buffer's
+/// stream), the caching adaptor never keeps them, the streamed placement
+/// refuses them, and an upload into one zeroes the pinned staging it went
+/// through. [`Allocator::release`] zeroes a buffer and returns a failure
+/// itself; a buffer dropped instead cannot return one, so a zeroing that
+/// fails there keeps the block out of reuse and the failure is returned,
+/// once, by the allocator's next fallible call ([`Allocator::check`] asks
+/// explicitly) as [`Error::ZeroingFailed`].
 #[derive(Clone)]
 pub struct Allocator {
     top: Arc<dyn MemoryResource>,
@@ -116,6 +134,7 @@ impl Allocator {
         // enforces the cap.
         let pool = Arc::new(Pool::create(device, budget)?);
         let pool_handle = Arc::clone(&pool);
+        let zeroing = ZeroingFailures::default();
         let residency = Arc::new(Residency::new(
             budget,
             policy.prefetches_on_use(),
@@ -132,7 +151,7 @@ impl Allocator {
         let mut router = Router::new(Arc::clone(&policy))
             .with(
                 Placement::DevicePool,
-                DevicePoolResource::new(device, pool, Arc::clone(&residency)),
+                DevicePoolResource::new(device, pool, Arc::clone(&residency), zeroing.clone()),
             )
             .with(
                 Placement::Streamed,
@@ -146,7 +165,13 @@ impl Allocator {
             };
             router = router.with(
                 Placement::Managed,
-                ManagedResource::new(device, Arc::clone(&residency), Arc::clone(&policy), cap)?,
+                ManagedResource::new(
+                    device,
+                    Arc::clone(&residency),
+                    Arc::clone(&policy),
+                    cap,
+                    zeroing.clone(),
+                )?,
             );
         } else if policy.name() != "device" {
             return Err(DeviceError::ManagedUnsupported {
@@ -172,6 +197,7 @@ impl Allocator {
             policy: Some(policy),
             trace,
             trace_path: config.record_trace.clone(),
+            zeroing,
         };
         Ok(allocator)
     }
@@ -180,12 +206,15 @@ impl Allocator {
     ///
     /// # Errors
     /// Whatever the chain refuses: zero or oversized requests, exhausted
-    /// memory, an exceeded budget.
+    /// memory, an exceeded budget; [`Error::ZeroingFailed`] for an earlier
+    /// zeroing that failed in a drop (see [`Allocator::check`]).
     pub fn allocate(&self, class: MemoryClass, bytes: usize) -> Result<Buffer> {
         self.allocate_with(class, bytes, false, StreamId::Compute)
     }
 
-    /// Allocates memory for secret-key material: it is zeroed before release.
+    /// Allocates memory for secret-key material: it is zeroed before its
+    /// memory is reused or released, in every placement, and counted in
+    /// [`ClassStatistics::sensitive_allocations`](crate::ClassStatistics).
     ///
     /// # Errors
     /// As [`Allocator::allocate`].
@@ -215,6 +244,7 @@ impl Allocator {
         sensitive: bool,
         stream: StreamId,
     ) -> Result<Buffer> {
+        self.check()?;
         if bytes == 0 {
             return Err(Error::ZeroSize { class });
         }
@@ -227,6 +257,56 @@ impl Allocator {
         };
         let allocation = self.top.allocate(&request)?;
         Ok(Buffer::new(allocation, Arc::clone(&self.top)))
+    }
+
+    /// Returns, once, a zeroing failure met where it could not be returned:
+    /// sensitive memory released by a buffer's `Drop` that the driver would
+    /// not zero (the block is kept out of reuse). Every fallible call of the
+    /// allocator starts with this check, so the failure reaches the caller
+    /// at the latest with its next allocation or transfer.
+    ///
+    /// # Errors
+    /// [`Error::ZeroingFailed`].
+    pub fn check(&self) -> Result<()> {
+        match self.parts.zeroing.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Releases `buffer`: zeroes it first when it is sensitive, and returns
+    /// what the zeroing met, which a drop cannot. Use it for secret material
+    /// whose release should fail loudly (key generation's and decryption's
+    /// temporaries). Device memory is zeroed by a memset queued on its
+    /// stream before its free; an error of that memset as it runs poisons
+    /// the context, so every later driver call returns it.
+    ///
+    /// # Errors
+    /// [`Error::ForeignBuffer`]; [`Error::ZeroingFailed`] when the zeroing
+    /// fails (the resource then tries once more as it frees the buffer, and
+    /// keeps the block out of reuse if that fails too) or when an earlier
+    /// failure is pending ([`Allocator::check`]).
+    pub fn release(&self, mut buffer: Buffer) -> Result<()> {
+        self.check_owned(&buffer)?;
+        self.check()?;
+        if buffer.is_sensitive() {
+            if buffer.placement().is_host_accessible() {
+                // Volatile writes: not elided although the memory is freed next.
+                buffer.host_words_mut()?.zeroize();
+            } else {
+                let placement = buffer.placement();
+                let bytes = buffer.bytes();
+                self.zero(&mut buffer)
+                    .map_err(|cause| Error::ZeroingFailed {
+                        placement,
+                        bytes,
+                        cause: Box::new(cause),
+                    })?;
+            }
+            buffer.mark_wiped();
+        }
+        drop(buffer);
+        self.check()
     }
 
     /// A snapshot of the counters.
@@ -337,6 +417,7 @@ impl Allocator {
     /// [`Error::ForeignBuffer`]; [`Error::OverBudget`] when the declared
     /// buffers do not fit together; driver errors.
     pub fn prepare(&self, buffers: &[&Buffer]) -> Result<ResidencyGuard> {
+        self.check()?;
         for b in buffers {
             self.check_owned(b)?;
         }
@@ -361,6 +442,7 @@ impl Allocator {
     /// [`Error::TransferOutOfBounds`], [`Error::ForeignBuffer`], budget and
     /// driver errors.
     pub fn upload(&self, dst: &mut Buffer, offset: usize, src: &[u64]) -> Result<()> {
+        self.check()?;
         self.check_owned(dst)?;
         if dst.placement().is_host_accessible() {
             return write_words(dst.host_words_mut()?, offset, src);
@@ -389,6 +471,7 @@ impl Allocator {
     /// # Errors
     /// As [`Allocator::upload`].
     pub fn download(&self, src: &Buffer, offset: usize, dst: &mut [u64]) -> Result<()> {
+        self.check()?;
         self.check_owned(src)?;
         if src.placement().is_host_accessible() {
             let words = src.host_words()?;
@@ -422,6 +505,7 @@ impl Allocator {
         dst_offset: usize,
         words: usize,
     ) -> Result<()> {
+        self.check()?;
         self.check_owned(src)?;
         self.check_owned(dst)?;
         let out_of_bounds = |offset, buffer: &Buffer| Error::TransferOutOfBounds {
@@ -477,6 +561,7 @@ impl Allocator {
     /// # Errors
     /// [`Error::ForeignBuffer`], budget and driver errors.
     pub fn zero(&self, dst: &mut Buffer) -> Result<()> {
+        self.check()?;
         self.check_owned(dst)?;
         if dst.placement().is_host_accessible() {
             dst.host_words_mut()?.fill(0);
@@ -531,6 +616,7 @@ impl Allocator {
     /// # Errors
     /// [`Error::ForeignBuffer`], driver errors.
     pub fn hand_over(&self, buffer: &mut Buffer, stream: StreamId) -> Result<()> {
+        self.check()?;
         self.check_owned(buffer)?;
         let Some(from) = buffer.stream() else {
             return Ok(());
@@ -660,6 +746,157 @@ pub(crate) mod tests {
         );
     }
 
+    /// `words` random words from a seeded ChaCha20 stream (never zeros).
+    fn random_words(seed: u64, words: usize) -> Vec<u64> {
+        use rand_core::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
+        (0..words).map(|_| rng.next_u64() | 1).collect()
+    }
+
+    /// Whether any word of `words` is one of `pattern`'s.
+    fn holds_any(words: &[u64], pattern: &[u64]) -> bool {
+        let secret: std::collections::HashSet<u64> = pattern.iter().copied().collect();
+        words.iter().any(|w| secret.contains(w))
+    }
+
+    #[test]
+    fn sensitive_host_memory_is_never_handed_out_with_its_words() {
+        const SEED: u64 = 0x005e_c2e7;
+        println!("seed {SEED:#x}");
+        let a = Allocator::host();
+        let bytes = 64 * 1024;
+        for round in 0..4u64 {
+            let pattern = random_words(SEED + round, bytes / 8);
+            // Non-sensitive blocks of this size wait in the cache: a
+            // sensitive one must not join them.
+            let warm: Vec<Buffer> = (0..3)
+                .map(|_| a.allocate(MemoryClass::Temporary, bytes).expect("alloc"))
+                .collect();
+            drop(warm);
+            let mut secret = a
+                .allocate_sensitive(MemoryClass::Temporary, bytes)
+                .expect("alloc");
+            assert!(secret.is_sensitive());
+            secret
+                .host_words_mut()
+                .expect("host")
+                .copy_from_slice(&pattern);
+            if round % 2 == 0 {
+                drop(secret);
+            } else {
+                a.release(secret).expect("released");
+            }
+            let reused: Vec<Buffer> = (0..6)
+                .map(|i| {
+                    if i % 2 == 0 {
+                        a.allocate(MemoryClass::Temporary, bytes)
+                    } else {
+                        a.allocate_sensitive(MemoryClass::Temporary, bytes)
+                    }
+                    .expect("alloc")
+                })
+                .collect();
+            for b in &reused {
+                assert!(
+                    !holds_any(b.host_words().expect("host"), &pattern),
+                    "round {round}: a later allocation holds the secret's words"
+                );
+            }
+        }
+        let s = a.statistics();
+        assert_eq!(
+            s.class(MemoryClass::Temporary).sensitive_allocations,
+            4 + 12
+        );
+        assert_eq!(s.class(MemoryClass::Temporary).sensitive_frees, 4 + 12);
+        assert_eq!(a.check(), Ok(()));
+    }
+
+    /// A host resource whose zeroing of sensitive memory always "fails",
+    /// as a device's would when the driver refuses the memset.
+    #[derive(Debug)]
+    struct FailingZeroing {
+        host: HostResource,
+        zeroing: ZeroingFailures,
+    }
+
+    impl MemoryResource for FailingZeroing {
+        fn allocate(&self, request: &AllocRequest) -> Result<Allocation> {
+            self.host.allocate(request)
+        }
+
+        fn deallocate(&self, allocation: Allocation) {
+            if allocation.needs_zeroing() {
+                self.zeroing.record(
+                    allocation.placement,
+                    allocation.bytes,
+                    DeviceError::NoGpu { reason: "test" }.into(),
+                );
+                // Kept out of reuse: leaked, as a device block would be.
+                std::mem::forget(allocation);
+                return;
+            }
+            self.host.deallocate(allocation);
+        }
+    }
+
+    #[test]
+    fn a_failed_zeroing_is_returned_once_by_the_next_fallible_call() {
+        let zeroing = ZeroingFailures::default();
+        let chain = StatisticsAdaptor::new(FailingZeroing {
+            host: HostResource::new(),
+            zeroing: zeroing.clone(),
+        });
+        let statistics = chain.handle();
+        let mut a = Allocator::from_parts(Arc::new(chain), statistics);
+        a.parts.zeroing = zeroing;
+        let expected = Error::ZeroingFailed {
+            placement: Placement::Host,
+            bytes: 64,
+            cause: Box::new(DeviceError::NoGpu { reason: "test" }.into()),
+        };
+
+        // Dropped: the failure waits for the next fallible call.
+        let mut secret = a
+            .allocate_sensitive(MemoryClass::Temporary, 64)
+            .expect("alloc");
+        secret.host_words_mut().expect("host").fill(0xA5A5);
+        drop(secret);
+        assert_eq!(
+            a.allocate(MemoryClass::Temporary, 64).map(|_| ()),
+            Err(expected.clone())
+        );
+        assert_eq!(a.check(), Ok(()), "reported once");
+        let mut b = a.allocate(MemoryClass::Temporary, 64).expect("alloc");
+
+        // Each fallible call reports it, and so does an explicit check.
+        for call in 0..3 {
+            let s = a
+                .allocate_sensitive(MemoryClass::Temporary, 64)
+                .expect("alloc");
+            drop(s);
+            let result = match call {
+                0 => a.upload(&mut b, 0, &[1]),
+                1 => a.zero(&mut b),
+                _ => a.check(),
+            };
+            assert_eq!(result, Err(expected.clone()), "call {call}");
+        }
+
+        // Released: zeroed by the allocator itself, nothing left to fail.
+        let s = a
+            .allocate_sensitive(MemoryClass::Temporary, 64)
+            .expect("alloc");
+        assert_eq!(a.release(s), Ok(()));
+        assert_eq!(a.check(), Ok(()));
+        let other = Allocator::host();
+        let foreign = other
+            .allocate_sensitive(MemoryClass::Temporary, 64)
+            .expect("alloc");
+        let id = foreign.id();
+        assert_eq!(a.release(foreign), Err(Error::ForeignBuffer { id }));
+    }
+
     /// A device resource without a device: fake addresses, with the pool's
     /// or the managed resource's bookkeeping.
     #[derive(Debug)]
@@ -746,6 +983,7 @@ pub(crate) mod tests {
             policy: Some(policy),
             trace: Some(trace),
             trace_path: None,
+            zeroing: ZeroingFailures::default(),
         };
         a
     }

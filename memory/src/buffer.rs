@@ -11,7 +11,9 @@ use crate::{
 /// An owning handle to memory obtained from an [`crate::Allocator`]. Dropping it
 /// returns the memory to the resource chain it came from (which zeroes it
 /// first when it is sensitive, and frees device memory in order on its
-/// stream).
+/// stream). A zeroing that fails in a drop is reported by the allocator's
+/// next fallible call; [`crate::Allocator::release`] zeroes a sensitive
+/// buffer and returns the failure itself.
 pub struct Buffer {
     allocation: Allocation,
     owner: Arc<dyn MemoryResource>,
@@ -114,6 +116,12 @@ impl Buffer {
         if let Memory::DevicePool(d) | Memory::Managed(d) = &mut self.allocation.memory {
             d.stream = stream;
         }
+    }
+
+    /// Records that the buffer's memory has been zeroed explicitly, so the
+    /// resource need not zero it again when it is released.
+    pub(crate) fn mark_wiped(&mut self) {
+        self.allocation.wiped = true;
     }
 
     /// Whether `owner` is the chain this buffer came from.

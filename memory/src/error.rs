@@ -106,6 +106,22 @@ pub enum Error {
         /// The buffer's id.
         id: AllocationId,
     },
+    /// Sensitive memory (secret-key material) could not be zeroed before its
+    /// release: the block is kept out of reuse (never freed) and the failure
+    /// is reported by the call that released it ([`crate::Allocator::release`])
+    /// or, for a buffer released by `Drop`, by the allocator's next fallible
+    /// call ([`crate::Allocator::check`]).
+    #[error(
+        "sensitive memory of {bytes} bytes in placement {placement} could not be zeroed before its release: {cause}"
+    )]
+    ZeroingFailed {
+        /// Where the memory lives.
+        placement: Placement,
+        /// Bytes that should have been zeroed.
+        bytes: usize,
+        /// What the zeroing met (a driver error).
+        cause: Box<Error>,
+    },
     /// An unknown memory-class name (in a trace file or on the command line).
     #[error("unknown memory class {name:?}")]
     UnknownClass {
@@ -511,6 +527,14 @@ mod tests {
                     id: AllocationId(7),
                 },
                 "buffer 7 belongs to another allocator",
+            ),
+            (
+                Error::ZeroingFailed {
+                    placement: Placement::DevicePool,
+                    bytes: 64,
+                    cause: Box::new(DeviceError::NoGpu { reason: "gone" }.into()),
+                },
+                "sensitive memory of 64 bytes in placement device_pool could not be zeroed before its release: no GPU: gone",
             ),
             (
                 Error::UnknownClass { name: "x".into() },

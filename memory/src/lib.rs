@@ -22,7 +22,12 @@
 //!   [`DeviceError::NoGpu`] where the driver is missing.
 //!
 //! Buffers that hold secret-key material are requested as *sensitive*; their
-//! memory is zeroed before it is released, in every placement.
+//! memory is zeroed before it is reused or released, in every placement and
+//! cache, and so is the pinned staging an upload of one went through. A
+//! zeroing that fails is returned by [`Allocator::release`], or — for a
+//! buffer dropped instead — by the allocator's next fallible call
+//! ([`Allocator::check`]) as [`Error::ZeroingFailed`]; the block is then
+//! kept out of reuse.
 //!
 //! # Streaming (the `planned` policy)
 //!

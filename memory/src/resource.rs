@@ -2,11 +2,11 @@
 
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::cuda::PinnedBlock;
-use crate::{MemoryClass, Placement, Result};
+use crate::{Error, MemoryClass, Placement, Result};
 
 /// A process-unique number naming one allocation, used by statistics and traces.
 /// An [`crate::Allocator`] numbers its allocations 1, 2, 3, … in request order,
@@ -190,6 +190,9 @@ pub struct Allocation {
     pub(crate) class: MemoryClass,
     pub(crate) placement: Placement,
     pub(crate) sensitive: bool,
+    /// Set once a sensitive allocation has been zeroed explicitly
+    /// ([`crate::Allocator::release`]): the resource need not zero it again.
+    pub(crate) wiped: bool,
     pub(crate) memory: Memory,
 }
 
@@ -207,8 +210,15 @@ impl Allocation {
             class: request.class,
             placement,
             sensitive: request.sensitive,
+            wiped: false,
             memory,
         }
+    }
+
+    /// Whether the resource must zero the memory before releasing it:
+    /// sensitive and not already zeroed by [`crate::Allocator::release`].
+    pub(crate) fn needs_zeroing(&self) -> bool {
+        self.sensitive && !self.wiped
     }
 
     /// The allocation's id.
@@ -255,17 +265,56 @@ impl Allocation {
             class: self.class,
             placement: self.placement,
             sensitive: self.sensitive,
+            wiped: self.wiped,
             memory: std::mem::replace(&mut self.memory, Memory::empty()),
         }
+    }
+}
+
+/// Zeroing failures met where they cannot be returned (a resource's
+/// `deallocate`, run by a buffer's `Drop`): shared by an allocator and the
+/// resources that zero device memory, and reported by the allocator's next
+/// fallible call ([`crate::Allocator::check`]).
+///
+/// A failed zeroing is never silent: the first failure is kept until it is
+/// reported, and the block it concerns is kept out of reuse.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ZeroingFailures {
+    first: Arc<Mutex<Option<Error>>>,
+}
+
+impl ZeroingFailures {
+    /// Records that `bytes` of sensitive memory in `placement` could not be
+    /// zeroed because of `cause` (the first unreported failure is kept).
+    pub(crate) fn record(&self, placement: Placement, bytes: usize, cause: Error) {
+        let mut first = self.first.lock().unwrap_or_else(PoisonError::into_inner);
+        if first.is_none() {
+            *first = Some(Error::ZeroingFailed {
+                placement,
+                bytes,
+                cause: Box::new(cause),
+            });
+        }
+    }
+
+    /// The first unreported failure, taken out.
+    pub(crate) fn take(&self) -> Option<Error> {
+        self.first
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
     }
 }
 
 /// A source of memory, or an adaptor over one.
 ///
 /// `allocate` validates and may fail with a typed error; `deallocate` never
-/// fails (driver errors met while freeing are kept by the GPU handle, see
-/// `GpuDevice::take_deferred_error`). Implementations are shared between
-/// threads. Device memory is freed in order on the stream it was allocated on.
+/// fails. Sensitive memory is zeroed before it is released; a zeroing that
+/// fails keeps the block out of reuse and is reported by the allocator's next
+/// fallible call ([`crate::Allocator::check`]); other driver errors met while
+/// freeing are kept by the GPU handle (`GpuDevice::take_deferred_error`).
+/// Implementations are shared between threads. Device memory is freed in
+/// order on the stream it was allocated on.
 pub trait MemoryResource: Send + Sync + fmt::Debug {
     /// Allocates memory for `request`.
     ///

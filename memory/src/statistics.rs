@@ -40,6 +40,11 @@ pub struct ClassStatistics {
     pub allocations: u64,
     /// Number of frees.
     pub frees: u64,
+    /// Allocations requested sensitive (secret-key material, zeroed before
+    /// reuse or release); included in `allocations`.
+    pub sensitive_allocations: u64,
+    /// Frees of sensitive allocations; included in `frees`.
+    pub sensitive_frees: u64,
     /// Bytes the residency manager prefetched host→device.
     pub prefetched_to_device: u64,
     /// Bytes the residency manager prefetched device→host (evictions).
@@ -49,14 +54,16 @@ pub struct ClassStatistics {
 }
 
 impl ClassStatistics {
-    fn on_alloc(&mut self, bytes: u64) {
+    fn on_alloc(&mut self, bytes: u64, sensitive: bool) {
         self.bytes.add(bytes);
         self.allocations += 1;
+        self.sensitive_allocations += u64::from(sensitive);
     }
 
-    fn on_free(&mut self, bytes: u64) {
+    fn on_free(&mut self, bytes: u64, sensitive: bool) {
         self.bytes.sub(bytes);
         self.frees += 1;
+        self.sensitive_frees += u64::from(sensitive);
     }
 
     fn restart_peak(&mut self) {
@@ -66,6 +73,15 @@ impl ClassStatistics {
     fn merge_peak(&mut self, other: &Self) {
         self.bytes.peak = self.bytes.peak.max(other.bytes.peak);
     }
+}
+
+/// An allocation or a free, for [`StatisticsHandle::record`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Event {
+    /// An allocation of `bytes`.
+    Alloc { bytes: u64, sensitive: bool },
+    /// A free of `bytes`.
+    Free { bytes: u64, sensitive: bool },
 }
 
 /// What the residency manager did, for [`StatisticsHandle::record_traffic`].
@@ -135,13 +151,10 @@ impl Statistics {
             .collect()
     }
 
-    fn record(&mut self, class: MemoryClass, placement: Placement, bytes: u64, alloc: bool) {
-        self.apply(class, placement, |s| {
-            if alloc {
-                s.on_alloc(bytes);
-            } else {
-                s.on_free(bytes);
-            }
+    fn record(&mut self, class: MemoryClass, placement: Placement, event: Event) {
+        self.apply(class, placement, |s| match event {
+            Event::Alloc { bytes, sensitive } => s.on_alloc(bytes, sensitive),
+            Event::Free { bytes, sensitive } => s.on_free(bytes, sensitive),
         });
     }
 
@@ -215,8 +228,8 @@ impl StatisticsHandle {
     }
 
     /// Records an allocation or a free.
-    pub(crate) fn record(&self, class: MemoryClass, placement: Placement, bytes: u64, alloc: bool) {
-        self.lock().now.record(class, placement, bytes, alloc);
+    pub(crate) fn record(&self, class: MemoryClass, placement: Placement, event: Event) {
+        self.lock().now.record(class, placement, event);
     }
 
     /// Records residency traffic of a managed buffer or a streamed object
@@ -303,9 +316,24 @@ mod tests {
     fn counts_current_peak_total_and_scopes() {
         let h = StatisticsHandle::default();
         let (c, p) = (MemoryClass::Ciphertext, Placement::Host);
-        h.record(c, p, 100, true);
-        h.record(c, p, 50, true);
-        h.record(c, p, 100, false);
+        let alloc = |bytes| Event::Alloc {
+            bytes,
+            sensitive: false,
+        };
+        let free = |bytes| Event::Free {
+            bytes,
+            sensitive: false,
+        };
+        h.record(c, p, alloc(100));
+        h.record(
+            c,
+            p,
+            Event::Alloc {
+                bytes: 50,
+                sensitive: true,
+            },
+        );
+        h.record(c, p, free(100));
         let s = h.snapshot();
         assert_eq!(
             s.get(c, p).bytes,
@@ -317,11 +345,14 @@ mod tests {
         );
         assert_eq!(s.class(c).allocations, 2);
         assert_eq!(s.class(c).frees, 1);
+        assert_eq!(s.class(c).sensitive_allocations, 1);
+        assert_eq!(s.class(c).sensitive_frees, 0);
+        assert_eq!(s.total().sensitive_allocations, 1);
         assert_eq!(s.class(MemoryClass::Temporary), ClassStatistics::default());
 
         let scope = h.scope();
-        h.record(MemoryClass::Temporary, p, 30, true);
-        h.record(MemoryClass::Temporary, p, 30, false);
+        h.record(MemoryClass::Temporary, p, alloc(30));
+        h.record(MemoryClass::Temporary, p, free(30));
         let inside = scope.finish();
         // Inside the scope the peak starts at the live 50 bytes.
         assert_eq!(inside.total().bytes.peak, 80);

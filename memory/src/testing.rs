@@ -33,3 +33,13 @@ pub fn gpu_or_skip(name: &str) -> Option<GpuDevice> {
 pub fn gpu_required() -> bool {
     std::env::var("HEMEM_REQUIRE_GPU").is_ok_and(|v| v == "1")
 }
+
+/// A copy of `device`'s pinned staging ring once its copies are done
+/// (`None` before the first upload made the ring): a sensitive upload must
+/// leave none of its words there.
+///
+/// # Errors
+/// Driver errors of waiting for the ring's copies.
+pub fn staging_words(device: &GpuDevice) -> crate::Result<Option<Vec<u64>>> {
+    device.staging_words()
+}

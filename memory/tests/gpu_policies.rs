@@ -304,3 +304,144 @@ fn gpu_planned_streams_objects_bit_exact_under_a_hard_budget() {
     let err = allocator.zero(&mut huge).expect_err("over budget");
     assert!(matches!(err, Error::OverBudget { .. }), "{err}");
 }
+
+/// `words` random words from a seeded ChaCha20 stream (never zero).
+fn random_words(seed: u64, words: usize) -> Vec<u64> {
+    use rand_core::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
+    (0..words).map(|_| rng.next_u64() | 1).collect()
+}
+
+/// How many words of `words` are one of `pattern`'s.
+fn count_secret_words(words: &[u64], pattern: &[u64]) -> usize {
+    let secret: std::collections::HashSet<u64> = pattern.iter().copied().collect();
+    words.iter().filter(|w| secret.contains(w)).count()
+}
+
+/// A sensitive buffer holding random words is dropped (or released), and
+/// blocks of the same size allocated next from the same allocator — the
+/// freed block itself when the pool or the managed cache hands it out again
+/// — hold none of its words, under every policy; the pinned staging ring an
+/// upload of the secret went through holds none either, and no zeroing
+/// failed.
+#[test]
+fn gpu_sensitive_memory_holds_no_secret_after_release_in_every_placement() {
+    let name = "gpu_sensitive_memory_holds_no_secret_after_release_in_every_placement";
+    let Some(device) = gpu_or_skip(name) else {
+        return;
+    };
+    const SEED: u64 = 0x005e_c2e7_0014;
+    println!("seed {SEED:#x}");
+    let mut round = 0u64;
+    for policy in [
+        PolicyConfig::Planned,
+        PolicyConfig::Device,
+        PolicyConfig::Managed,
+        PolicyConfig::Static,
+    ] {
+        let policy_name = policy.kind().name();
+        let allocator = Allocator::gpu(&device, &config(policy, ByteSize::GIB)).expect("allocator");
+        for class in [
+            MemoryClass::Temporary,
+            MemoryClass::EvaluationKey,
+            MemoryClass::Plaintext,
+        ] {
+            for release in [false, true] {
+                round += 1;
+                let bytes = 3 * MIB + 8 * (round as usize);
+                let mut secret = allocator
+                    .allocate_sensitive(class, bytes)
+                    .expect("sensitive allocation");
+                let pattern = random_words(SEED + round, secret.words());
+                allocator.upload(&mut secret, 0, &pattern).expect("upload");
+                let staging = hemem_memory::testing::staging_words(&device)
+                    .expect("staging")
+                    .expect("the upload made the ring");
+                assert_eq!(
+                    count_secret_words(&staging, &pattern),
+                    0,
+                    "{policy_name} {class}: secret words left in pinned staging"
+                );
+                let ptr = secret.device_ptr();
+                let placement = secret.placement();
+                if release {
+                    allocator.release(secret).expect("release");
+                } else {
+                    drop(secret);
+                }
+                let again: Vec<_> = (0..4)
+                    .map(|_| allocator.allocate(class, bytes).expect("allocation"))
+                    .collect();
+                let reused = again.iter().any(|b| b.device_ptr() == ptr);
+                println!(
+                    "{policy_name} {class} in {placement} (release: {release}): block reused: {reused}"
+                );
+                for b in &again {
+                    let mut back = vec![0u64; b.words()];
+                    allocator.download(b, 0, &mut back).expect("download");
+                    assert_eq!(
+                        count_secret_words(&back, &pattern),
+                        0,
+                        "{policy_name} {class}: a later allocation holds the secret's words"
+                    );
+                }
+            }
+        }
+        let s = allocator.statistics();
+        assert_eq!(s.total().sensitive_allocations, 6, "{policy_name}");
+        assert_eq!(s.total().sensitive_frees, 6, "{policy_name}");
+        assert_eq!(allocator.check(), Ok(()), "{policy_name}: zeroing failed");
+    }
+    assert_eq!(device.take_deferred_error(), None);
+}
+
+/// A sensitive block of the pinned arena is zeroed before the arena hands
+/// the same words out again (first fit returns the same block).
+#[test]
+fn gpu_pinned_host_sensitive_blocks_are_zeroed_before_reuse() {
+    use hemem_memory::{PinnedHostResource, StatisticsAdaptor};
+    let Some(device) = gpu_or_skip("gpu_pinned_host_sensitive_blocks_are_zeroed_before_reuse")
+    else {
+        return;
+    };
+    let pinned = PinnedHostResource::new(&device, 4 * MIB as u64).expect("pinned arena");
+    let chain = StatisticsAdaptor::new(pinned);
+    let statistics = chain.handle();
+    let allocator = Allocator::from_parts(std::sync::Arc::new(chain), statistics);
+    // Control: a non-sensitive block comes back with its words (the test
+    // sees reuse); a sensitive one, dropped or released, with none of them.
+    for (seed, sensitive, release) in [(1u64, false, false), (2, true, false), (3, true, true)] {
+        let mut a = if sensitive {
+            allocator.allocate_sensitive(MemoryClass::EvaluationKey, MIB)
+        } else {
+            allocator.allocate(MemoryClass::EvaluationKey, MIB)
+        }
+        .expect("alloc");
+        assert_eq!(a.placement(), Placement::PinnedHost);
+        let pattern = random_words(0x091e_d000 + seed, a.words());
+        let words = a.host_words_mut().expect("pinned memory is host memory");
+        words.copy_from_slice(&pattern);
+        let addr = words.as_ptr() as usize;
+        if release {
+            allocator.release(a).expect("release");
+        } else {
+            drop(a);
+        }
+        let b = allocator
+            .allocate(MemoryClass::EvaluationKey, MIB)
+            .expect("alloc");
+        let back = b.host_words().expect("host");
+        assert_eq!(
+            back.as_ptr() as usize,
+            addr,
+            "first fit hands out the same block"
+        );
+        let secret_words = count_secret_words(back, &pattern);
+        if sensitive {
+            assert_eq!(secret_words, 0, "sensitive block reused with its words");
+        } else {
+            assert_eq!(secret_words, pattern.len(), "control: words survive");
+        }
+    }
+    assert_eq!(allocator.check(), Ok(()));
+}

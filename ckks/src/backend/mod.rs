@@ -19,8 +19,10 @@ mod views;
 
 pub use cpu::CpuBackend;
 pub use gpu::GpuBackend;
-use views::check_moduli;
-pub use views::{Limbs, LimbsMut, contiguous};
+use views::any_sensitive;
+pub(crate) use views::check_moduli;
+pub(crate) use views::contiguous;
+pub use views::{Limbs, LimbsMut};
 
 use std::fmt;
 use std::str::FromStr;
@@ -126,7 +128,10 @@ pub trait Backend: Send + Sync + fmt::Debug {
         Ok(())
     }
 
-    /// Allocates room for `limbs` limbs of N words.
+    /// Allocates room for `limbs` limbs of N words; `sensitive` for
+    /// secret-key material and anything computed from it (zeroed before its
+    /// memory is reused or released). Temporaries an operation computes from
+    /// a sensitive view are allocated sensitive by the operation itself.
     ///
     /// # Errors
     /// Whatever the allocator refuses.
@@ -362,9 +367,10 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// [`Backend::key_switch_inner_product`] over `σ_g(digits[j])`, where
     /// `σ_g` is [`Backend::automorphism`].
     ///
-    /// The default permutes every digit into a temporary buffer first; the
-    /// GPU backend gathers the permuted words inside the inner product, so
-    /// the rotated digits are never written.
+    /// The default permutes every digit into a temporary buffer first
+    /// (sensitive when the digit is); the GPU backend gathers the permuted
+    /// words inside the inner product, so the rotated digits are never
+    /// written.
     ///
     /// # Errors
     /// As [`Backend::key_switch_inner_product`]; allocation errors.
@@ -380,15 +386,16 @@ pub trait Backend: Send + Sync + fmt::Debug {
         let rotated = digits
             .iter()
             .map(|d| {
-                let mut buffer = self.allocate(MemoryClass::Temporary, d.len(), false)?;
-                self.automorphism(*d, g, LimbsMut::new(&mut buffer, d.moduli)?)?;
+                let mut buffer =
+                    self.allocate(MemoryClass::Temporary, d.len(), any_sensitive(&[d]))?;
+                self.automorphism(*d, g, LimbsMut::whole(&mut buffer, d.moduli)?)?;
                 Ok(buffer)
             })
             .collect::<Result<Vec<_>>>()?;
         let views = rotated
             .iter()
             .zip(digits)
-            .map(|(buffer, d)| Limbs::new(buffer, d.moduli))
+            .map(|(buffer, d)| Limbs::whole(buffer, d.moduli))
             .collect::<Result<Vec<_>>>()?;
         self.key_switch_inner_product(&views, b, a, out0, out1)
     }
@@ -504,7 +511,7 @@ pub trait Backend: Send + Sync + fmt::Debug {
 ///
 /// # Errors
 /// As [`Backend::expand_compact`].
-pub fn expand_by_parts<B: Backend + ?Sized>(
+pub(crate) fn expand_by_parts<B: Backend + ?Sized>(
     backend: &B,
     compact: &[&Buffer],
     gap: usize,
@@ -528,7 +535,7 @@ pub fn expand_by_parts<B: Backend + ?Sized>(
 ///
 /// # Errors
 /// [`crate::Error::LengthMismatch`].
-pub fn compact_words(compact: &Buffer, gap: usize, n: usize) -> Result<usize> {
+pub(crate) fn compact_words(compact: &Buffer, gap: usize, n: usize) -> Result<usize> {
     if gap == 0 || !gap.is_power_of_two() || gap > n {
         return Err(crate::Error::LengthMismatch {
             expected: n,
@@ -551,7 +558,7 @@ pub fn compact_words(compact: &Buffer, gap: usize, n: usize) -> Result<usize> {
 ///
 /// # Errors
 /// Shape or placement errors; an empty or uneven digit list.
-pub fn inner_product_by_parts<B: Backend + ?Sized>(
+pub(crate) fn inner_product_by_parts<B: Backend + ?Sized>(
     backend: &B,
     digits: &[Limbs<'_>],
     b: &[Limbs<'_>],
@@ -584,7 +591,7 @@ pub fn inner_product_by_parts<B: Backend + ?Sized>(
 ///
 /// # Errors
 /// As [`Backend::key_switch_inner_product`]; allocation errors.
-pub fn seeded_inner_product_by_parts<B: Backend + ?Sized>(
+pub(crate) fn seeded_inner_product_by_parts<B: Backend + ?Sized>(
     backend: &B,
     digits: &[Limbs<'_>],
     galois: Option<GaloisElement>,
@@ -597,13 +604,13 @@ pub fn seeded_inner_product_by_parts<B: Backend + ?Sized>(
     let a = (0..digits.len())
         .map(|j| {
             let mut buffer = backend.allocate(MemoryClass::Temporary, moduli.len(), false)?;
-            backend.uniform_from_seed(seed, j, LimbsMut::new(&mut buffer, moduli)?)?;
+            backend.uniform_from_seed(seed, j, LimbsMut::whole(&mut buffer, moduli)?)?;
             Ok(buffer)
         })
         .collect::<Result<Vec<_>>>()?;
     let views = a
         .iter()
-        .map(|buffer| Limbs::new(buffer, moduli))
+        .map(|buffer| Limbs::whole(buffer, moduli))
         .collect::<Result<Vec<_>>>()?;
     match galois {
         Some(g) => backend.key_switch_inner_product_galois(digits, g, b, &views, out0, out1),
@@ -617,7 +624,7 @@ pub fn seeded_inner_product_by_parts<B: Backend + ?Sized>(
 ///
 /// # Errors
 /// Shape or placement errors; a digit count other than `⌈len/alpha⌉`.
-pub fn decompose_by_parts<B: Backend + ?Sized>(
+pub(crate) fn decompose_by_parts<B: Backend + ?Sized>(
     backend: &B,
     c: Limbs<'_>,
     alpha: usize,
@@ -631,7 +638,7 @@ pub fn decompose_by_parts<B: Backend + ?Sized>(
         });
     }
     let mut coeff = backend.allocate(MemoryClass::Temporary, count, c.buffer.is_sensitive())?;
-    backend.ntt_inverse_into(c, LimbsMut::new(&mut coeff, c.moduli)?)?;
+    backend.ntt_inverse_into(c, LimbsMut::whole(&mut coeff, c.moduli)?)?;
     for (j, o) in out.iter_mut().enumerate() {
         let start = j * alpha;
         let end = (start + alpha).min(count);
@@ -661,7 +668,7 @@ pub fn decompose_by_parts<B: Backend + ?Sized>(
 ///
 /// # Errors
 /// Shape or placement errors.
-pub fn tensor_by_parts<B: Backend + ?Sized>(
+pub(crate) fn tensor_by_parts<B: Backend + ?Sized>(
     backend: &B,
     [a0, a1, b0, b1]: [Limbs<'_>; 4],
     [d0, mut d1, d2]: [LimbsMut<'_>; 3],

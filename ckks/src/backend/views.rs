@@ -1,8 +1,16 @@
 //! [`Limbs`] and [`LimbsMut`]: which limbs of a buffer an operation touches,
 //! and under which moduli.
+//!
+//! Outside this crate a view is made only by a checked constructor
+//! ([`Limbs::new`], [`Limbs::with_positions`] and their [`LimbsMut`]
+//! twins), which checks its positions against the buffer at the backend's
+//! degree and its modulus indices against the backend's table: kernels
+//! index their constant and twiddle tables by those indices. Every backend
+//! operation checks its views again before any kernel runs.
 
 use hemem_memory::Buffer;
 
+use super::Backend;
 use crate::{Error, Result};
 
 /// `0, 1, 2, …`: positions for contiguous views without allocating.
@@ -23,7 +31,7 @@ const IOTA: [usize; 256] = {
 ///
 /// # Errors
 /// [`Error::LengthMismatch`] beyond 256 limbs.
-pub fn contiguous(start: usize, count: usize) -> Result<&'static [usize]> {
+pub(crate) fn contiguous(start: usize, count: usize) -> Result<&'static [usize]> {
     IOTA.get(start..start + count).ok_or(Error::LengthMismatch {
         expected: IOTA.len(),
         actual: start + count,
@@ -35,35 +43,99 @@ pub fn contiguous(start: usize, count: usize) -> Result<&'static [usize]> {
 #[derive(Clone, Copy, Debug)]
 pub struct Limbs<'a> {
     /// The buffer.
-    pub buffer: &'a Buffer,
+    pub(crate) buffer: &'a Buffer,
     /// Limb positions in the buffer.
-    pub positions: &'a [usize],
+    pub(crate) positions: &'a [usize],
     /// Global modulus index of each limb.
-    pub moduli: &'a [usize],
+    pub(crate) moduli: &'a [usize],
 }
 
-/// A mutable view; positions must be distinct.
+/// A mutable view; positions are distinct.
 #[derive(Debug)]
 pub struct LimbsMut<'a> {
     /// The buffer.
-    pub buffer: &'a mut Buffer,
+    pub(crate) buffer: &'a mut Buffer,
     /// Limb positions in the buffer.
-    pub positions: &'a [usize],
+    pub(crate) positions: &'a [usize],
     /// Global modulus index of each limb.
-    pub moduli: &'a [usize],
+    pub(crate) moduli: &'a [usize],
 }
 
 impl<'a> Limbs<'a> {
-    /// A view of `moduli.len()` consecutive limbs starting at limb 0.
+    /// A view of `moduli.len()` consecutive limbs starting at limb 0, for
+    /// use with `backend`.
     ///
     /// # Errors
-    /// [`Error::LengthMismatch`] beyond 256 limbs.
-    pub fn new(buffer: &'a Buffer, moduli: &'a [usize]) -> Result<Self> {
+    /// [`Error::LengthMismatch`] beyond 256 limbs, for limbs beyond the
+    /// buffer at the backend's degree, or for a modulus index the backend
+    /// does not have.
+    pub fn new<B: Backend + ?Sized>(
+        backend: &B,
+        buffer: &'a Buffer,
+        moduli: &'a [usize],
+    ) -> Result<Self> {
+        Self::with_positions(backend, buffer, contiguous(0, moduli.len())?, moduli)
+    }
+
+    /// A view of the limbs at `positions` of `buffer`, limb `i` under the
+    /// modulus with global index `moduli[i]`, for use with `backend`.
+    ///
+    /// # Errors
+    /// [`Error::LengthMismatch`] for lists of different lengths, a position
+    /// beyond the buffer at the backend's degree, or a modulus index the
+    /// backend does not have.
+    pub fn with_positions<B: Backend + ?Sized>(
+        backend: &B,
+        buffer: &'a Buffer,
+        positions: &'a [usize],
+        moduli: &'a [usize],
+    ) -> Result<Self> {
+        let view = Self {
+            buffer,
+            positions,
+            moduli,
+        };
+        view.check(backend.degree())?;
+        view.check_moduli(backend.moduli().len())?;
+        Ok(view)
+    }
+
+    /// A view of `moduli.len()` consecutive limbs from limb 0, checked only
+    /// for the 256-limb bound: inside the crate, where the backend checks
+    /// the view before it runs.
+    pub(crate) fn whole(buffer: &'a Buffer, moduli: &'a [usize]) -> Result<Self> {
         Ok(Self {
             buffer,
             positions: contiguous(0, moduli.len())?,
             moduli,
         })
+    }
+
+    /// A view checked against nothing, for tests of the backends' own
+    /// checks (feature `test-utils`). It is still safe: every backend
+    /// operation checks its views before any kernel runs.
+    #[cfg(any(test, feature = "test-utils"))]
+    pub fn unchecked(buffer: &'a Buffer, positions: &'a [usize], moduli: &'a [usize]) -> Self {
+        Self {
+            buffer,
+            positions,
+            moduli,
+        }
+    }
+
+    /// The buffer.
+    pub fn buffer(&self) -> &'a Buffer {
+        self.buffer
+    }
+
+    /// Each limb's position in the buffer.
+    pub fn positions(&self) -> &'a [usize] {
+        self.positions
+    }
+
+    /// Each limb's global modulus index.
+    pub fn moduli(&self) -> &'a [usize] {
+        self.moduli
     }
 
     /// Number of limbs in the view.
@@ -74,6 +146,13 @@ impl<'a> Limbs<'a> {
     /// Whether the view is empty.
     pub fn is_empty(&self) -> bool {
         self.moduli.is_empty()
+    }
+
+    /// Whether the buffer holds secret-key material: what is computed from
+    /// it into a temporary is secret too, and backends allocate such
+    /// temporaries sensitive.
+    pub fn is_sensitive(&self) -> bool {
+        self.buffer.is_sensitive()
     }
 
     /// Checks that the view fits its buffer at degree `n`.
@@ -95,16 +174,73 @@ impl<'a> Limbs<'a> {
 }
 
 impl<'a> LimbsMut<'a> {
-    /// A view of `moduli.len()` consecutive limbs starting at limb 0.
+    /// A mutable view of `moduli.len()` consecutive limbs starting at limb
+    /// 0, for use with `backend`.
     ///
     /// # Errors
-    /// [`Error::LengthMismatch`] beyond 256 limbs.
-    pub fn new(buffer: &'a mut Buffer, moduli: &'a [usize]) -> Result<Self> {
+    /// As [`Limbs::new`].
+    pub fn new<B: Backend + ?Sized>(
+        backend: &B,
+        buffer: &'a mut Buffer,
+        moduli: &'a [usize],
+    ) -> Result<Self> {
+        Self::with_positions(backend, buffer, contiguous(0, moduli.len())?, moduli)
+    }
+
+    /// A mutable view of the limbs at `positions` of `buffer`, for use with
+    /// `backend`.
+    ///
+    /// # Errors
+    /// As [`Limbs::with_positions`]; [`Error::LengthMismatch`] for a
+    /// position listed twice.
+    pub fn with_positions<B: Backend + ?Sized>(
+        backend: &B,
+        buffer: &'a mut Buffer,
+        positions: &'a [usize],
+        moduli: &'a [usize],
+    ) -> Result<Self> {
+        let view = Self {
+            buffer,
+            positions,
+            moduli,
+        };
+        view.check(backend.degree())?;
+        view.check_moduli(backend.moduli().len())?;
+        Ok(view)
+    }
+
+    /// As [`Limbs::whole`], mutable.
+    pub(crate) fn whole(buffer: &'a mut Buffer, moduli: &'a [usize]) -> Result<Self> {
         Ok(Self {
             buffer,
             positions: contiguous(0, moduli.len())?,
             moduli,
         })
+    }
+
+    /// As [`Limbs::unchecked`], mutable (feature `test-utils`).
+    #[cfg(any(test, feature = "test-utils"))]
+    pub fn unchecked(buffer: &'a mut Buffer, positions: &'a [usize], moduli: &'a [usize]) -> Self {
+        Self {
+            buffer,
+            positions,
+            moduli,
+        }
+    }
+
+    /// The buffer.
+    pub fn buffer(&self) -> &Buffer {
+        self.buffer
+    }
+
+    /// Each limb's position in the buffer.
+    pub fn positions(&self) -> &'a [usize] {
+        self.positions
+    }
+
+    /// Each limb's global modulus index.
+    pub fn moduli(&self) -> &'a [usize] {
+        self.moduli
     }
 
     /// Number of limbs in the view.
@@ -115,6 +251,11 @@ impl<'a> LimbsMut<'a> {
     /// Whether the view is empty.
     pub fn is_empty(&self) -> bool {
         self.moduli.is_empty()
+    }
+
+    /// Whether the buffer holds secret-key material.
+    pub fn is_sensitive(&self) -> bool {
+        self.buffer.is_sensitive()
     }
 
     /// A shorter-lived mutable view of the same limbs.
@@ -152,6 +293,13 @@ impl<'a> LimbsMut<'a> {
     pub fn check_moduli(&self, count: usize) -> Result<()> {
         check_moduli(self.moduli, count)
     }
+}
+
+/// Whether any of `views` holds secret-key material: a temporary computed
+/// from them is then allocated sensitive, so that sensitivity follows the
+/// data and no call site has to remember it.
+pub(crate) fn any_sensitive(views: &[&Limbs<'_>]) -> bool {
+    views.iter().any(|v| v.is_sensitive())
 }
 
 /// Checks that every global modulus index in `moduli` is below `count`, the
@@ -250,6 +398,62 @@ mod tests {
             assert_eq!(view.check(N), Ok(()));
             assert_eq!(view.check_moduli(3), expected);
         }
+    }
+
+    #[test]
+    fn checked_constructors_reject_positions_and_moduli_out_of_range() {
+        use crate::Context;
+        use crate::backend::DeviceSelection;
+        use crate::params::{Parameters, Preset, SecurityCheck};
+        let params = Parameters::from_preset_with(Preset::TestFGb, SecurityCheck::AllowInsecure)
+            .expect("parameters");
+        let context = Context::new(params, DeviceSelection::Cpu).expect("context");
+        let backend = context.backend().as_ref();
+        let count = backend.moduli().len();
+        let mut buffer = backend
+            .allocate(MemoryClass::Temporary, 2, false)
+            .expect("allocation");
+        let mismatch = |expected, actual| Err(Error::LengthMismatch { expected, actual });
+
+        // Fine views pass, and report what they were made of.
+        let fine = [0, count - 1];
+        let view =
+            Limbs::with_positions(backend, &buffer, &[1, 0], &fine).expect("a view that fits");
+        assert_eq!(
+            (view.positions(), view.moduli()),
+            (&[1, 0][..], &[0, count - 1][..])
+        );
+        assert!(Limbs::new(backend, &buffer, &[3, 4]).is_ok());
+        assert!(LimbsMut::new(backend, &mut buffer, &[3, 4]).is_ok());
+
+        // A position beyond the buffer's two limbs.
+        assert_eq!(
+            Limbs::with_positions(backend, &buffer, &[0, 2], &[0, 1]).map(|_| ()),
+            mismatch(2, 3)
+        );
+        assert_eq!(
+            LimbsMut::with_positions(backend, &mut buffer, &[2], &[0]).map(|_| ()),
+            mismatch(2, 3)
+        );
+        assert_eq!(
+            Limbs::new(backend, &buffer, &[0, 1, 2]).map(|_| ()),
+            mismatch(2, 3)
+        );
+        // A modulus index the backend does not have.
+        for bad in [count, count + 7, usize::MAX] {
+            let actual = bad.saturating_add(1);
+            assert_eq!(
+                Limbs::with_positions(backend, &buffer, &[0, 1], &[0, bad]).map(|_| ()),
+                mismatch(count, actual)
+            );
+            assert_eq!(
+                LimbsMut::new(backend, &mut buffer, &[bad]).map(|_| ()),
+                mismatch(count, actual)
+            );
+        }
+        // A position listed twice in a mutable view; lists of two lengths.
+        assert!(LimbsMut::with_positions(backend, &mut buffer, &[1, 1], &[0, 1]).is_err());
+        assert!(Limbs::with_positions(backend, &buffer, &[0, 1], &[0]).is_err());
     }
 
     #[test]

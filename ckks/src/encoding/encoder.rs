@@ -256,11 +256,14 @@ impl Encoder {
     pub fn coefficients(&self, plaintext: &Plaintext) -> Result<Vec<f64>> {
         self.context.check_same(&plaintext.context)?;
         let n = self.context.params().degree().get();
-        let words = plaintext
-            .poly
-            .clone_as(MemoryClass::Temporary)?
-            .into_coeff()?
-            .to_words()?;
+        // A decrypted plaintext is sensitive: its copies are zeroed too.
+        let words = zeroize::Zeroizing::new(
+            plaintext
+                .poly
+                .clone_as(MemoryClass::Temporary)?
+                .into_coeff()?
+                .to_words()?,
+        );
         let crt = self.context.crt(plaintext.level)?;
         let inv_scale = 1.0 / plaintext.scale.0;
         Ok((0..n)
@@ -281,11 +284,14 @@ impl Encoder {
         let fft = self.context.fft(slots)?;
         let n = self.context.params().degree().get();
         let gap = n / (2 * slots);
-        let words = plaintext
-            .poly
-            .clone_as(MemoryClass::Temporary)?
-            .into_coeff()?
-            .to_words()?;
+        // A decrypted plaintext is sensitive: its copies are zeroed too.
+        let words = zeroize::Zeroizing::new(
+            plaintext
+                .poly
+                .clone_as(MemoryClass::Temporary)?
+                .into_coeff()?
+                .to_words()?,
+        );
         let crt = self.context.crt(plaintext.level)?;
         let inv_scale = 1.0 / plaintext.scale.0;
         let coefficients: Vec<f64> = (0..2 * slots)

@@ -38,6 +38,10 @@ impl Decryptor {
 
     /// `c0 + c1·s` as a plaintext at the ciphertext's level and scale.
     ///
+    /// The plaintext's memory is sensitive (zeroed before it is reused or
+    /// released, and so is every temporary decoding computes from it): with
+    /// the ciphertext, `c1·s` — and the noisy `Δ·m + e` — reveal the key.
+    ///
     /// # Errors
     /// [`crate::OperandError::ContextMismatch`] or
     /// [`crate::OperandError::DeviceMismatch`]; allocation errors.
@@ -55,7 +59,8 @@ impl Decryptor {
         let moduli = ciphertext.c0.moduli().to_vec();
         let mut selected = Vec::new();
         let s = key.poly.select(&moduli, &mut selected)?;
-        let mut m = RnsPoly::<Ntt>::allocate(backend, &moduli, MemoryClass::Plaintext, false)?;
+        let mut m =
+            RnsPoly::<Ntt>::allocate(backend, &moduli, MemoryClass::Plaintext, s.is_sensitive())?;
         backend.binary(BinaryOp::Mul, ciphertext.c1.limbs()?, s, m.limbs_mut()?)?;
         m.add_assign(&ciphertext.c0)?;
         Ok(Plaintext {

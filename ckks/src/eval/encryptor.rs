@@ -147,10 +147,12 @@ impl Encryptor {
     }
 
     /// Secret-key encryption at the plaintext's level: `(−a·s + e + m, a)`
-    /// with `a` uniform over `Q_l`.
+    /// with `a` uniform over `Q_l`. The temporary `a·s` is sensitive memory,
+    /// zeroed before this returns.
     ///
     /// # Errors
-    /// [`crate::OperandError::ContextMismatch`]; allocation errors.
+    /// [`crate::OperandError::ContextMismatch`]; allocation errors;
+    /// [`hemem_memory::Error::ZeroingFailed`] when `a·s` could not be zeroed.
     pub fn encrypt_symmetric(&self, plaintext: &Plaintext, key: &SecretKey) -> Result<Ciphertext> {
         self.context.check_same(&plaintext.context)?;
         self.context.check_same(&key.context)?;
@@ -170,9 +172,13 @@ impl Encryptor {
         c0.add_assign(&plaintext.poly)?;
         let mut moduli = Vec::new();
         let s = key.poly.select(&q, &mut moduli)?;
-        let mut a_s = RnsPoly::<Ntt>::allocate(backend, &q, MemoryClass::Temporary, false)?;
+        // a·s is secret (with a it gives s): sensitive, and released here so
+        // that a failure to zero it is this call's error.
+        let mut a_s =
+            RnsPoly::<Ntt>::allocate(backend, &q, MemoryClass::Temporary, s.is_sensitive())?;
         backend.binary(BinaryOp::Mul, a.limbs()?, s, a_s.limbs_mut()?)?;
         c0.sub_assign(&a_s)?;
+        a_s.release()?;
         Ciphertext::from_parts(
             &self.context,
             c0,

@@ -18,6 +18,12 @@ use crate::sampling::Sampler;
 /// from the operating system (or, with the `test-utils` feature, from a fixed
 /// seed for reproducible tests). Sampling is not constant time (see
 /// [`crate::sampling`], "Timing").
+///
+/// Every buffer derived from the secret key — `s²`, `σ_g(s)`, each `a·s`,
+/// the gadget multiples of the key being switched from — is allocated
+/// sensitive and released explicitly when the key is made, so a failure to
+/// zero one is returned by the generating call (as
+/// [`hemem_memory::Error::ZeroingFailed`]).
 #[derive(Debug)]
 pub struct KeyGenerator {
     context: Context,
@@ -103,7 +109,8 @@ impl KeyGenerator {
         let mut b = RnsPoly::<Coeff>::from_signed(backend, moduli, class, &e, false)?.into_ntt()?;
         let mut s_moduli = Vec::new();
         let s = secret.poly.select(moduli, &mut s_moduli)?;
-        let mut a_s = RnsPoly::<Ntt>::allocate(backend, moduli, MemoryClass::Temporary, false)?;
+        let mut a_s =
+            RnsPoly::<Ntt>::allocate(backend, moduli, MemoryClass::Temporary, s.is_sensitive())?;
         backend.binary(
             crate::backend::BinaryOp::Mul,
             a.limbs()?,
@@ -111,6 +118,7 @@ impl KeyGenerator {
             a_s.limbs_mut()?,
         )?;
         b.sub_assign(&a_s)?;
+        a_s.release()?;
         Ok((b, a))
     }
 
@@ -186,6 +194,7 @@ impl KeyGenerator {
                     RnsPoly::<Ntt>::allocate(backend, &moduli, MemoryClass::Temporary, true)?;
                 backend.binary(BinaryOp::Mul, a_j.limbs()?, s, a_s.limbs_mut()?)?;
                 b_j.sub_assign(&a_s)?;
+                a_s.release()?;
             }
 
             // Digit j's primes at this level; q_i sits at position i.
@@ -216,6 +225,7 @@ impl KeyGenerator {
                 },
                 gadget.limbs()?,
             )?;
+            gadget.release()?;
             b.push(b_j);
         }
         SwitchingKey {
@@ -266,8 +276,11 @@ impl KeyGenerator {
     /// As [`KeyGenerator::relinearization_key`]; a level beyond the chain.
     pub fn relinearization_key_at(&self, secret: &SecretKey, level: Level) -> Result<SwitchingKey> {
         self.context.check_same(&secret.context)?;
+        // Sensitive: computed from the secret.
         let square = secret.poly.mul(&secret.poly, MemoryClass::Temporary)?;
-        self.switching_key_from(&square, secret, KeyKind::Relinearization, level)
+        let key = self.switching_key_from(&square, secret, KeyKind::Relinearization, level)?;
+        square.release()?;
+        Ok(key)
     }
 
     /// The key for the automorphism with Galois element `g`: switches
@@ -296,8 +309,11 @@ impl KeyGenerator {
         } else {
             KeyKind::Rotation(g)
         };
+        // Sensitive: computed from the secret.
         let rotated = secret.poly.automorphism(g, MemoryClass::Temporary)?;
-        self.switching_key_from(&rotated, secret, kind, level)
+        let key = self.switching_key_from(&rotated, secret, kind, level)?;
+        rotated.release()?;
+        Ok(key)
     }
 
     /// The key for a left rotation of the slots by `steps` (negative: right).

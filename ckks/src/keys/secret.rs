@@ -13,8 +13,11 @@ use crate::poly::{Coeff, Ntt, RnsPoly};
 /// coefficients (the preset's Hamming weight), kept as coefficients and in
 /// NTT form over every modulus (Q and P).
 ///
-/// Its memory is zeroed when it is dropped, on the host and on a device; its
-/// `Debug` output never shows key material.
+/// Its memory is sensitive: zeroed when it is dropped, on the host and on a
+/// device (and so is every buffer computed from it: see
+/// [`crate::poly::RnsPoly::is_sensitive`]); [`SecretKey::release`] zeroes it
+/// and reports a failure, which a drop cannot. Its `Debug` output never
+/// shows key material.
 pub struct SecretKey {
     pub(crate) context: Context,
     pub(crate) coefficients: Zeroizing<Vec<i64>>,
@@ -71,5 +74,20 @@ impl SecretKey {
     /// The ternary coefficients (secret: handle with care).
     pub fn coefficients(&self) -> &[i64] {
         &self.coefficients
+    }
+
+    /// Destroys the key now: its coefficients and its memory on the host or
+    /// the device are zeroed, and a failure to zero the device memory is
+    /// returned here (a dropped key's failure is returned by the allocator's
+    /// next call instead, see [`hemem_memory::Allocator::check`]).
+    ///
+    /// # Errors
+    /// [`hemem_memory::Error::ZeroingFailed`] (as [`crate::Error::Memory`]).
+    pub fn release(self) -> Result<()> {
+        let Self {
+            coefficients, poly, ..
+        } = self;
+        drop(coefficients);
+        poly.release()
     }
 }

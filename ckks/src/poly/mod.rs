@@ -83,6 +83,8 @@ impl<R: Representation> RnsPoly<R> {
         class: MemoryClass,
         sensitive: bool,
     ) -> Result<Self> {
+        // Every view of the polynomial names these moduli: checked once here.
+        crate::backend::check_moduli(moduli, backend.moduli().len())?;
         let buffer = backend.allocate(class, moduli.len(), sensitive)?;
         Ok(Self {
             backend: Arc::clone(backend),
@@ -218,6 +220,28 @@ impl<R: Representation> RnsPoly<R> {
         &self.buffer
     }
 
+    /// Whether the polynomial is secret-key material (or computed from it):
+    /// its memory is zeroed before it is reused or released, and results
+    /// computed from it are sensitive too.
+    pub fn is_sensitive(&self) -> bool {
+        self.buffer.is_sensitive()
+    }
+
+    /// Releases the polynomial now, zeroing it first when it is sensitive,
+    /// and returns what the zeroing met — which dropping it cannot (a
+    /// failure in a drop is returned by the allocator's next call instead,
+    /// see [`hemem_memory::Allocator::check`]). Key generation and
+    /// secret-key encryption release their secret temporaries this way.
+    ///
+    /// # Errors
+    /// [`hemem_memory::Error::ZeroingFailed`] (as [`crate::Error::Memory`]).
+    pub fn release(self) -> Result<()> {
+        let Self {
+            backend, buffer, ..
+        } = self;
+        Ok(backend.allocator().release(buffer)?)
+    }
+
     /// Declares the polynomial finished: it will not be written again (a
     /// switching key half, a diagonal). Under the `planned` memory policy
     /// its device copy is then dropped without a write-back when it leaves
@@ -239,7 +263,7 @@ impl<R: Representation> RnsPoly<R> {
     /// # Errors
     /// More than 256 limbs.
     pub fn limbs(&self) -> Result<Limbs<'_>> {
-        Limbs::new(&self.buffer, &self.moduli)
+        Limbs::whole(&self.buffer, &self.moduli)
     }
 
     /// A mutable view of all limbs.
@@ -247,7 +271,7 @@ impl<R: Representation> RnsPoly<R> {
     /// # Errors
     /// More than 256 limbs.
     pub fn limbs_mut(&mut self) -> Result<LimbsMut<'_>> {
-        LimbsMut::new(&mut self.buffer, &self.moduli)
+        LimbsMut::whole(&mut self.buffer, &self.moduli)
     }
 
     /// A view of the first `count` limbs.
@@ -363,7 +387,8 @@ impl<R: Representation> RnsPoly<R> {
         if Arc::ptr_eq(&self.backend, backend) {
             return self.try_clone();
         }
-        let words = self.to_words()?;
+        // Host words of a sensitive polynomial are zeroed when dropped.
+        let words = zeroize::Zeroizing::new(self.to_words()?);
         Self::from_words_with(
             backend,
             &self.moduli,

@@ -1,4 +1,5 @@
-//! Arithmetic on [`RnsPoly`], delegated to the backend.
+//! Arithmetic on [`RnsPoly`], delegated to the backend. A result computed
+//! from a sensitive operand (secret-key material) is allocated sensitive.
 
 use std::sync::Arc;
 
@@ -18,7 +19,8 @@ impl<R: Representation> RnsPoly<R> {
 
     fn binary_op(&self, op: BinaryOp, other: &Self, class: MemoryClass) -> Result<Self> {
         self.check_compatible(other)?;
-        let mut out = Self::allocate(&self.backend, &self.moduli, class, false)?;
+        let sensitive = self.is_sensitive() || other.is_sensitive();
+        let mut out = Self::allocate(&self.backend, &self.moduli, class, sensitive)?;
         self.backend
             .binary(op, self.limbs()?, other.limbs()?, out.limbs_mut()?)?;
         Ok(out)
@@ -115,7 +117,7 @@ impl RnsPoly<Ntt> {
             },
         )?;
         let moduli: Vec<usize> = self.moduli.iter().take(kept).copied().collect();
-        let mut out = Self::allocate(&self.backend, &moduli, class, false)?;
+        let mut out = Self::allocate(&self.backend, &moduli, class, self.is_sensitive())?;
         self.backend.rescale(self.limbs()?, out.limbs_mut()?)?;
         Ok(out)
     }
@@ -135,8 +137,8 @@ impl RnsPoly<Ntt> {
             },
         )?;
         let moduli: Vec<usize> = self.moduli.iter().take(kept).copied().collect();
-        let mut out0 = Self::allocate(&self.backend, &moduli, class, false)?;
-        let mut out1 = Self::allocate(&self.backend, &moduli, class, false)?;
+        let mut out0 = Self::allocate(&self.backend, &moduli, class, self.is_sensitive())?;
+        let mut out1 = Self::allocate(&self.backend, &moduli, class, other.is_sensitive())?;
         self.backend.rescale_pair(
             [self.limbs()?, other.limbs()?],
             [out0.limbs_mut()?, out1.limbs_mut()?],
@@ -149,7 +151,7 @@ impl RnsPoly<Ntt> {
     /// # Errors
     /// Allocation errors.
     pub fn automorphism(&self, g: GaloisElement, class: MemoryClass) -> Result<Self> {
-        let mut out = Self::allocate(&self.backend, &self.moduli, class, false)?;
+        let mut out = Self::allocate(&self.backend, &self.moduli, class, self.is_sensitive())?;
         self.backend
             .automorphism(self.limbs()?, g, out.limbs_mut()?)?;
         Ok(out)

@@ -1,6 +1,6 @@
 //! Counting adaptor, as RMM's `statistics_resource_adaptor`.
 
-use crate::statistics::StatisticsHandle;
+use crate::statistics::{Event, StatisticsHandle};
 use crate::{AllocRequest, Allocation, MemoryResource, Result, Statistics};
 
 /// Counts bytes, allocations and frees per class and placement of everything
@@ -47,8 +47,10 @@ impl<R: MemoryResource> MemoryResource for StatisticsAdaptor<R> {
         self.handle.record(
             allocation.class,
             allocation.placement,
-            allocation.bytes as u64,
-            true,
+            Event::Alloc {
+                bytes: allocation.bytes as u64,
+                sensitive: allocation.sensitive,
+            },
         );
         Ok(allocation)
     }
@@ -57,8 +59,10 @@ impl<R: MemoryResource> MemoryResource for StatisticsAdaptor<R> {
         self.handle.record(
             allocation.class,
             allocation.placement,
-            allocation.bytes as u64,
-            false,
+            Event::Free {
+                bytes: allocation.bytes as u64,
+                sensitive: allocation.sensitive,
+            },
         );
         self.upstream.deallocate(allocation);
     }

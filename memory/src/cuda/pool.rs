@@ -139,26 +139,31 @@ impl Pool {
         }
     }
 
-    /// Frees `memory` in order on its stream (`cuMemFreeAsync`); zeroes it
-    /// first (`cuMemsetD8Async`, same stream) when `zero` is set. Errors are
+    /// Zeroes `bytes` of `memory` in order on its stream
+    /// (`cuMemsetD8Async`): queued before the block's free, so the pool
+    /// hands the block out again only after the zeros are written.
+    ///
+    /// # Errors
+    /// Driver errors of queueing the memset (a fault while it runs leaves
+    /// the context unusable, and every later driver call returns it).
+    pub(crate) fn zero(&self, memory: DeviceMemory, bytes: usize) -> Result<()> {
+        self.gpu.zero_memory(memory, bytes)
+    }
+
+    /// Frees `memory` in order on its stream (`cuMemFreeAsync`). Errors are
     /// kept by the device handle.
     ///
-    /// `memory` must come from [`Pool::allocate`] of this pool, `bytes` be its
-    /// size, and it must not be freed twice: the pool resource guarantees this
-    /// by freeing only allocations it handed out, each once.
-    pub(crate) fn free(&self, memory: DeviceMemory, bytes: usize, zero: bool) {
+    /// `memory` must come from [`Pool::allocate`] of this pool and must not
+    /// be freed twice: the pool resource guarantees this by freeing only
+    /// allocations it handed out, each once.
+    pub(crate) fn free(&self, memory: DeviceMemory) {
         let run = || -> Result<()> {
             self.gpu.bind()?;
             let cu_stream = self.gpu.stream(memory.stream).cu_stream();
-            if zero {
-                // SAFETY: memory.ptr is a live allocation of `bytes` bytes,
-                // ordered on this stream; the memset is queued before the free.
-                unsafe { result::memset_d8_async(memory.ptr.0, 0, bytes, cu_stream) }
-                    .map_err(driver("cuMemsetD8Async"))?;
-            }
             // SAFETY: memory.ptr came from this pool on this stream and is
-            // freed exactly once; everything using it was queued on this
-            // stream (or ordered before it with an event) earlier.
+            // freed exactly once; everything using it (a zeroing memset
+            // among it) was queued on this stream, or ordered before it with
+            // an event, earlier.
             unsafe { result::free_async(memory.ptr.0, cu_stream) }.map_err(driver("cuMemFreeAsync"))
         };
         self.gpu.defer(run());

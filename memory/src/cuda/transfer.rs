@@ -5,19 +5,23 @@
 //! copied into a pinned slot and the DMA is queued from there, so an upload
 //! returns as soon as the caller's slice has been read (never waiting for the
 //! device), and the slot is reused only after the event behind its last copy.
-//! Downloads synchronise the buffer's stream before returning. Nothing here
-//! synchronises the whole device.
+//! An upload into a *sensitive* buffer (secret-key material) waits instead
+//! for its copies and then zeroes the staging words it used, so no secret
+//! stays behind in pinned memory. Downloads go straight into the caller's
+//! slice (no staging) and synchronise the buffer's stream before returning.
+//! Nothing here synchronises the whole device.
 
 use std::ffi::c_void;
 use std::sync::PoisonError;
 
 use cudarc::driver::CudaEvent;
 use cudarc::driver::sys;
+use zeroize::Zeroize;
 
 use super::GpuDevice;
 use super::pinned::PinnedRegion;
 use crate::error::driver;
-use crate::{Buffer, DeviceMemory, DevicePtr, Error, Result, StreamId};
+use crate::{Buffer, DeviceMemory, DevicePtr, Error, Placement, Result, StreamId};
 
 /// Words per staging slot (8 MiB).
 const SLOT_WORDS: usize = 1 << 20;
@@ -43,6 +47,35 @@ impl Drop for Slot {
 pub(crate) struct Staging {
     slots: Vec<Slot>,
     next: usize,
+}
+
+/// Waits for the copies out of the staging slots an upload used and zeroes
+/// the words it wrote there (`used[i]` words of slot `i`): after a sensitive
+/// upload no secret stays in pinned memory.
+///
+/// # Errors
+/// [`Error::ZeroingFailed`] when a copy cannot be waited for (the slot's
+/// words are then left for the next upload to overwrite, and the slot is
+/// not zeroed under a DMA that may still read it).
+fn wipe_staging(staging: &mut Staging, used: &[usize; SLOTS]) -> Result<()> {
+    for (slot, &words) in staging.slots.iter_mut().zip(used) {
+        if words == 0 {
+            continue;
+        }
+        // The event stays with the slot until it has completed.
+        if let Some(event) = &slot.last_copy {
+            event.synchronize().map_err(|e| Error::ZeroingFailed {
+                placement: Placement::PinnedHost,
+                bytes: words * 8,
+                cause: Box::new(driver("cuEventSynchronize")(e)),
+            })?;
+        }
+        slot.last_copy = None;
+        if let Some(written) = slot.region.as_mut_slice().get_mut(..words) {
+            written.zeroize();
+        }
+    }
+    Ok(())
 }
 
 /// The device memory of a buffer, or `WrongPlacement`.
@@ -73,10 +106,14 @@ impl GpuDevice {
     /// Copies `src` into words `offset..offset + src.len()` of a device
     /// buffer, queued on the buffer's stream through the staging ring.
     /// Returns once `src` has been read; the copy completes in stream order.
+    /// For a sensitive buffer it returns once the copies are done and the
+    /// staging words they used are zeroed.
     ///
     /// # Errors
     /// [`Error::WrongPlacement`] for a host buffer,
-    /// [`Error::TransferOutOfBounds`], driver errors.
+    /// [`Error::TransferOutOfBounds`], driver errors;
+    /// [`Error::ZeroingFailed`] when the staging of a sensitive upload could
+    /// not be waited for and zeroed.
     pub(crate) fn upload(&self, dst: &mut Buffer, offset: usize, src: &[u64]) -> Result<()> {
         let memory = device_memory(dst)?;
         check_bounds(offset, src.len(), dst.words())?;
@@ -105,6 +142,8 @@ impl GpuDevice {
             return Ok(());
         };
         let mut done = 0usize;
+        // Words of each slot this upload filled (zeroed after a sensitive one).
+        let mut used = [0usize; SLOTS];
         for chunk in src.chunks(SLOT_WORDS) {
             let index = staging.next;
             staging.next = (staging.next + 1) % SLOTS;
@@ -119,6 +158,9 @@ impl GpuDevice {
                 break;
             };
             target.copy_from_slice(chunk);
+            if let Some(u) = used.get_mut(index) {
+                *u = (*u).max(chunk.len());
+            }
             let dst_ptr = byte_offset(memory.ptr, offset + done);
             // SAFETY: dst_ptr .. + chunk.len()*8 lies inside the buffer (bounds
             // checked above), which is freed only in order on this stream,
@@ -137,7 +179,37 @@ impl GpuDevice {
             slot.last_copy = Some(stream.record_event(None).map_err(driver("cuEventRecord"))?);
             done += chunk.len();
         }
+        if dst.is_sensitive() {
+            wipe_staging(staging, &used)?;
+        }
         Ok(())
+    }
+
+    /// A copy of the staging ring's words once its copies are done (`None`
+    /// before the first upload made it): what the GPU tests search for a
+    /// secret after a sensitive upload.
+    ///
+    /// # Errors
+    /// Driver errors of waiting for the ring's copies.
+    #[cfg(feature = "test-utils")]
+    pub(crate) fn staging_words(&self) -> Result<Option<Vec<u64>>> {
+        let mut guard = self
+            .inner
+            .staging
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let Some(staging) = guard.as_mut() else {
+            return Ok(None);
+        };
+        let mut words = Vec::new();
+        for slot in &mut staging.slots {
+            if let Some(event) = &slot.last_copy {
+                event.synchronize().map_err(driver("cuEventSynchronize"))?;
+            }
+            slot.last_copy = None;
+            words.extend_from_slice(slot.region.as_mut_slice());
+        }
+        Ok(Some(words))
     }
     /// Queues a copy of `bytes` from pinned host memory at `host` to device
     /// memory at `device` on `stream` (a streamed object's fetch). Returns at

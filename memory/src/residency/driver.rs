@@ -183,13 +183,13 @@ impl GpuResidencyDriver {
         }
     }
 
-    fn free_on_copy_stream(&self, ptr: DevicePtr, bytes: u64) {
+    fn free_on_copy_stream(&self, ptr: DevicePtr) {
         if let Some(pool) = &self.pool {
             let memory = DeviceMemory {
                 ptr,
                 stream: StreamId::Copy,
             };
-            pool.free(memory, usize::try_from(bytes).unwrap_or(0), false);
+            pool.free(memory);
         }
     }
 }
@@ -233,17 +233,17 @@ impl ResidencyDriver for GpuResidencyDriver {
         self.allocate_on_copy_stream(bytes)
     }
 
-    fn free_slot(&self, id: AllocationId, slot: DevicePtr, bytes: u64) {
+    fn free_slot(&self, id: AllocationId, slot: DevicePtr, _bytes: u64) {
         self.fetched().remove(&id);
-        self.free_on_copy_stream(slot, bytes);
+        self.free_on_copy_stream(slot);
     }
 
     fn allocate_chunk(&self, bytes: u64) -> Result<Option<DevicePtr>> {
         self.allocate_on_copy_stream(bytes)
     }
 
-    fn free_chunk(&self, chunk: DevicePtr, bytes: u64) {
-        self.free_on_copy_stream(chunk, bytes);
+    fn free_chunk(&self, chunk: DevicePtr, _bytes: u64) {
+        self.free_on_copy_stream(chunk);
     }
 
     fn forget_fetch(&self, id: AllocationId) {

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::cuda::{GpuDevice, Pool, PoolAllocError};
 use crate::residency::Residency;
+use crate::resource::ZeroingFailures;
 use crate::{AllocRequest, Allocation, Error, Memory, MemoryResource, Placement, Result};
 
 /// Stream-ordered device memory from the library's own pool
@@ -15,12 +16,16 @@ use crate::{AllocRequest, Allocation, Error, Memory, MemoryResource, Placement, 
 ///
 /// Thread-safe. Memory is freed in order on its stream, after everything
 /// queued there before the free; sensitive memory is zeroed on that stream
-/// first. Using a block on the other stream needs an event
-/// (`Allocator::hand_over`).
+/// first (`cuMemsetD8Async`), so the pool hands it out again, in stream
+/// order, only after the zeroing. A zeroing the driver refuses keeps the
+/// block out of the pool (it is never freed) and is reported by the
+/// allocator's next fallible call. Using a block on the other stream needs an
+/// event (`Allocator::hand_over`).
 pub struct DevicePoolResource {
     pool: Arc<Pool>,
     residency: Arc<Residency>,
     limit: usize,
+    zeroing: ZeroingFailures,
 }
 
 impl fmt::Debug for DevicePoolResource {
@@ -34,11 +39,17 @@ impl fmt::Debug for DevicePoolResource {
 impl DevicePoolResource {
     /// A resource over `pool` (created on `gpu`) whose bytes count against
     /// `residency`'s budget.
-    pub(crate) fn new(gpu: &GpuDevice, pool: Arc<Pool>, residency: Arc<Residency>) -> Self {
+    pub(crate) fn new(
+        gpu: &GpuDevice,
+        pool: Arc<Pool>,
+        residency: Arc<Residency>,
+        zeroing: ZeroingFailures,
+    ) -> Self {
         Self {
             pool,
             residency,
             limit: usize::try_from(gpu.info().total_bytes).unwrap_or(usize::MAX),
+            zeroing,
         }
     }
 }
@@ -89,8 +100,16 @@ impl MemoryResource for DevicePoolResource {
 
     fn deallocate(&self, allocation: Allocation) {
         if let Memory::DevicePool(memory) = allocation.memory {
-            self.pool
-                .free(memory, allocation.bytes, allocation.sensitive);
+            if allocation.needs_zeroing()
+                && let Err(cause) = self.pool.zero(memory, allocation.bytes)
+            {
+                // Never hand secret words to the next owner: the block stays
+                // allocated (and counted) and the failure is reported.
+                self.zeroing
+                    .record(Placement::DevicePool, allocation.bytes, cause);
+                return;
+            }
+            self.pool.free(memory);
             self.residency
                 .release_pool(allocation.class, allocation.bytes as u64);
         }

@@ -58,7 +58,7 @@ impl MemoryResource for HostResource {
     }
 
     fn deallocate(&self, mut allocation: Allocation) {
-        if allocation.sensitive
+        if allocation.needs_zeroing()
             && let Memory::Host(words) = &mut allocation.memory
         {
             words.zeroize();

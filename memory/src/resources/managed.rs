@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::cuda::{Event, GpuDevice};
 use crate::policy::PlacementPolicy;
 use crate::residency::Residency;
+use crate::resource::ZeroingFailures;
 use crate::{
     AllocRequest, Allocation, DeviceError, DeviceMemory, DevicePtr, Error, Memory, MemoryClass,
     MemoryResource, Placement, Result, StreamId,
@@ -54,7 +55,11 @@ struct State {
 /// `cuMemFree` of managed memory may synchronise the device, so a freed block
 /// is kept until events recorded on both streams behind its last uses
 /// complete, and freed by a later call (or when the resource drops). Sensitive
-/// memory is zeroed on the compute stream first.
+/// memory is zeroed on the compute stream first (behind any eviction still on
+/// the copy stream), is never cached for reuse, and a sensitive request never
+/// gets a cached block. A zeroing the driver refuses keeps the block out of
+/// reuse (it is never freed) and is reported by the allocator's next fallible
+/// call.
 ///
 /// Blocks without read-mostly advice (ciphertexts, plaintexts: what churns)
 /// are not freed but cached, up to a sixteenth of the device budget, and
@@ -75,6 +80,7 @@ pub struct ManagedResource {
     policy: Arc<dyn PlacementPolicy>,
     cap: Option<u64>,
     state: Mutex<State>,
+    zeroing: ZeroingFailures,
 }
 
 impl fmt::Debug for ManagedResource {
@@ -96,6 +102,7 @@ impl ManagedResource {
         residency: Arc<Residency>,
         policy: Arc<dyn PlacementPolicy>,
         cap: Option<u64>,
+        zeroing: ZeroingFailures,
     ) -> Result<Self> {
         if !gpu.info().concurrent_managed_access {
             return Err(DeviceError::ManagedUnsupported {
@@ -109,6 +116,7 @@ impl ManagedResource {
             policy,
             cap,
             state: Mutex::new(State::default()),
+            zeroing,
         })
     }
 
@@ -320,17 +328,28 @@ impl MemoryResource for ManagedResource {
         self.residency.unregister_managed(allocation.id);
         let reusable = (!allocation.sensitive && !self.policy.advice(allocation.class).read_mostly)
             .then_some(allocation.class);
-        if allocation.sensitive {
+        if allocation.needs_zeroing() {
             // Behind any eviction still queued on the copy stream.
-            self.gpu
-                .defer(self.gpu.order(StreamId::Copy, StreamId::Compute));
-            self.gpu.defer(self.gpu.zero_memory(
-                DeviceMemory {
-                    ptr: memory.ptr,
-                    stream: StreamId::Compute,
-                },
-                allocation.bytes,
-            ));
+            let zeroed = self
+                .gpu
+                .order(StreamId::Copy, StreamId::Compute)
+                .and_then(|()| {
+                    self.gpu.zero_memory(
+                        DeviceMemory {
+                            ptr: memory.ptr,
+                            stream: StreamId::Compute,
+                        },
+                        allocation.bytes,
+                    )
+                });
+            if let Err(cause) = zeroed {
+                // Never hand secret words to the next owner or back to the
+                // driver: the block stays allocated, and the failure is
+                // reported.
+                self.zeroing
+                    .record(Placement::Managed, allocation.bytes, cause);
+                return;
+            }
         }
         let events = (
             self.gpu.record_event(StreamId::Compute),

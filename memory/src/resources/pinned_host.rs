@@ -63,8 +63,9 @@ impl MemoryResource for PinnedHostResource {
     }
 
     fn deallocate(&self, allocation: Allocation) {
+        let zero = allocation.needs_zeroing();
         if let Memory::PinnedHost(mut block) = allocation.memory {
-            if allocation.sensitive {
+            if zero {
                 block.as_mut_slice().zeroize();
             }
             self.arena.release(block);

@@ -234,7 +234,8 @@ fn run_policy(
             .collect::<hemem_ckks::Result<Vec<_>>>()?;
         let t = time(&backend, args.iterations, || {
             for (j, a) in halves.iter_mut().enumerate() {
-                backend.uniform_from_seed(&seed, j, hemem_ckks::backend::LimbsMut::new(a, &qp)?)?;
+                let view = hemem_ckks::backend::LimbsMut::new(backend.as_ref(), a, &qp)?;
+                backend.uniform_from_seed(&seed, j, view)?;
             }
             Ok(())
         })?;

@@ -292,7 +292,7 @@ fn key_switch_inner_product_seeded(
 }
 
 fn views<'a>(list: &'a [hemem_memory::Buffer], all: &'a [usize]) -> Vec<Limbs<'a>> {
-    list.iter().map(|x| Limbs::new(x, all).unwrap()).collect()
+    list.iter().map(|x| Limbs::whole(x, all).unwrap()).collect()
 }
 
 fn seed_words(seed: &[u8; 32]) -> [u32; 8] {
@@ -421,7 +421,7 @@ fn seeded_inner_product_kernel_matches_the_cpu_backend() {
                 let mut buffer = cpu
                     .allocate(hemem_memory::MemoryClass::Temporary, 3, false)
                     .unwrap();
-                cpu.write(LimbsMut::new(&mut buffer, &all).unwrap(), words)
+                cpu.write(LimbsMut::whole(&mut buffer, &all).unwrap(), words)
                     .unwrap();
                 buffer
             };
@@ -434,8 +434,8 @@ fn seeded_inner_product_kernel_matches_the_cpu_backend() {
                 galois,
                 &views(&bb, &all),
                 &seed,
-                LimbsMut::new(&mut c0, &all).unwrap(),
-                LimbsMut::new(&mut c1, &all).unwrap(),
+                LimbsMut::whole(&mut c0, &all).unwrap(),
+                LimbsMut::whole(&mut c1, &all).unwrap(),
             )
             .unwrap();
             assert_eq!(c0.host_words().unwrap(), &out0[..], "{count} {galois:?}");

@@ -229,11 +229,15 @@ impl GpuBackend {
         Ok(table)
     }
 
-    /// A temporary buffer of `limbs` limbs on the compute stream.
-    fn scratch(&self, limbs: usize) -> Result<Buffer> {
-        Ok(self
-            .allocator
-            .allocate(MemoryClass::Temporary, limbs.max(1) * self.degree * 8)?)
+    /// A temporary buffer of `limbs` limbs on the compute stream; sensitive
+    /// (zeroed before reuse) when it is computed from sensitive inputs.
+    fn scratch(&self, limbs: usize, sensitive: bool) -> Result<Buffer> {
+        Ok(self.allocator.allocate_on(
+            MemoryClass::Temporary,
+            limbs.max(1) * self.degree * 8,
+            sensitive,
+            StreamId::Compute,
+        )?)
     }
 
     /// The kernels' limb map of `positions` under `moduli` (global
@@ -403,11 +407,12 @@ impl GpuBackend {
                 let rotated = digits
                     .iter()
                     .map(|d| {
-                        let mut buffer = self.allocate(MemoryClass::Temporary, d.len(), false)?;
+                        let mut buffer =
+                            self.allocate(MemoryClass::Temporary, d.len(), d.is_sensitive())?;
                         self.automorphism(
                             *d,
                             GaloisElement(galois),
-                            LimbsMut::new(&mut buffer, d.moduli)?,
+                            LimbsMut::whole(&mut buffer, d.moduli)?,
                         )?;
                         Ok(buffer)
                     })
@@ -415,7 +420,7 @@ impl GpuBackend {
                 let views = rotated
                     .iter()
                     .zip(digits)
-                    .map(|(buffer, d)| Limbs::new(buffer, d.moduli))
+                    .map(|(buffer, d)| Limbs::whole(buffer, d.moduli))
                     .collect::<Result<Vec<_>>>()?;
                 inner_product_by_parts(self, &views, b, a, out0, out1)
             };
@@ -530,7 +535,10 @@ impl GpuBackend {
             first_u64(&adds, parts)?,
         );
         let tables = self.conversion(p_moduli, q_moduli)?;
-        let p_part = self.scratch(parts * p_count)?;
+        let p_part = self.scratch(
+            parts * p_count,
+            x.iter().any(Limbs::is_sensitive) || addend.iter().flatten().any(Limbs::is_sensitive),
+        )?;
         let mut touched: Vec<&Buffer> = x.iter().map(|v| v.buffer).collect();
         touched.extend(out.iter().map(|o| &*o.buffer));
         touched.extend(addend.iter().flatten().map(|e| e.buffer));
@@ -631,7 +639,7 @@ impl GpuBackend {
             kept,
         )?;
         let scale = self.rescale_scale(kept, last)?;
-        let top = self.scratch(parts)?;
+        let top = self.scratch(parts, x.iter().any(Limbs::is_sensitive))?;
         let mut touched: Vec<&Buffer> = x.iter().map(|v| v.buffer).collect();
         touched.extend(out.iter().map(|o| &*o.buffer));
         touched.extend([&top, &*scale]);
@@ -706,7 +714,7 @@ impl GpuBackend {
         }
         let parts = out.len();
         let y_scale = self.decompose_scale(c.moduli, alpha)?;
-        let y = self.scratch(count)?;
+        let y = self.scratch(count, c.is_sensitive())?;
         let mut touched: Vec<&Buffer> = vec![c.buffer, &y, &y_scale];
         touched.extend(out.iter().map(|o| &*o.buffer));
         touched.extend(tables.iter().map(|t| &t.table));
