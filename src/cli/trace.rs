@@ -11,8 +11,8 @@ use hemem_memory::trace::analysis::peaks_for_threshold;
 use hemem_memory::trace::{LifetimeHistogram, Trace};
 use serde::Serialize;
 
-use super::plot::{self, Panel, Series};
 use super::report::human_bytes;
+use hemem::plot::{self, Panel, Series};
 
 /// Arguments of `hemem trace`.
 #[derive(Debug, clap::Args)]

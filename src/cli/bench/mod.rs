@@ -2,6 +2,7 @@
 
 mod alloc;
 mod ckks;
+mod oversub;
 
 /// Arguments of `hemem bench`.
 #[derive(Debug, clap::Args)]
@@ -20,6 +21,13 @@ enum Command {
     /// (GPU by default), per memory policy, with the NTT's bandwidth against
     /// a device-to-device copy.
     Ckks(ckks::Args),
+    /// The oversubscription sweep: presets × budgets × policies ×
+    /// operations, each cell in a child process with a time limit; CSV
+    /// (resumable), markdown and PNG figures (`--plot-only CSV` redraws).
+    Oversub(oversub::Args),
+    /// One cell of the sweep, as a child process: prints one JSON line.
+    #[command(hide = true)]
+    OversubCell(oversub::CellArgs),
 }
 
 /// Runs `hemem bench`.
@@ -27,5 +35,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     match &args.command {
         Command::Alloc(a) => alloc::run(a),
         Command::Ckks(a) => ckks::run(a),
+        Command::Oversub(a) => oversub::run(a),
+        Command::OversubCell(a) => oversub::run_cell(a),
     }
 }
