@@ -1,6 +1,6 @@
-//! `hemem bench oversub`, end to end on the CPU with test presets, and the
-//! figures drawn from the committed sample CSV (synthetic numbers, not
-//! measurements).
+//! `hemem bench oversub` and `hemem bench bm-bootstrap`, end to end on the
+//! CPU with test presets, and the figures drawn from the committed sample
+//! CSV (synthetic numbers, not measurements).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -163,4 +163,61 @@ fn the_cell_command_prints_one_json_record() {
     let bad = hemem(&["bench", "oversub", "--ops", "divide", "--device", "cpu"]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown operation"));
+}
+
+#[test]
+fn bm_bootstrap_runs_test_presets_in_sequence_and_sweeps_the_pool_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("bm");
+    let out = hemem(&[
+        "bench",
+        "bm-bootstrap",
+        "--presets",
+        "test-FTb,test-FTa",
+        "--device",
+        "cpu",
+        "--iterations",
+        "1",
+        "--thresholds",
+        "50,100",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut reader = csv::Reader::from_path(out_dir.join("bm-bootstrap.csv")).unwrap();
+    let rows: Vec<serde_json::Map<String, serde_json::Value>> = reader
+        .deserialize::<std::collections::HashMap<String, String>>()
+        .map(|r| {
+            r.unwrap()
+                .into_iter()
+                .map(|(k, v)| (k, serde_json::Value::from(v)))
+                .collect()
+        })
+        .collect();
+    assert_eq!(rows.len(), 2 + 2 * 2, "two recordings, two replays per cap");
+    let presets: Vec<&str> = rows.iter().map(|r| r["preset"].as_str().unwrap()).collect();
+    assert_eq!(presets[..2], ["test-FTb", "test-FTa"], "in the order given");
+    for r in &rows {
+        assert_eq!(r["status"], "ok", "{r:?}");
+        let bits: f64 = r["precision_bits"].as_str().unwrap().parse().unwrap();
+        assert!(bits > 10.0, "{r:?}");
+    }
+    assert!(
+        rows.iter()
+            .filter(|r| r["pass"] == "profiled")
+            .all(|r| r["policy"] == "profiled")
+    );
+    assert_png(&out_dir.join("bm-bootstrap-threshold.png"));
+    assert!(out_dir.join("bm-bootstrap.md").is_file());
+    // The merged trace is `hemem trace analyze`'s input; the command ran it.
+    let trace =
+        hemem::memory::trace::Trace::read_file(&out_dir.join("bm-bootstrap-trace.csv")).unwrap();
+    assert!(!trace.records.is_empty());
+    assert_png(&out_dir.join("bm-bootstrap-trace-lifetimes.png"));
+    assert_png(&out_dir.join("bm-bootstrap-trace-scatter.png"));
+    assert_png(&out_dir.join("bm-bootstrap-trace-peaks.png"));
 }

@@ -1,6 +1,7 @@
 //! `hemem bench`: benchmarks run from the CLI (GPU ones need a GPU).
 
 mod alloc;
+mod bm_bootstrap;
 mod ckks;
 mod oversub;
 
@@ -28,6 +29,11 @@ enum Command {
     /// One cell of the sweep, as a child process: prints one JSON line.
     #[command(hide = true)]
     OversubCell(oversub::CellArgs),
+    /// BM-bootstrap: bootstrapping on every bootstrappable preset in
+    /// sequence as one workload; per-preset time and peak pooled memory,
+    /// its allocation trace, and a sweep of the profiled policy's cap on
+    /// peak pooled bytes.
+    BmBootstrap(bm_bootstrap::Args),
 }
 
 /// Runs `hemem bench`.
@@ -37,5 +43,6 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         Command::Ckks(a) => ckks::run(a),
         Command::Oversub(a) => oversub::run(a),
         Command::OversubCell(a) => oversub::run_cell(a),
+        Command::BmBootstrap(a) => bm_bootstrap::run(a),
     }
 }
