@@ -24,8 +24,12 @@ pub trait CellRunner {
 }
 
 /// Runs each cell in a child process: `program prefix… --preset … --budget
-/// … --policy … --op … --warmup W --iterations K --device D`, which prints
-/// one [`CellRecord`] as a JSON line (`hemem bench oversub-cell` does).
+/// … --policy … --op … --warmup W --iterations K --device D
+/// --exit-with-parent`, which prints one [`CellRecord`] as a JSON line
+/// (`hemem bench oversub-cell` does). The child's standard input is a pipe
+/// held open while the runner waits; with `--exit-with-parent` the child
+/// exits when it closes, so a sweep killed from outside leaves no cell
+/// holding the GPU.
 /// A child still running at the time limit is killed and its cell marked
 /// [`CellStatus::Timeout`]; one that exits without a record is
 /// [`CellStatus::Crashed`] (a signal, an abort, the out-of-memory killer),
@@ -111,6 +115,7 @@ impl ChildProcessRunner {
                 Divergence::Error => "error".into(),
                 Divergence::FallBackToStatic => "static".into(),
             },
+            "--exit-with-parent".into(),
         ]
         .into_iter()
         .map(OsString::from)
@@ -147,7 +152,9 @@ impl ChildProcessRunner {
         let child = Command::new(&self.program)
             .args(&self.prefix)
             .args(self.cell_args(cell, traces))
-            .stdin(Stdio::null())
+            // The child exits when this pipe closes (`--exit-with-parent`):
+            // a sweep that is itself killed leaves no cell running.
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn();
@@ -160,9 +167,12 @@ impl ChildProcessRunner {
                 );
             }
         };
+        let parent_alive = child.stdin.take();
         let stdout = reader(child.stdout.take());
         let stderr = reader(child.stderr.take());
-        let Some(status) = wait_until(&mut child, started + self.time_limit) else {
+        let status = wait_until(&mut child, started + self.time_limit);
+        drop(parent_alive);
+        let Some(status) = status else {
             // The readers are left to finish on their own: a process the
             // child started may still hold its pipes open.
             drop((stdout, stderr));
@@ -347,7 +357,7 @@ mod tests {
         assert_eq!(
             args.join(" "),
             "--preset test-FTb --budget 2GiB --policy device --op add --warmup 1 \
-             --iterations 2 --device cpu --on-divergence error --trace t.csv"
+             --iterations 2 --device cpu --on-divergence error --exit-with-parent --trace t.csv"
         );
     }
 

@@ -101,6 +101,25 @@ pub struct CellArgs {
     /// The recording a profiled cell replays.
     #[arg(long)]
     trace: Option<PathBuf>,
+    /// Exit as soon as standard input closes (the sweep that started this
+    /// cell has gone).
+    #[arg(long)]
+    exit_with_parent: bool,
+}
+
+/// Exits the process when standard input reaches its end: the parent sweep
+/// holds the other end of the pipe until it has the cell's report.
+fn exit_with_parent() {
+    std::thread::spawn(|| {
+        use std::io::Read as _;
+        let mut byte = [0u8; 1];
+        loop {
+            match std::io::stdin().read(&mut byte) {
+                Ok(0) | Err(_) => std::process::exit(3),
+                Ok(_) => {}
+            }
+        }
+    });
 }
 
 fn divergence(d: OnDivergence) -> Divergence {
@@ -193,6 +212,9 @@ fn report(csv: &std::path::Path, records: Option<&[oversub::CellRecord]>) -> any
 /// Runs `hemem bench oversub-cell`: measures one cell in this process and
 /// prints its record as one JSON line (a failure is a status in it).
 pub fn run_cell(args: &CellArgs) -> anyhow::Result<()> {
+    if args.exit_with_parent {
+        exit_with_parent();
+    }
     let cell = Cell {
         preset: args.preset.parse()?,
         budget: args.budget.parse()?,
