@@ -4,8 +4,14 @@
 //! This facade re-exports the crates of the workspace:
 //! [`ckks`] (parameters, encoding, keys, evaluator, backends),
 //! [`memory`] (memory classes, allocators, statistics) and
-//! [`bootstrap`].
+//! [`bootstrap`]. Its own code is the benchmark engines the `hemem bench`
+//! commands drive ([`mod@bench`]) and their PNG plots ([`plot`]).
 
+pub mod bench;
+mod error;
+pub mod plot;
+
+pub use error::{Error, Result};
 pub use hemem_bootstrap as bootstrap;
 pub use hemem_ckks as ckks;
 pub use hemem_memory as memory;

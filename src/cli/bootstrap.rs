@@ -6,12 +6,13 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use hemem::bench::measure::{Snapshot, peak_rss_bytes, peaks, settle_copies};
 use hemem_bootstrap::linear_transform::DiagonalStorage;
 use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice};
 use hemem_bootstrap::{BootstrapKeys, Bootstrapper};
 use hemem_ckks::prelude::*;
 use hemem_ckks::sampling::Sampler;
-use hemem_memory::{DriverTime, MemoryClass, Placement, Statistics};
+use hemem_memory::MemoryClass;
 use num_complex::Complex64;
 use serde::Serialize;
 
@@ -202,118 +203,6 @@ struct Report {
     /// Bytes evicted per memory class during the last bootstrap.
     #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
     last_evicted_bytes_by_class: serde_json::Map<String, serde_json::Value>,
-}
-
-/// The memory system's counters at one moment, to tell what one bootstrap
-/// moved.
-struct Snapshot {
-    statistics: Statistics,
-    driver: Option<DriverTime>,
-}
-
-/// What the memory system did between two snapshots.
-struct Movement {
-    to_device: u64,
-    evicted: u64,
-    evictions: u64,
-    pool_trims: u64,
-    /// Host milliseconds in the residency driver's calls, by kind (GPU only).
-    driver_ms: Option<serde_json::Map<String, serde_json::Value>>,
-    evicted_by_class: serde_json::Map<String, serde_json::Value>,
-}
-
-impl Snapshot {
-    fn take(context: &Context) -> Self {
-        Self {
-            statistics: context.memory_statistics(),
-            driver: context
-                .backend()
-                .allocator()
-                .residency()
-                .map(|r| r.driver_time()),
-        }
-    }
-
-    fn since(&self, before: &Self) -> Movement {
-        let (now, then) = (self.statistics.total(), before.statistics.total());
-        let delta_ms = |after: u64, before: u64| {
-            serde_json::Value::from(after.saturating_sub(before) as f64 / 1e6)
-        };
-        let driver_ms = self.driver.zip(before.driver).map(|(a, b)| {
-            [
-                ("order", delta_ms(a.order_ns, b.order_ns)),
-                ("trim", delta_ms(a.trim_ns, b.trim_ns)),
-                ("advise_on", delta_ms(a.advise_on_ns, b.advise_on_ns)),
-                ("advise_off", delta_ms(a.advise_off_ns, b.advise_off_ns)),
-                ("to_device", delta_ms(a.to_device_ns, b.to_device_ns)),
-                ("to_host", delta_ms(a.to_host_ns, b.to_host_ns)),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v))
-            .collect()
-        });
-        let evicted_by_class = MemoryClass::ALL
-            .into_iter()
-            .map(|c| {
-                let b = self.statistics.class(c).prefetched_to_host
-                    - before.statistics.class(c).prefetched_to_host;
-                (c.name().to_owned(), serde_json::Value::from(b))
-            })
-            .filter(|(_, b)| b.as_u64() != Some(0))
-            .collect();
-        Movement {
-            to_device: now.prefetched_to_device - then.prefetched_to_device,
-            evicted: now.prefetched_to_host - then.prefetched_to_host,
-            evictions: now.evictions - then.evictions,
-            pool_trims: self.statistics.pool_trims() - before.statistics.pool_trims(),
-            driver_ms,
-            evicted_by_class,
-        }
-    }
-}
-
-/// The process's peak resident set size, where Linux reports it.
-fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
-/// Peak bytes per class; and on a GPU, pooled plus managed peaks per class.
-pub fn peaks(
-    statistics: &Statistics,
-    device: bool,
-) -> (
-    serde_json::Map<String, serde_json::Value>,
-    Option<serde_json::Map<String, serde_json::Value>>,
-) {
-    let all = statistics
-        .peak_bytes_by_class()
-        .into_iter()
-        .map(|(c, b)| (c.name().to_owned(), serde_json::Value::from(b)))
-        .collect();
-    let device = device.then(|| {
-        MemoryClass::ALL
-            .into_iter()
-            .map(|c| {
-                let b = statistics.get(c, Placement::DevicePool).bytes.peak
-                    + statistics.get(c, Placement::Managed).bytes.peak;
-                (c.name().to_owned(), serde_json::Value::from(b))
-            })
-            .collect()
-    });
-    (all, device)
-}
-
-/// Waits for both of the GPU's streams (fetches ahead of use run on the
-/// copy stream), so that CUPTI has seen every copy queued so far.
-fn settle_copies(context: &Context) -> anyhow::Result<()> {
-    context.backend().synchronize()?;
-    if let Some(gpu) = context.backend().allocator().device() {
-        gpu.synchronize(hemem_memory::StreamId::Copy)?;
-    }
-    Ok(())
 }
 
 /// Runs the command.

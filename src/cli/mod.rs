@@ -15,7 +15,6 @@ mod demo;
 mod keygen;
 mod memory;
 mod params;
-mod plot;
 mod report;
 mod trace;
 

@@ -1,7 +1,9 @@
 //! `hemem trace analyze FILE`: what an allocation trace says — the lifetime
 //! histogram (the hybrid-UM paper reports about 92 % of bootstrapping's
 //! objects living under one second), and peak pooled and managed bytes if
-//! allocations living less than a threshold were pooled — with PNG plots.
+//! allocations living less than a threshold were pooled — with PNG plots,
+//! and the scatter of allocation and free times by allocation id (the
+//! paper's Figure 7).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -11,8 +13,8 @@ use hemem_memory::trace::analysis::peaks_for_threshold;
 use hemem_memory::trace::{LifetimeHistogram, Trace};
 use serde::Serialize;
 
-use super::plot::{self, Panel, Series};
 use super::report::human_bytes;
+use hemem::plot::{self, Panel, Series};
 
 /// Arguments of `hemem trace`.
 #[derive(Debug, clap::Args)]
@@ -102,6 +104,17 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
 }
 
+/// `hemem trace analyze FILE --out OUT` with the default threshold, for
+/// commands that write a trace (`hemem bench bm-bootstrap`).
+pub fn analyze_file(file: &Path, out: Option<PathBuf>) -> anyhow::Result<()> {
+    analyze(&AnalyzeArgs {
+        file: file.to_path_buf(),
+        threshold: 1.0,
+        out,
+        json: false,
+    })
+}
+
 fn analyze(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let threshold = Duration::try_from_secs_f64(args.threshold)
         .context("--threshold must be a non-negative number of seconds")?;
@@ -173,6 +186,37 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<()> {
     )?;
     let end = trace.end_ns();
     let start = trace.records.iter().map(|r| r.alloc_ns).min().unwrap_or(0);
+    // The paper's Figure 7: when each allocation was made and freed, by id
+    // (buffers alive at the end count as freed at the end).
+    let scatter_png = out.join(format!("{name}-scatter.png"));
+    let seconds = |ns: u64| ns.saturating_sub(start) as f64 * 1e-9;
+    plot::scatter(
+        &scatter_png,
+        &Panel {
+            title: "allocations and frees by allocation id".into(),
+            x_label: "allocation id".into(),
+            y_label: "seconds since the first allocation".into(),
+            series: vec![
+                Series {
+                    name: "freed".into(),
+                    points: trace
+                        .records
+                        .iter()
+                        .map(|r| (r.id.0 as f64, seconds(r.free_ns.unwrap_or(end))))
+                        .collect(),
+                },
+                Series {
+                    name: "allocated".into(),
+                    points: trace
+                        .records
+                        .iter()
+                        .map(|r| (r.id.0 as f64, seconds(r.alloc_ns)))
+                        .collect(),
+                },
+            ],
+            x_ticks: |x| format!("{x:.0}"),
+        },
+    )?;
     let report = Report {
         file: args.file.display().to_string(),
         allocations: histogram.total(),
@@ -194,6 +238,7 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<()> {
         plots: vec![
             lifetimes_png.display().to_string(),
             peaks_png.display().to_string(),
+            scatter_png.display().to_string(),
         ],
     };
     if args.json {

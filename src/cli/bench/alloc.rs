@@ -34,8 +34,8 @@ use hemem_memory::{
     Placement, PolicyConfig, StreamId,
 };
 
-use crate::cli::plot::{self, Panel, Series};
 use crate::cli::report::human_bytes;
+use hemem::plot::{self, Panel, Series};
 
 const MIB: u64 = 1 << 20;
 
@@ -464,7 +464,8 @@ fn grid_plot(path: &Path, working_sets: &[u32], rows: &[GridRow]) -> anyhow::Res
                 r.butterfly_pass_ms
             }),
         ],
-    )
+    )?;
+    Ok(())
 }
 
 /// Runs the micro-benchmark.

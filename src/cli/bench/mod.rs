@@ -1,7 +1,9 @@
 //! `hemem bench`: benchmarks run from the CLI (GPU ones need a GPU).
 
 mod alloc;
+mod bm_bootstrap;
 mod ckks;
+mod oversub;
 
 /// Arguments of `hemem bench`.
 #[derive(Debug, clap::Args)]
@@ -20,6 +22,18 @@ enum Command {
     /// (GPU by default), per memory policy, with the NTT's bandwidth against
     /// a device-to-device copy.
     Ckks(ckks::Args),
+    /// The oversubscription sweep: presets × budgets × policies ×
+    /// operations, each cell in a child process with a time limit; CSV
+    /// (resumable), markdown and PNG figures (`--plot-only CSV` redraws).
+    Oversub(oversub::Args),
+    /// One cell of the sweep, as a child process: prints one JSON line.
+    #[command(hide = true)]
+    OversubCell(oversub::CellArgs),
+    /// BM-bootstrap: bootstrapping on every bootstrappable preset in
+    /// sequence as one workload; per-preset time and peak pooled memory,
+    /// its allocation trace, and a sweep of the profiled policy's cap on
+    /// peak pooled bytes.
+    BmBootstrap(bm_bootstrap::Args),
 }
 
 /// Runs `hemem bench`.
@@ -27,5 +41,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     match &args.command {
         Command::Alloc(a) => alloc::run(a),
         Command::Ckks(a) => ckks::run(a),
+        Command::Oversub(a) => oversub::run(a),
+        Command::OversubCell(a) => oversub::run_cell(a),
+        Command::BmBootstrap(a) => bm_bootstrap::run(a),
     }
 }

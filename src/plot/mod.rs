@@ -1,23 +1,30 @@
 //! PNG plots for the benchmark and trace commands (plotters, bitmap backend,
-//! with an embedded DejaVu Sans Mono font so no system fonts are needed).
+//! with an embedded DejaVu Sans Mono font so no system fonts are needed):
+//! line panels, a bar chart, grouped bars per panel (the oversubscription
+//! sweep's figure) and a scatter of points.
+
+mod grouped;
+
+pub use grouped::{Bar, BarGroup, BarPanel, grouped_bars};
 
 use std::path::Path;
 use std::sync::Once;
 
-use anyhow::{Context as _, anyhow};
 use plotters::prelude::*;
 use plotters::style::FontStyle;
+
+use crate::{Error, Result};
 
 /// DejaVu Sans Mono (Bitstream Vera license, see `DejaVu-LICENSE`).
 const FONT: &[u8] = include_bytes!("DejaVuSansMono.ttf");
 const FAMILY: &str = "sans-serif";
 
-fn register_font() -> anyhow::Result<()> {
+fn register_font() -> Result<()> {
     static REGISTER: Once = Once::new();
     let mut result = Ok(());
     REGISTER.call_once(|| {
         result = plotters::style::register_font(FAMILY, FontStyle::Normal, FONT)
-            .map_err(|_| anyhow!("the embedded font does not parse"));
+            .map_err(|_| Error::Font);
     });
     result
 }
@@ -46,8 +53,12 @@ pub struct Panel {
     pub x_ticks: fn(&f64) -> String,
 }
 
-fn plot_error<E: std::fmt::Display>(e: E) -> anyhow::Error {
-    anyhow!("plotting failed: {e}")
+/// Wraps a drawing error with the file being drawn.
+fn plot_error<E: std::error::Error + Send + Sync + 'static>(path: &Path) -> impl Fn(E) -> Error {
+    move |e| Error::Plot {
+        path: path.to_path_buf(),
+        source: Box::new(e),
+    }
 }
 
 fn bounds(panels: &[Panel]) -> Vec<((f64, f64), (f64, f64))> {
@@ -72,11 +83,11 @@ fn bounds(panels: &[Panel]) -> Vec<((f64, f64), (f64, f64))> {
 ///
 /// # Errors
 /// Drawing or file errors.
-pub fn line_panels(path: &Path, panels: &[Panel]) -> anyhow::Result<()> {
+pub fn line_panels(path: &Path, panels: &[Panel]) -> Result<()> {
     register_font()?;
     let width = 720 * u32::try_from(panels.len().max(1)).unwrap_or(1);
     let root = BitMapBackend::new(path, (width, 540)).into_drawing_area();
-    root.fill(&WHITE).map_err(plot_error)?;
+    root.fill(&WHITE).map_err(plot_error(path))?;
     let areas = root.split_evenly((1, panels.len().max(1)));
     for ((panel, area), ((x0, x1), (y0, y1))) in panels.iter().zip(&areas).zip(bounds(panels)) {
         let mut chart = ChartBuilder::on(area)
@@ -85,7 +96,7 @@ pub fn line_panels(path: &Path, panels: &[Panel]) -> anyhow::Result<()> {
             .x_label_area_size(40)
             .y_label_area_size(70)
             .build_cartesian_2d(x0..x1, y0..y1)
-            .map_err(plot_error)?;
+            .map_err(plot_error(path))?;
         chart
             .configure_mesh()
             .x_desc(&panel.x_label)
@@ -93,7 +104,7 @@ pub fn line_panels(path: &Path, panels: &[Panel]) -> anyhow::Result<()> {
             .x_label_formatter(&panel.x_ticks)
             .label_style((FAMILY, 13))
             .draw()
-            .map_err(plot_error)?;
+            .map_err(plot_error(path))?;
         for (i, series) in panel.series.iter().enumerate() {
             let color = Palette99::pick(i).to_rgba();
             chart
@@ -101,7 +112,7 @@ pub fn line_panels(path: &Path, panels: &[Panel]) -> anyhow::Result<()> {
                     series.points.clone(),
                     color.stroke_width(2),
                 ))
-                .map_err(plot_error)?
+                .map_err(plot_error(path))?
                 .label(series.name.clone())
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
@@ -113,7 +124,7 @@ pub fn line_panels(path: &Path, panels: &[Panel]) -> anyhow::Result<()> {
                         .iter()
                         .map(|&p| Circle::new(p, 3, color.filled())),
                 )
-                .map_err(plot_error)?;
+                .map_err(plot_error(path))?;
         }
         chart
             .configure_series_labels()
@@ -121,11 +132,9 @@ pub fn line_panels(path: &Path, panels: &[Panel]) -> anyhow::Result<()> {
             .border_style(BLACK)
             .label_font((FAMILY, 13))
             .draw()
-            .map_err(plot_error)?;
+            .map_err(plot_error(path))?;
     }
-    root.present()
-        .map_err(plot_error)
-        .with_context(|| format!("writing {}", path.display()))
+    root.present().map_err(plot_error(path))
 }
 
 /// Draws a bar chart of `values` over the category `labels` into a PNG.
@@ -138,10 +147,10 @@ pub fn bars(
     labels: &[String],
     values: &[f64],
     y_label: &str,
-) -> anyhow::Result<()> {
+) -> Result<()> {
     register_font()?;
     let root = BitMapBackend::new(path, (900, 540)).into_drawing_area();
-    root.fill(&WHITE).map_err(plot_error)?;
+    root.fill(&WHITE).map_err(plot_error(path))?;
     let top = values.iter().copied().fold(0.0f64, f64::max).max(1e-9) * 1.15;
     let n = labels.len().max(1);
     let mut chart = ChartBuilder::on(&root)
@@ -150,7 +159,7 @@ pub fn bars(
         .x_label_area_size(60)
         .y_label_area_size(70)
         .build_cartesian_2d(0.0..n as f64, 0.0..top)
-        .map_err(plot_error)?;
+        .map_err(plot_error(path))?;
     let label_at = |x: &f64| {
         let i = x.floor() as usize;
         if (x - x.floor() - 0.5).abs() < 1e-6 {
@@ -167,16 +176,64 @@ pub fn bars(
         .y_desc(y_label)
         .label_style((FAMILY, 12))
         .draw()
-        .map_err(plot_error)?;
+        .map_err(plot_error(path))?;
     chart
         .draw_series(values.iter().enumerate().map(|(i, &v)| {
             let x = i as f64;
             Rectangle::new([(x + 0.1, 0.0), (x + 0.9, v)], BLUE.mix(0.7).filled())
         }))
-        .map_err(plot_error)?;
-    root.present()
-        .map_err(plot_error)
-        .with_context(|| format!("writing {}", path.display()))
+        .map_err(plot_error(path))?;
+    root.present().map_err(plot_error(path))
+}
+
+/// Draws each series of `panel` as points only (no lines) into a PNG at
+/// `path`: the hybrid-UM paper's Figure 7, allocation and free times against
+/// the allocation's id.
+///
+/// # Errors
+/// [`Error::Plot`] for drawing or file errors; [`Error::Font`].
+pub fn scatter(path: &Path, panel: &Panel) -> Result<()> {
+    register_font()?;
+    let root = BitMapBackend::new(path, (900, 600)).into_drawing_area();
+    root.fill(&WHITE).map_err(plot_error(path))?;
+    let bound = bounds(std::slice::from_ref(panel));
+    let ((x0, x1), (y0, y1)) = bound.first().copied().unwrap_or(((0.0, 1.0), (0.0, 1.0)));
+    let mut chart = ChartBuilder::on(&root)
+        .caption(&panel.title, (FAMILY, 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(x0..x1, y0..y1)
+        .map_err(plot_error(path))?;
+    chart
+        .configure_mesh()
+        .x_desc(&panel.x_label)
+        .y_desc(&panel.y_label)
+        .x_label_formatter(&panel.x_ticks)
+        .label_style((FAMILY, 13))
+        .draw()
+        .map_err(plot_error(path))?;
+    for (i, series) in panel.series.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(
+                series
+                    .points
+                    .iter()
+                    .map(|&p| Circle::new(p, 2, color.filled())),
+            )
+            .map_err(plot_error(path))?
+            .label(series.name.clone())
+            .legend(move |(x, y)| Circle::new((x + 6, y), 4, color.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .label_font((FAMILY, 13))
+        .draw()
+        .map_err(plot_error(path))?;
+    root.present().map_err(plot_error(path))
 }
 
 #[cfg(test)]
@@ -198,7 +255,33 @@ mod tests {
             x_ticks: |x| format!("{x:.0}"),
         };
         let lines = dir.join("lines.png");
-        line_panels(&lines, &[panel.clone(), panel]).expect("lines");
+        line_panels(&lines, &[panel.clone(), panel.clone()]).expect("lines");
+        let dots = dir.join("scatter.png");
+        scatter(&dots, &panel).expect("scatter");
+        let grouped = dir.join("grouped.png");
+        let panels = vec![BarPanel {
+            title: "test-FGb".into(),
+            groups: vec![BarGroup {
+                label: "add".into(),
+                bars: vec![
+                    Bar {
+                        series: 0,
+                        value: Some(1.5),
+                        range: Some((1.0, 2.0)),
+                        mark: None,
+                    },
+                    Bar {
+                        series: 1,
+                        value: None,
+                        range: None,
+                        mark: Some("over budget".into()),
+                    },
+                ],
+            }],
+        }];
+        let names = ["device".to_owned(), "managed".to_owned()];
+        grouped_bars(&grouped, &names, "ms", true, &panels).expect("grouped, log");
+        grouped_bars(&grouped, &names, "ms", false, &panels).expect("grouped, linear");
         let bar = dir.join("bars.png");
         bars(
             &bar,
@@ -208,7 +291,7 @@ mod tests {
             "count",
         )
         .expect("bars");
-        for p in [lines, bar] {
+        for p in [lines, bar, dots, grouped] {
             let bytes = std::fs::read(&p).expect("png");
             assert_eq!(bytes.get(1..4), Some(&b"PNG"[..]));
         }
