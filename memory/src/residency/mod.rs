@@ -22,7 +22,8 @@
 //! eviction and set again when the buffer returns.
 //!
 //! Under the `planned` policy the read-only objects are **streamed** instead
-//! (`streamed`): a pinned host master, and a pool slot while resident, fetched
+//! (`streamed`): a pinned host master, and while resident a place in the
+//! streaming arena (`arena`: a few large pool chunks kept for them), fetched
 //! ahead of use along the order [`plan`] records for each phase of work. The
 //! pool's maximum size is the budget, so with no managed memory the budget
 //! is checked on live pooled bytes and the driver caps the footprint.

@@ -1,8 +1,9 @@
 //! Streamed objects: the read-only objects of the `planned` policy.
 //!
 //! A streamed object has a master copy in pinned host memory and, while it
-//! is resident, a device copy in a slot of the pool (so it counts against the
-//! budget with everything else the pool holds). Evicting it frees the slot —
+//! is resident, a device copy in the streaming arena's chunks (`super::arena`)
+//! or, when it is larger than a chunk, in a pool slot of its own; either way
+//! it counts against the budget with everything else the pool holds. Evicting it frees the slot —
 //! nothing is written back once the object is sealed — and bringing it back
 //! is an asynchronous copy on the copy stream, which the compute stream waits
 //! for with an event only when an operation declares the object. With the
