@@ -399,43 +399,11 @@ mod tests {
         use std::sync::Arc;
         use std::sync::atomic::{AtomicU64, Ordering};
 
+        use super::super::super::Residency;
         use super::super::super::driver::mock::{Call, RecordingDriver};
-        use super::super::super::{Eviction, Residency};
+        use super::super::super::streamed::tests::{manager_with_arena, object};
         use super::MIB;
-        use crate::statistics::StatisticsHandle;
         use crate::{AllocationId, MemoryClass, Placement};
-
-        fn manager(
-            budget: u64,
-            arena: bool,
-        ) -> (Arc<Residency>, RecordingDriver, StatisticsHandle) {
-            let driver = RecordingDriver::default();
-            let stats = StatisticsHandle::default();
-            let r = Arc::new(Residency::new(
-                budget,
-                true,
-                Eviction::LeastRecentlyUsed,
-                Box::new(driver.clone()),
-                stats.clone(),
-            ));
-            r.set_streaming_arena(arena);
-            (r, driver, stats)
-        }
-
-        /// Registers sealed object `n` of `bytes` whose master holds data.
-        fn object(r: &Residency, n: u64, bytes: u64) -> Arc<AtomicU64> {
-            let slot = Arc::new(AtomicU64::new(0));
-            r.register_streamed(
-                AllocationId(n),
-                MemoryClass::EvaluationKey,
-                bytes,
-                n,
-                Arc::clone(&slot),
-            );
-            r.master_written(AllocationId(n));
-            r.seal(AllocationId(n)).expect("sealed");
-            slot
-        }
 
         /// Sizes between 4 and 75 MiB, from a fixed linear congruential
         /// sequence (keys of several levels and diagonals).
@@ -461,7 +429,7 @@ mod tests {
             arena: bool,
             runs: usize,
         ) -> (u64, Arc<Residency>, RecordingDriver) {
-            let (r, d, stats) = manager(budget, arena);
+            let (r, d, stats) = manager_with_arena(budget, arena);
             let slots: HashMap<u64, (Arc<AtomicU64>, u64)> = sizes
                 .iter()
                 .enumerate()
@@ -576,7 +544,7 @@ mod tests {
 
         #[test]
         fn an_object_larger_than_a_chunk_takes_a_slot_of_its_own() {
-            let (r, d, _) = manager(4 << 30, true);
+            let (r, d, _) = manager_with_arena(4 << 30, true);
             object(&r, 1, 10 * MIB);
             object(&r, 2, 100 * MIB);
             drop(r.prepare(&[AllocationId(1)]).expect("fits"));

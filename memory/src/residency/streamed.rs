@@ -571,7 +571,7 @@ impl Residency {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::driver::mock::{Call, RecordingDriver};
     use super::*;
     use crate::statistics::StatisticsHandle;
@@ -583,16 +583,18 @@ mod tests {
     /// placement has its own tests, in `arena`; the decisions here are the
     /// same with it).
     fn manager(budget: u64) -> (Arc<Residency>, RecordingDriver, StatisticsHandle) {
-        let driver = RecordingDriver::default();
-        let stats = StatisticsHandle::default();
-        let r = Arc::new(Residency::new(
-            budget,
-            true,
-            crate::Eviction::LeastRecentlyUsed,
-            Box::new(driver.clone()),
-            stats.clone(),
-        ));
-        r.set_streaming_arena(false);
+        manager_with_arena(budget, false)
+    }
+
+    /// A manager with streamed objects in the arena (`arena`) or in a pool
+    /// slot each.
+    pub(in crate::residency) fn manager_with_arena(
+        budget: u64,
+        arena: bool,
+    ) -> (Arc<Residency>, RecordingDriver, StatisticsHandle) {
+        let (r, driver, stats) =
+            super::super::tests::manager_with(budget, true, crate::Eviction::LeastRecentlyUsed);
+        r.set_streaming_arena(arena);
         (r, driver, stats)
     }
 
@@ -602,7 +604,7 @@ mod tests {
 
     /// Registers object `n` (master address `n`) and makes its master hold
     /// data, as a loaded key's does, sealed.
-    fn object(r: &Residency, n: u64, bytes: u64) -> Arc<AtomicU64> {
+    pub(in crate::residency) fn object(r: &Residency, n: u64, bytes: u64) -> Arc<AtomicU64> {
         let slot = Arc::new(AtomicU64::new(0));
         r.register_streamed(
             id(n),
