@@ -120,14 +120,14 @@ impl Arena {
         bytes.div_ceil(ALIGN) * ALIGN
     }
 
-    /// The size of the chunks: twice the largest object (`largest`), and
-    /// at least an eighth of `budget` up to [`LARGE_CHUNK`]; whole pool
-    /// granules from [`LARGE_CHUNK`] on, whole GPU pages below. Fixed by
-    /// the first call.
-    pub(super) fn chunk_bytes(&mut self, largest: u64, budget: u64) -> u64 {
+    /// The size of the chunks: twice the largest object (`largest`, asked
+    /// for once), and at least an eighth of `budget` up to [`LARGE_CHUNK`];
+    /// whole pool granules from [`LARGE_CHUNK`] on, whole GPU pages below.
+    /// Fixed by the first call.
+    pub(super) fn chunk_bytes(&mut self, largest: impl FnOnce() -> u64, budget: u64) -> u64 {
         if self.chunk_bytes == 0 {
             let floor = LARGE_CHUNK.min(budget / 8);
-            let want = floor.max(Self::footprint(largest).saturating_mul(2));
+            let want = floor.max(Self::footprint(largest()).saturating_mul(2));
             let granule = if want >= LARGE_CHUNK {
                 POOL_GRANULE
             } else {
@@ -235,12 +235,12 @@ impl Residency {
         limit: u64,
         beyond: Option<usize>,
     ) -> Result<Option<DevicePtr>> {
-        let largest = s.streamed.entries.values().map(|e| e.bytes).max();
-        let budget = s.budget;
-        let chunk_bytes = s
-            .streamed
-            .arena
-            .chunk_bytes(largest.unwrap_or(bytes), budget);
+        // Sized for the largest object known when the first chunk is made
+        // (keys are loaded before they are used); not searched again.
+        let streamed = &mut s.streamed;
+        let entries = &streamed.entries;
+        let largest = || entries.values().map(|e| e.bytes).max().unwrap_or(bytes);
+        let chunk_bytes = streamed.arena.chunk_bytes(largest, s.budget);
         if !s.streamed.arena.holds(bytes) {
             return Ok(None);
         }
@@ -337,7 +337,7 @@ mod tests {
     fn objects_take_the_smallest_hole_and_freed_ranges_merge() {
         let mut a = Arena::default();
         assert_eq!(
-            a.chunk_bytes(100 * MIB, 1 << 40),
+            a.chunk_bytes(|| 100 * MIB, 1 << 40),
             224 * MIB,
             "twice 100 MiB, in 32 MiB granules"
         );
@@ -369,13 +369,13 @@ mod tests {
     fn stable_objects_fill_from_the_low_chunks_and_streaming_ones_from_the_high() {
         let mut a = Arena::default();
         assert_eq!(
-            a.chunk_bytes(10 * MIB, 1 << 30),
+            a.chunk_bytes(|| 10 * MIB, 1 << 30),
             128 * MIB,
             "an eighth of the budget"
         );
-        assert_eq!(Arena::default().chunk_bytes(3 * MIB, 64 * MIB), 8 * MIB);
+        assert_eq!(Arena::default().chunk_bytes(|| 3 * MIB, 64 * MIB), 8 * MIB);
         assert_eq!(
-            Arena::default().chunk_bytes(7 * MIB + 1, 64 * MIB),
+            Arena::default().chunk_bytes(|| 7 * MIB + 1, 64 * MIB),
             16 * MIB
         );
         a.add(DevicePtr(1 << 40), 128 * MIB);
