@@ -89,22 +89,8 @@ pub fn line_panels(path: &Path, panels: &[Panel]) -> Result<()> {
     let root = BitMapBackend::new(path, (width, 540)).into_drawing_area();
     root.fill(&WHITE).map_err(plot_error(path))?;
     let areas = root.split_evenly((1, panels.len().max(1)));
-    for ((panel, area), ((x0, x1), (y0, y1))) in panels.iter().zip(&areas).zip(bounds(panels)) {
-        let mut chart = ChartBuilder::on(area)
-            .caption(&panel.title, (FAMILY, 20))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d(x0..x1, y0..y1)
-            .map_err(plot_error(path))?;
-        chart
-            .configure_mesh()
-            .x_desc(&panel.x_label)
-            .y_desc(&panel.y_label)
-            .x_label_formatter(&panel.x_ticks)
-            .label_style((FAMILY, 13))
-            .draw()
-            .map_err(plot_error(path))?;
+    for ((panel, area), bound) in panels.iter().zip(&areas).zip(bounds(panels)) {
+        let mut chart = xy_chart(area, panel, bound, path)?;
         for (i, series) in panel.series.iter().enumerate() {
             let color = Palette99::pick(i).to_rgba();
             chart
@@ -126,15 +112,52 @@ pub fn line_panels(path: &Path, panels: &[Panel]) -> Result<()> {
                 )
                 .map_err(plot_error(path))?;
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .label_font((FAMILY, 13))
-            .draw()
-            .map_err(plot_error(path))?;
+        draw_legend(&mut chart, path)?;
     }
     root.present().map_err(plot_error(path))
+}
+
+type XyChart<'a, 'b> = ChartContext<
+    'a,
+    BitMapBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// A chart of `panel` on `area` over `((x0, x1), (y0, y1))`: its caption,
+/// axis descriptions and tick labels drawn.
+fn xy_chart<'a, 'b>(
+    area: &'a DrawingArea<BitMapBackend<'b>, plotters::coord::Shift>,
+    panel: &Panel,
+    ((x0, x1), (y0, y1)): ((f64, f64), (f64, f64)),
+    path: &Path,
+) -> Result<XyChart<'a, 'b>> {
+    let mut chart = ChartBuilder::on(area)
+        .caption(&panel.title, (FAMILY, 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(x0..x1, y0..y1)
+        .map_err(plot_error(path))?;
+    chart
+        .configure_mesh()
+        .x_desc(&panel.x_label)
+        .y_desc(&panel.y_label)
+        .x_label_formatter(&panel.x_ticks)
+        .label_style((FAMILY, 13))
+        .draw()
+        .map_err(plot_error(path))?;
+    Ok(chart)
+}
+
+/// The series' legend, in the chart's upper right corner.
+fn draw_legend<'a, 'b: 'a>(chart: &mut XyChart<'a, 'b>, path: &Path) -> Result<()> {
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .label_font((FAMILY, 13))
+        .draw()
+        .map_err(plot_error(path))
 }
 
 /// Draws a bar chart of `values` over the category `labels` into a PNG.
@@ -197,22 +220,8 @@ pub fn scatter(path: &Path, panel: &Panel) -> Result<()> {
     let root = BitMapBackend::new(path, (900, 600)).into_drawing_area();
     root.fill(&WHITE).map_err(plot_error(path))?;
     let bound = bounds(std::slice::from_ref(panel));
-    let ((x0, x1), (y0, y1)) = bound.first().copied().unwrap_or(((0.0, 1.0), (0.0, 1.0)));
-    let mut chart = ChartBuilder::on(&root)
-        .caption(&panel.title, (FAMILY, 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(x0..x1, y0..y1)
-        .map_err(plot_error(path))?;
-    chart
-        .configure_mesh()
-        .x_desc(&panel.x_label)
-        .y_desc(&panel.y_label)
-        .x_label_formatter(&panel.x_ticks)
-        .label_style((FAMILY, 13))
-        .draw()
-        .map_err(plot_error(path))?;
+    let bound = bound.first().copied().unwrap_or(((0.0, 1.0), (0.0, 1.0)));
+    let mut chart = xy_chart(&root, panel, bound, path)?;
     for (i, series) in panel.series.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
         chart
@@ -226,13 +235,7 @@ pub fn scatter(path: &Path, panel: &Panel) -> Result<()> {
             .label(series.name.clone())
             .legend(move |(x, y)| Circle::new((x + 6, y), 4, color.filled()));
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .label_font((FAMILY, 13))
-        .draw()
-        .map_err(plot_error(path))?;
+    draw_legend(&mut chart, path)?;
     root.present().map_err(plot_error(path))
 }
 
