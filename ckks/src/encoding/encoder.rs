@@ -248,6 +248,19 @@ impl Encoder {
         })
     }
 
+    /// A plaintext's words in coefficient form, on the host. A decrypted
+    /// plaintext is sensitive: the host copy is zeroed when dropped, as the
+    /// temporary device copy is when released.
+    fn coefficient_words(plaintext: &Plaintext) -> Result<zeroize::Zeroizing<Vec<u64>>> {
+        Ok(zeroize::Zeroizing::new(
+            plaintext
+                .poly
+                .clone_as(MemoryClass::Temporary)?
+                .into_coeff()?
+                .to_words()?,
+        ))
+    }
+
     /// The centred coefficients of a plaintext divided by its scale, as `f64`
     /// (all `N` of them).
     ///
@@ -256,14 +269,7 @@ impl Encoder {
     pub fn coefficients(&self, plaintext: &Plaintext) -> Result<Vec<f64>> {
         self.context.check_same(&plaintext.context)?;
         let n = self.context.params().degree().get();
-        // A decrypted plaintext is sensitive: its copies are zeroed too.
-        let words = zeroize::Zeroizing::new(
-            plaintext
-                .poly
-                .clone_as(MemoryClass::Temporary)?
-                .into_coeff()?
-                .to_words()?,
-        );
+        let words = Self::coefficient_words(plaintext)?;
         let crt = self.context.crt(plaintext.level)?;
         let inv_scale = 1.0 / plaintext.scale.0;
         Ok((0..n)
@@ -284,14 +290,7 @@ impl Encoder {
         let fft = self.context.fft(slots)?;
         let n = self.context.params().degree().get();
         let gap = n / (2 * slots);
-        // A decrypted plaintext is sensitive: its copies are zeroed too.
-        let words = zeroize::Zeroizing::new(
-            plaintext
-                .poly
-                .clone_as(MemoryClass::Temporary)?
-                .into_coeff()?
-                .to_words()?,
-        );
+        let words = Self::coefficient_words(plaintext)?;
         let crt = self.context.crt(plaintext.level)?;
         let inv_scale = 1.0 / plaintext.scale.0;
         let coefficients: Vec<f64> = (0..2 * slots)
