@@ -7,14 +7,9 @@
     missing_docs
 )]
 
-use std::process::Command;
+mod common;
 
-fn hemem(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_hemem"))
-        .args(args)
-        .output()
-        .expect("run hemem")
-}
+use common::hemem;
 
 #[test]
 fn params_json_has_heaan_figures() {

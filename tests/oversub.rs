@@ -9,18 +9,13 @@
     missing_docs
 )]
 
-use std::path::Path;
-use std::process::Command;
+mod common;
 
+use std::path::Path;
+
+use common::hemem;
 use hemem::bench::oversub::CellStatus;
 use hemem::bench::oversub::output::{read_csv, write_report};
-
-fn hemem(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_hemem"))
-        .args(args)
-        .output()
-        .expect("run hemem")
-}
 
 fn assert_png(path: &Path) {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
