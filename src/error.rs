@@ -156,6 +156,7 @@ mod tests {
     fn over_budget_is_found_through_the_layers() {
         let over = || hemem_memory::Error::OverBudget {
             requested: 1,
+            placing: None,
             budget: 2,
             in_use: Box::default(),
         };

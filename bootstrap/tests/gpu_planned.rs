@@ -18,7 +18,7 @@ use hemem_bootstrap::{BootstrapKeys, Bootstrapper};
 use hemem_ckks::prelude::*;
 use hemem_ckks::testing::{seed32, seeded_rng, unit_disk};
 use hemem_memory::testing::gpu_or_skip;
-use hemem_memory::{BudgetSetting, MemoryConfig, PolicyConfig, ResidencyUsage};
+use hemem_memory::{BudgetSetting, MemoryConfig, PolicyConfig, ResidencyUsage, ZeroCopy};
 
 type Words = Vec<(Vec<u64>, Vec<u64>)>;
 
@@ -128,6 +128,20 @@ fn gpu_planned_bootstraps_bit_identically_under_budgets() {
         tight.pool_peak
     );
     assert!(tight.usage.prefetched > 0, "nothing fetched ahead");
+    // The same budget with every streaming key and diagonal read in place
+    // from pinned host memory (zero-copy): kernels read the same words.
+    let in_place = run(&MemoryConfig {
+        zero_copy: ZeroCopy::Streaming,
+        ..config(PolicyConfig::Planned, Some(budget))
+    })
+    .unwrap_or_else(|e| panic!("zero-copy, budget {budget}: {e}"));
+    println!("zero-copy, budget {budget}: {:?}", in_place.usage);
+    assert!(
+        in_place.outputs == reference.outputs,
+        "planned with zero-copy reads differs from device"
+    );
+    assert!(in_place.usage.zero_copy_uses > 0, "{:?}", in_place.usage);
+    assert!(in_place.usage.peak_device <= budget, "{:?}", in_place.usage);
     // Below what one operation needs: a typed error naming the budget.
     // (A whole number of 2 MiB, as the pool holds a budget this small.)
     let budget = (others / 3) & !((2 << 20) - 1);

@@ -148,6 +148,7 @@ impl Allocator {
         residency.set_streaming_reserve(config.streaming_reserve);
         residency.set_streaming_arena(config.streaming_arena);
         residency.set_streaming_margin(config.streaming_margin);
+        residency.set_zero_copy(config.zero_copy);
         let mut router = Router::new(Arc::clone(&policy))
             .with(
                 Placement::DevicePool,
@@ -1037,6 +1038,7 @@ pub(crate) mod tests {
             .expect_err("over budget");
         let Error::OverBudget {
             requested,
+            placing,
             budget,
             in_use,
         } = err
@@ -1044,6 +1046,7 @@ pub(crate) mod tests {
             panic!("expected OverBudget, got {err:?}");
         };
         assert_eq!((requested, budget), ((2 * MIB) as u64, (4 * MIB) as u64));
+        assert_eq!(placing, Some(MemoryClass::Temporary));
         assert_eq!(
             in_use.get(MemoryClass::EvaluationKey, Placement::DevicePool),
             (3 * MIB) as u64

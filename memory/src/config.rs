@@ -21,7 +21,7 @@ use crate::policy::{
     DevicePolicy, Divergence, DynamicPolicy, ManagedPolicy, PlacementPolicy, PlannedPolicy,
     PolicyKind, ProfiledPolicy, StaticPolicy,
 };
-use crate::residency::Eviction;
+use crate::residency::{Eviction, ZeroCopy};
 use crate::trace::{ProfileSettings, Trace};
 use crate::{ConfigError, Error, Result};
 
@@ -296,6 +296,11 @@ pub struct MemoryConfig {
     /// free for the pool's fragmentation (`HEMEM_STREAMING_MARGIN`, default
     /// 32).
     pub streaming_margin: u64,
+    /// `planned`: when kernels may read a key or diagonal in place from its
+    /// pinned host master instead of a device copy (`HEMEM_ZERO_COPY`:
+    /// `off`, `fallback` (the default: only when no device room can be
+    /// made for it) or `streaming`).
+    pub zero_copy: ZeroCopy,
 }
 
 impl Default for MemoryConfig {
@@ -311,6 +316,7 @@ impl Default for MemoryConfig {
             streaming_reserve: 2.0,
             streaming_arena: true,
             streaming_margin: 32,
+            zero_copy: ZeroCopy::Fallback,
         }
     }
 }
@@ -383,6 +389,9 @@ impl MemoryConfig {
                     name: "HEMEM_STREAMING_MARGIN",
                     value: margin.clone(),
                 })?;
+        }
+        if let Some(mode) = var("HEMEM_ZERO_COPY") {
+            config.zero_copy = mode.parse()?;
         }
         Ok(config)
     }
@@ -484,8 +493,13 @@ mod tests {
             ("HEMEM_EVICTION", "lru"),
             ("HEMEM_STREAMING_ARENA", "off"),
             ("HEMEM_STREAMING_MARGIN", "16"),
+            ("HEMEM_ZERO_COPY", "streaming"),
         ]))
         .expect("valid");
+        assert_eq!(
+            (c.zero_copy, MemoryConfig::default().zero_copy),
+            (ZeroCopy::Streaming, ZeroCopy::Fallback)
+        );
         assert!(!c.streaming_arena && MemoryConfig::default().streaming_arena);
         assert_eq!(
             (c.streaming_margin, MemoryConfig::default().streaming_margin),
@@ -541,6 +555,14 @@ mod tests {
                 ConfigError::InvalidSetting {
                     name: "HEMEM_STREAMING_ARENA",
                     value: "maybe".into(),
+                }
+                .into(),
+            ),
+            (
+                vec![("HEMEM_ZERO_COPY", "always")],
+                ConfigError::InvalidSetting {
+                    name: "HEMEM_ZERO_COPY",
+                    value: "always".into(),
                 }
                 .into(),
             ),

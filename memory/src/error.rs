@@ -50,11 +50,16 @@ pub enum Error {
     /// The device budget cannot make room for a request, even after trimming
     /// the pool and evicting every managed buffer no operation is using.
     #[error(
-        "over the device budget: {requested} bytes requested, budget {budget} bytes, in use: {in_use}"
+        "over the device budget: {requested} bytes{} requested, budget {budget} bytes, in use: {in_use}",
+        placing_suffix(*.placing)
     )]
     OverBudget {
         /// Bytes that had to become device-resident.
         requested: u64,
+        /// The class of what was being placed (`None` for a mix of
+        /// classes), so that a refusal says what did not fit even when the
+        /// budget was exhausted before the request.
+        placing: Option<MemoryClass>,
         /// The budget in bytes.
         budget: u64,
         /// Device-resident bytes per class and placement when the request failed.
@@ -372,6 +377,7 @@ impl fmt::Display for DriverVersion {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct InUse {
     cells: [[u64; 5]; 6],
+    held_free: u64,
 }
 
 impl InUse {
@@ -395,6 +401,18 @@ impl InUse {
     /// All device-resident bytes.
     pub fn total(&self) -> u64 {
         Placement::ALL.into_iter().map(|p| self.placement(p)).sum()
+    }
+
+    /// Device bytes the library holds that no live buffer uses: the free
+    /// room of the streaming arena's chunks and what the pool keeps cached
+    /// beyond its live allocations. They count against the budget, so a
+    /// refusal's `in use` plus these is what the budget saw.
+    pub fn held_free(&self) -> u64 {
+        self.held_free
+    }
+
+    pub(crate) fn set_held_free(&mut self, bytes: u64) {
+        self.held_free = bytes;
     }
 
     pub(crate) fn set(&mut self, class: MemoryClass, placement: Placement, bytes: u64) {
@@ -425,8 +443,20 @@ impl fmt::Display for InUse {
         if !first {
             f.write_str(")")?;
         }
+        if self.held_free > 0 {
+            write!(
+                f,
+                ", plus {} bytes held free (arena chunks, pool cache)",
+                self.held_free
+            )?;
+        }
         Ok(())
     }
+}
+
+/// `OverBudget`'s words for what was being placed.
+fn placing_suffix(placing: Option<MemoryClass>) -> String {
+    placing.map_or_else(String::new, |class| format!(" of class {class}"))
 }
 
 /// `Result` with the memory system's [`Error`].
@@ -479,6 +509,7 @@ mod tests {
             (
                 Error::OverBudget {
                     requested: 64,
+                    placing: None,
                     budget: 128,
                     in_use: Box::new(in_use),
                 },
@@ -488,10 +519,27 @@ mod tests {
             (
                 Error::OverBudget {
                     requested: 1,
+                    placing: Some(MemoryClass::EvaluationKey),
                     budget: 0,
                     in_use: Box::default(),
                 },
-                "over the device budget: 1 bytes requested, budget 0 bytes, in use: 0 bytes",
+                "over the device budget: 1 bytes of class evaluation_key requested, budget 0 bytes, \
+                 in use: 0 bytes",
+            ),
+            (
+                Error::OverBudget {
+                    requested: 0,
+                    placing: Some(MemoryClass::Temporary),
+                    budget: 96,
+                    in_use: Box::new({
+                        let mut held = in_use;
+                        held.set_held_free(32);
+                        held
+                    }),
+                },
+                "over the device budget: 0 bytes of class temporary requested, budget 96 bytes, \
+                 in use: 128 bytes (temporary/device_pool 100, ciphertext/managed 28), plus 32 \
+                 bytes held free (arena chunks, pool cache)",
             ),
             (
                 Error::ManagedCapExceeded {

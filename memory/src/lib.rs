@@ -106,7 +106,7 @@ pub use error::{
     ConfigError, DeviceError, DriverVersion, Error, InUse, Result, TraceError, TraceFault,
 };
 pub use policy::{PlacementPolicy, PolicyKind};
-pub use residency::{DriverTime, Eviction, Residency, ResidencyGuard, ResidencyUsage};
+pub use residency::{DriverTime, Eviction, Residency, ResidencyGuard, ResidencyUsage, ZeroCopy};
 pub use resource::{
     AllocRequest, Allocation, AllocationId, DeviceMemory, DevicePtr, Memory, MemoryResource,
     StreamId, StreamedMemory,

@@ -149,6 +149,7 @@ fn gpu_device_policy_over_budget_is_an_out_of_memory_error() {
         requested,
         budget: b,
         in_use,
+        ..
     } = err
     else {
         panic!("expected OverBudget, got {err}");

@@ -153,6 +153,19 @@ struct Report {
     stable_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     largest_step_bytes: Option<u64>,
+    /// `planned`: the bytes per bootstrap the look-ahead's split is
+    /// simulated to fetch, and the floor (Belady's demand schedule over all
+    /// the room the budget leaves the streamed objects).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    planned_fetch_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    floor_fetch_bytes: Option<u64>,
+    /// `planned`: uses of keys or diagonals read in place from pinned host
+    /// memory (no device room could be made), and their bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    zero_copy_uses: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    zero_copy_bytes: Option<u64>,
     /// `planned`: the streaming arena's bytes and chunks at the end.
     #[serde(skip_serializing_if = "Option::is_none")]
     arena_bytes: Option<u64>,
@@ -488,6 +501,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         others_peak_bytes: usage.map(|u| u.others_peak),
         stable_bytes: usage.map(|u| u.stable_bytes),
         largest_step_bytes: usage.map(|u| u.largest_step_bytes),
+        planned_fetch_bytes: usage.map(|u| u.planned_bytes),
+        floor_fetch_bytes: usage.map(|u| u.floor_bytes),
+        zero_copy_uses: usage.map(|u| u.zero_copy_uses),
+        zero_copy_bytes: usage.map(|u| u.zero_copy_bytes),
         arena_bytes: usage.map(|u| u.arena_bytes),
         arena_chunks: usage.map(|u| u.arena_chunks),
         pool_refusals: usage.map(|u| u.pool_refusals),

@@ -75,7 +75,7 @@ impl<R: MemoryResource> MemoryResource for BudgetAdaptor<R> {
                     | Error::OutOfMemory {
                         placement: Placement::DevicePool,
                         ..
-                    } => self.residency.over_budget(bytes),
+                    } => self.residency.over_budget(bytes, request.class),
                     other => other,
                 });
             }

@@ -245,6 +245,24 @@ impl GpuDevice {
         .map_err(driver("cuMemcpyHtoDAsync"))
     }
 
+    /// The device address of pinned host memory at `host` (allocated with
+    /// `CU_MEMHOSTALLOC_DEVICEMAP`, as the pinned arena's regions are):
+    /// kernels read it there over PCIe, with no copy (zero-copy; GPUswap
+    /// extends device memory with host RAM the same way).
+    ///
+    /// # Errors
+    /// Driver errors (memory not mapped for the device).
+    pub(crate) fn mapped_host(&self, host: u64) -> Result<DevicePtr> {
+        self.bind()?;
+        let mut device: sys::CUdeviceptr = 0;
+        // SAFETY: `host` lies in a live cuMemHostAlloc region (the caller's
+        // pinned master); the call only writes the out-parameter.
+        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device, host as *mut c_void, 0) }
+            .result()
+            .map_err(driver("cuMemHostGetDevicePointer"))?;
+        Ok(DevicePtr(device))
+    }
+
     /// Queues a copy of `bytes` from device memory at `device` to pinned host
     /// memory at `host` on `stream`. Returns at once; the caller keeps both
     /// alive, and reads the host memory only after the copy completes in

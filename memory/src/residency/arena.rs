@@ -495,6 +495,13 @@ mod tests {
             let (slots, ..) = cycle(budget, &sizes, false, 4);
             let (arena, r, _) = cycle(budget, &sizes, true, 4);
             let usage = r.usage();
+            // The recording's plan models what the run does: the bytes it
+            // moves are what its split was simulated to move.
+            assert!(
+                arena.abs_diff(usage.planned_bytes) <= usage.planned_bytes / 10,
+                "moved {arena}, planned {}",
+                usage.planned_bytes
+            );
             assert!(usage.arena_chunks >= 2, "{usage:?}");
             assert!(usage.arena_bytes <= budget, "{usage:?}");
             assert!(total - budget <= slots, "the floor: {slots} of {total}");
@@ -554,6 +561,15 @@ mod tests {
                 vec![Call::Chunk(0), Call::Fetch(1), Call::Await(1)]
             );
             assert_eq!(r.usage().arena_bytes, 224 * MIB);
+            // The chunk's free room counts against the budget: a refusal's
+            // figures show it beside the objects.
+            let in_use = r.in_use();
+            assert_eq!(
+                in_use.get(MemoryClass::EvaluationKey, Placement::Streamed),
+                10 * MIB
+            );
+            assert_eq!(in_use.held_free(), 214 * MIB);
+            assert!(in_use.to_string().contains("held free"), "{in_use}");
             object(&r, 3, 300 * MIB);
             drop(
                 r.prepare(&[AllocationId(2), AllocationId(3)])

@@ -106,6 +106,10 @@ pub trait ResidencyDriver: Send + Sync + fmt::Debug {
     /// Driver errors.
     fn fetch(&self, id: AllocationId, slot: DevicePtr, master: u64, bytes: u64) -> Result<()>;
 
+    /// The device address at which kernels read the pinned master at
+    /// `master` in place (zero-copy), or `None` where the device cannot.
+    fn map_master(&self, master: u64) -> Result<Option<DevicePtr>>;
+
     /// Orders the compute stream after the copy queued by [`Self::fetch`]
     /// for `id` (a device-side wait; the host goes on).
     ///
@@ -281,6 +285,10 @@ impl ResidencyDriver for GpuResidencyDriver {
         Ok(())
     }
 
+    fn map_master(&self, master: u64) -> Result<Option<DevicePtr>> {
+        self.gpu.mapped_host(master).map(Some)
+    }
+
     fn await_fetch(&self, id: AllocationId) -> Result<()> {
         match self.fetched().remove(&id) {
             Some(event) => self.gpu.wait_event(StreamId::Compute, &event),
@@ -354,6 +362,10 @@ impl ResidencyDriver for NullDriver {
         Ok(())
     }
 
+    fn map_master(&self, _master: u64) -> Result<Option<DevicePtr>> {
+        Ok(None)
+    }
+
     fn fetch(&self, _id: AllocationId, _slot: DevicePtr, _master: u64, _bytes: u64) -> Result<()> {
         Ok(())
     }
@@ -405,7 +417,12 @@ pub(crate) mod mock {
         WriteBack(u64),
         WriteBackAsync(u64),
         Synchronize,
+        /// A master mapped for kernels to read in place, by its address.
+        ZeroCopy(u64),
     }
+
+    /// Where the mock maps masters for zero-copy reads (above any chunk).
+    pub(crate) const ZERO_COPY_BASE: u64 = 1 << 62;
 
     /// Records calls; trims report exactly `keep` bytes held afterwards.
     #[derive(Debug, Clone, Default)]
@@ -423,6 +440,9 @@ pub(crate) mod mock {
         pub(crate) refuse_chunks: Arc<AtomicU64>,
         /// Use marks handed out so far (not recorded as calls).
         pub(crate) marks: Arc<AtomicU64>,
+        /// Masters cannot be mapped for zero-copy reads (as on a device
+        /// without host mapping).
+        pub(crate) no_zero_copy: Arc<std::sync::atomic::AtomicBool>,
     }
 
     impl RecordingDriver {
@@ -522,6 +542,14 @@ pub(crate) mod mock {
         ) -> Result<()> {
             self.push(Call::Fetch(id.0));
             Ok(())
+        }
+
+        fn map_master(&self, master: u64) -> Result<Option<DevicePtr>> {
+            if self.no_zero_copy.load(Ordering::Relaxed) {
+                return Ok(None);
+            }
+            self.push(Call::ZeroCopy(master));
+            Ok(Some(DevicePtr(ZERO_COPY_BASE | master)))
         }
 
         fn await_fetch(&self, id: AllocationId) -> Result<()> {

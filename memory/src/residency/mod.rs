@@ -71,6 +71,13 @@ use crate::{AllocationId, DevicePtr, Error, InUse, MemoryClass, Placement, Resul
 use eviction::Uses;
 use plan::Planner;
 use streamed::StreamedState;
+pub use streamed::ZeroCopy;
+
+/// The one class of `classes`, `None` when they are mixed or empty.
+fn one_class(mut classes: impl Iterator<Item = MemoryClass>) -> Option<MemoryClass> {
+    let first = classes.next()?;
+    classes.all(|c| c == first).then_some(first)
+}
 
 /// The budget's figures now.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -108,6 +115,19 @@ pub struct ResidencyUsage {
     pub stable_bytes: u64,
     /// See `stable_bytes`.
     pub largest_step_bytes: u64,
+    /// Bytes the last recording's split is simulated to fetch per run (the
+    /// plan), and the floor: what Belady's demand schedule would fetch per
+    /// run over all the room the budget leaves beside everything else's
+    /// peak, with no stable set, no margin and nothing fetched early.
+    pub planned_bytes: u64,
+    /// See `planned_bytes`.
+    pub floor_bytes: u64,
+    /// Uses of streamed objects served in place from their pinned masters
+    /// (zero-copy: no device room could be made for them), and the bytes
+    /// of those objects.
+    pub zero_copy_uses: u64,
+    /// See `zero_copy_uses`.
+    pub zero_copy_bytes: u64,
     /// Times the pool refused a request the accounting had room for (each
     /// makes the look-ahead leave more room).
     pub pool_refusals: u64,
@@ -210,6 +230,8 @@ struct State {
     streaming_arena: bool,
     /// The look-ahead leaves 1/`streaming_margin` of the budget free.
     streaming_margin: u64,
+    /// When kernels read streamed objects in place.
+    zero_copy: ZeroCopy,
 }
 
 impl State {
@@ -245,6 +267,17 @@ impl State {
             > self.budget
     }
 
+    /// The refusal of `requested` bytes of `placing`, with what the
+    /// budget holds now.
+    fn over_budget(&self, requested: u64, placing: Option<MemoryClass>) -> Error {
+        Error::OverBudget {
+            requested,
+            placing,
+            budget: self.budget,
+            in_use: Box::new(self.in_use()),
+        }
+    }
+
     fn in_use(&self) -> InUse {
         let mut in_use = InUse::default();
         for class in MemoryClass::ALL {
@@ -261,11 +294,20 @@ impl State {
                 .streamed
                 .entries
                 .values()
-                .filter(|e| e.class == class && e.device.is_some())
+                .filter(|e| e.class == class && e.device.is_some() && !e.zero_copy)
                 .map(|e| e.bytes)
                 .sum();
             in_use.set(class, Placement::Streamed, streamed);
         }
+        // Arena chunks count in the pool's live bytes; the objects in them
+        // count as streamed above, their free room only here.
+        let arena_free = self
+            .streamed
+            .arena
+            .bytes()
+            .saturating_sub(self.streamed.arena_resident());
+        let cached = self.pool_reserved.saturating_sub(self.pool_used);
+        in_use.set_held_free(arena_free + cached);
         in_use
     }
 
@@ -422,8 +464,12 @@ impl Residency {
             others_peak: s.streamed.others_peak,
             prefetched: s.streamed.prefetched,
             prefetched_bytes: s.streamed.prefetched_bytes,
-            stable_bytes: s.streamed.stable_bytes,
-            largest_step_bytes: s.streamed.largest_step_bytes,
+            stable_bytes: s.streamed.choice.stable_bytes,
+            largest_step_bytes: s.streamed.choice.largest_step_bytes,
+            planned_bytes: s.streamed.choice.planned_bytes,
+            floor_bytes: s.streamed.floor_bytes,
+            zero_copy_uses: s.streamed.zero_copy_uses,
+            zero_copy_bytes: s.streamed.zero_copy_bytes,
             pool_refusals: s.streamed.refusals,
             refusals_resolved_after: s.streamed.resolved_after,
             peak_device: s.peak_device,
@@ -445,14 +491,10 @@ impl Residency {
         self.lock().in_use()
     }
 
-    /// The error for a request of `requested` bytes that cannot fit.
-    pub(crate) fn over_budget(&self, requested: u64) -> Error {
-        let s = self.lock();
-        Error::OverBudget {
-            requested,
-            budget: s.budget,
-            in_use: Box::new(s.in_use()),
-        }
+    /// The error for a request of `requested` bytes of `class` that cannot
+    /// fit.
+    pub(crate) fn over_budget(&self, requested: u64, class: MemoryClass) -> Error {
+        self.lock().over_budget(requested, Some(class))
     }
 
     /// Carries out `actions` in `batch` (opened by the first action).
@@ -517,11 +559,7 @@ impl Residency {
     pub(crate) fn reserve_pool(&self, class: MemoryClass, bytes: u64) -> Result<()> {
         let mut s = self.lock();
         if s.over(bytes, 0) {
-            return Err(Error::OverBudget {
-                requested: bytes,
-                budget: s.budget,
-                in_use: Box::new(s.in_use()),
-            });
+            return Err(s.over_budget(bytes, Some(class)));
         }
         s.pool_used += bytes;
         s.pool_reserved = s.pool_reserved.max(s.pool_used);
@@ -709,18 +747,25 @@ impl Residency {
             match self.prepare_streamed(&mut s, &streamed) {
                 Ok(true) => {}
                 Ok(false) => {
-                    let requested = streamed
+                    // What did not fit: the declared objects not resident
+                    // (all of them when each is, but not together).
+                    let declared: Vec<&streamed::StreamedEntry> = streamed
                         .iter()
                         .filter_map(|id| s.streamed.entries.get(id))
+                        .collect();
+                    let missing: u64 = declared
+                        .iter()
                         .filter(|e| e.device.is_none())
                         .map(|e| e.bytes)
                         .sum();
+                    let requested = if missing > 0 {
+                        missing
+                    } else {
+                        declared.iter().map(|e| e.bytes).sum()
+                    };
+                    let class = one_class(declared.iter().map(|e| e.class));
                     unpin(&mut s, &held);
-                    return Err(Error::OverBudget {
-                        requested,
-                        budget: s.budget,
-                        in_use: Box::new(s.in_use()),
-                    });
+                    return Err(s.over_budget(requested, class));
                 }
                 Err(e) => {
                     unpin(&mut s, &held);
@@ -759,11 +804,14 @@ impl Residency {
         if !fits {
             unpin(&mut s, &held);
             self.finish(batch, &mut s)?;
-            return Err(Error::OverBudget {
-                requested: needed,
-                budget: s.budget,
-                in_use: Box::new(s.in_use()),
-            });
+            let class = one_class(
+                managed
+                    .iter()
+                    .filter_map(|id| s.managed.get(id))
+                    .filter(|e| !e.resident)
+                    .map(|e| e.class),
+            );
+            return Err(s.over_budget(needed, class));
         }
         for id in &managed {
             s.clock += 1;

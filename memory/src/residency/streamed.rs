@@ -27,7 +27,54 @@ use crate::statistics::Traffic;
 use crate::{AllocationId, DevicePtr, MemoryClass, Result};
 
 /// Steps of the recorded order that the look-ahead fetches into.
-pub(super) const WINDOW: usize = 48;
+pub(super) const WINDOW: usize = super::plan::LOOK_AHEAD;
+
+/// When the `planned` policy lets kernels read a streamed object in place
+/// from its pinned master (zero-copy) instead of a device copy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum ZeroCopy {
+    /// Never: an object that cannot get device room is `OverBudget`.
+    Off,
+    /// Only when no device room can be made for an object an operation
+    /// needs now (the default).
+    #[default]
+    Fallback,
+    /// Also every object the look-ahead streams (not in its stable set),
+    /// at every use: no copies, every read over PCIe. For measuring the
+    /// placement against fetching.
+    Streaming,
+}
+
+impl ZeroCopy {
+    /// Every mode.
+    pub const ALL: [Self; 3] = [Self::Off, Self::Fallback, Self::Streaming];
+
+    /// The mode's name (`HEMEM_ZERO_COPY`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::Fallback => "fallback",
+            Self::Streaming => "streaming",
+        }
+    }
+}
+
+impl std::str::FromStr for ZeroCopy {
+    type Err = crate::Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|m| m.name() == s.trim())
+            .ok_or_else(|| {
+                crate::ConfigError::InvalidSetting {
+                    name: "HEMEM_ZERO_COPY",
+                    value: s.to_owned(),
+                }
+                .into()
+            })
+    }
+}
 
 /// A streamed object as the residency manager tracks it.
 #[derive(Debug)]
@@ -50,11 +97,23 @@ pub(super) struct StreamedEntry {
     /// The device copy lies in the streaming arena (else in a pool slot of
     /// its own).
     pub(super) in_arena: bool,
+    /// No device copy: kernels read the pinned master in place, over PCIe
+    /// (`device` is then the master's device address; see
+    /// [`Residency::zero_copy`]).
+    pub(super) zero_copy: bool,
     /// The use mark of the last operation that declared the object since
     /// it was made resident (`u64::MAX`: unknown, wait for everything).
     last_use: Option<u64>,
     pub(super) pins: u32,
     uses: Uses,
+}
+
+impl StreamedState {
+    /// Bytes of resident objects in the arena's chunks (the rest of the
+    /// resident ones have pool slots of their own).
+    pub(super) fn arena_resident(&self) -> u64 {
+        self.resident.saturating_sub(self.outside)
+    }
 }
 
 /// The streamed part of the residency manager's state.
@@ -73,9 +132,16 @@ pub(super) struct StreamedState {
     /// Objects fetched ahead of use, and of those, fetched bytes.
     pub(super) prefetched: u64,
     pub(super) prefetched_bytes: u64,
-    /// The last recording's stable set and largest step, in bytes.
-    pub(super) stable_bytes: u64,
-    pub(super) largest_step_bytes: u64,
+    /// How the last recording was split (stable set, largest step, bytes
+    /// its simulation fetches per run), and the floor: what Belady's demand
+    /// schedule fetches per run in the room the budget leaves beside the
+    /// others' peak ([`super::plan::Recording::floor_bytes`]).
+    pub(super) choice: super::plan::StableChoice,
+    pub(super) floor_bytes: u64,
+    /// Fetches for use served in place from pinned masters (zero-copy),
+    /// and their bytes.
+    pub(super) zero_copy_uses: u64,
+    pub(super) zero_copy_bytes: u64,
     /// Times the pool refused although the accounting had room
     /// (fragmentation, frees not yet reached), and the room the look-ahead
     /// leaves free on their account: each refusal widens it.
@@ -127,6 +193,7 @@ impl Residency {
                 dirty: false,
                 awaited: true,
                 in_arena: false,
+                zero_copy: false,
                 last_use: None,
                 pins: 0,
                 uses: Uses::default(),
@@ -142,6 +209,9 @@ impl Residency {
         let Some(entry) = s.streamed.entries.remove(&id) else {
             return;
         };
+        if entry.zero_copy {
+            return;
+        }
         if let Some(slot) = entry.device {
             let awaited = if entry.awaited {
                 Ok(())
@@ -180,6 +250,9 @@ impl Residency {
             return Ok(());
         };
         e.sealed = true;
+        if e.zero_copy {
+            return Ok(());
+        }
         if let (Some(slot), true) = (e.device, e.dirty) {
             self.driver.write_back_async(e.master, slot, e.bytes)?;
             e.master_valid = true;
@@ -194,7 +267,7 @@ impl Residency {
     /// or a copy into it): it is written back before its slot is freed.
     pub(crate) fn written(&self, id: AllocationId) {
         if let Some(e) = self.lock().streamed.entries.get_mut(&id) {
-            e.dirty = e.device.is_some();
+            e.dirty = e.device.is_some() && !e.zero_copy;
         }
     }
 
@@ -205,7 +278,7 @@ impl Residency {
         match self.lock().streamed.entries.get_mut(&id) {
             Some(e) => {
                 e.master_valid = true;
-                e.device.is_some()
+                e.device.is_some() && !e.zero_copy
             }
             None => false,
         }
@@ -240,16 +313,16 @@ impl Residency {
     pub fn end_phase(&self) {
         let mut s = self.lock();
         let capacity = Self::streamed_capacity(&s);
+        let room = s.budget.saturating_sub(s.streamed.others_peak);
         let reserve = s.streaming_reserve;
         let State {
             planner, streamed, ..
         } = &mut *s;
         if let Some(recording) = planner.end() {
             let entries = &streamed.entries;
-            let (stable, largest) =
-                recording.choose_stable(|id| entries.get(&id).map(|e| e.bytes), capacity, reserve);
-            streamed.stable_bytes = stable;
-            streamed.largest_step_bytes = largest;
+            let size = |id| entries.get(&id).map(|e: &StreamedEntry| e.bytes);
+            streamed.choice = recording.choose_stable(size, capacity, reserve);
+            streamed.floor_bytes = recording.floor_bytes(size, room);
         }
     }
 
@@ -258,6 +331,11 @@ impl Residency {
     /// arriving).
     pub fn set_streaming_reserve(&self, steps: f64) {
         self.lock().streaming_reserve = steps;
+    }
+
+    /// When kernels may read streamed objects in place (see [`ZeroCopy`]).
+    pub fn set_zero_copy(&self, mode: ZeroCopy) {
+        self.lock().zero_copy = mode;
     }
 
     /// Whether streamed objects share the chunks of an arena of their own
@@ -301,6 +379,14 @@ impl Residency {
         let Some(slot) = e.device else {
             return Ok(());
         };
+        if e.zero_copy {
+            // Nothing on the device to free or write back: the next use
+            // tries for a device copy again.
+            e.zero_copy = false;
+            e.slot.store(0, Ordering::Release);
+            e.device = None;
+            return Ok(());
+        }
         if e.dirty || !e.sealed {
             self.driver.write_back(e.master, slot, e.bytes)?;
             e.master_valid = true;
@@ -343,7 +429,7 @@ impl Residency {
         s.streamed
             .entries
             .iter()
-            .filter(|(_, e)| e.device.is_some() && e.pins == 0)
+            .filter(|(_, e)| e.device.is_some() && !e.zero_copy && e.pins == 0)
             .filter(|(_, e)| in_arena.is_none_or(|a| e.in_arena == a))
             .map(|(id, e)| {
                 let next = s.planner.next_use(*id).unwrap_or(usize::MAX);
@@ -371,6 +457,12 @@ impl Residency {
         let Some(bytes) = s.streamed.entries.get(&id).map(|e| e.bytes) else {
             return Ok(true);
         };
+        if Self::read_in_place(s, id) {
+            return match beyond {
+                None => self.zero_copy(s, id),
+                Some(_) => Ok(true),
+            };
+        }
         let placed = if s.streaming_arena {
             self.place_in_arena(s, id, bytes, limit, beyond)?
         } else {
@@ -381,6 +473,7 @@ impl Residency {
             None if beyond.is_some() && s.streaming_arena => return Ok(false),
             None => match self.own_slot(s, id, bytes, limit, beyond)? {
                 Some(slot) => slot,
+                None if beyond.is_none() => return self.zero_copy(s, id),
                 None => return Ok(false),
             },
         };
@@ -401,6 +494,44 @@ impl Residency {
             s.streamed.prefetched_bytes += bytes;
         }
         s.note_peak();
+        Ok(true)
+    }
+
+    /// Whether `id` is read in place by choice: [`ZeroCopy::Streaming`],
+    /// while the look-ahead follows a recording that streams it.
+    fn read_in_place(s: &State, id: AllocationId) -> bool {
+        s.zero_copy == ZeroCopy::Streaming
+            && s.planner.next_use(id).is_some()
+            && !s.planner.is_stable(id)
+    }
+
+    /// Serves `id` in place from its pinned master for this use (zero-copy)
+    /// when no device room can be made for it: the declared objects of one
+    /// operation and the pool's fragmentation can leave a fetch for use no
+    /// room although the budget's accounting has it (FVb at 2 GiB: 1.25 GB
+    /// of key-switch temporaries beside a 78 MB key). Kernels then read the
+    /// master over PCIe (the same bytes a copy would move, but only once
+    /// the kernel runs and at the link's speed), and the object takes no
+    /// device memory; at its next use it tries for a device copy again. The
+    /// hybrid runtime's paper and GPUswap place cold data in host memory
+    /// the same way. `Ok(false)` where the device cannot map host memory or
+    /// the master holds no data yet.
+    fn zero_copy(&self, s: &mut State, id: AllocationId) -> Result<bool> {
+        let Some(e) = s.streamed.entries.get_mut(&id) else {
+            return Ok(false);
+        };
+        if !e.master_valid || !e.sealed || s.zero_copy == ZeroCopy::Off {
+            return Ok(false);
+        }
+        let Some(mapped) = self.driver.map_master(e.master)? else {
+            return Ok(false);
+        };
+        e.zero_copy = true;
+        e.awaited = true;
+        e.device = Some(mapped);
+        e.slot.store(mapped.0, Ordering::Release);
+        s.streamed.zero_copy_uses += 1;
+        s.streamed.zero_copy_bytes = s.streamed.zero_copy_bytes.saturating_add(e.bytes);
         Ok(true)
     }
 
@@ -468,6 +599,15 @@ impl Residency {
     pub(super) fn prepare_streamed(&self, s: &mut State, touched: &[AllocationId]) -> Result<bool> {
         let following = s.planner.step(touched);
         let budget = s.budget;
+        // An object served in place at its last use tries for a device copy
+        // again (work already queued keeps the address it was given).
+        for &id in touched {
+            if let Some(e) = s.streamed.entries.get_mut(&id).filter(|e| e.zero_copy) {
+                e.zero_copy = false;
+                e.device = None;
+                e.slot.store(0, Ordering::Release);
+            }
+        }
         for &id in touched {
             if s.streamed
                 .entries
@@ -572,7 +712,7 @@ impl Residency {
 
 #[cfg(test)]
 pub(super) mod tests {
-    use super::super::driver::mock::{Call, RecordingDriver};
+    use super::super::driver::mock::{Call, RecordingDriver, ZERO_COPY_BASE};
     use super::*;
     use crate::statistics::StatisticsHandle;
     use crate::{Error, Placement};
@@ -758,15 +898,63 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn an_object_without_device_room_is_read_in_place_and_tries_again_next_time() {
+        let (r, d, _) = manager(2 * MIB);
+        object(&r, 1, MIB);
+        let slot = object(&r, 2, 2 * MIB);
+        let held = r.prepare(&[id(1)]).expect("fits");
+        d.take();
+        // Object 1 is held and 2 needs the whole budget: 2 is served from
+        // its pinned master (address 2 in the mock), with no copy.
+        let in_place = r.prepare(&[id(2)]).expect("zero-copy");
+        assert_eq!(d.take(), vec![Call::ZeroCopy(2)]);
+        assert_eq!(slot.load(Ordering::Acquire), ZERO_COPY_BASE | 2);
+        let usage = r.usage();
+        assert_eq!((usage.zero_copy_uses, usage.zero_copy_bytes), (1, 2 * MIB));
+        assert_eq!(usage.streamed_resident, MIB, "{usage:?}");
+        assert_eq!(
+            r.in_use()
+                .get(MemoryClass::EvaluationKey, Placement::Streamed),
+            MIB
+        );
+        drop(in_place);
+        drop(held);
+        // Next use, with 1 free to leave: a device copy after all.
+        drop(r.prepare(&[id(2)]).expect("fits once 1 may leave"));
+        let calls = d.take();
+        assert!(calls.contains(&Call::Fetch(2)), "{calls:?}");
+        assert_ne!(slot.load(Ordering::Acquire), ZERO_COPY_BASE | 2);
+        assert_eq!(r.usage().zero_copy_uses, 1);
+        // Freeing an object read in place frees nothing on the device.
+        let (r, d, _) = manager(2 * MIB);
+        object(&r, 1, MIB);
+        object(&r, 2, 2 * MIB);
+        let held = r.prepare(&[id(1)]).expect("fits");
+        drop(r.prepare(&[id(2)]).expect("zero-copy"));
+        d.take();
+        r.unregister_streamed(id(2));
+        assert_eq!(d.take(), vec![]);
+        drop(held);
+    }
+
+    #[test]
     fn objects_larger_than_the_budget_are_a_typed_error_naming_their_bytes() {
-        let (r, _, _) = manager(2 * MIB);
+        // Without host mapping there is no zero-copy to fall back on.
+        let (r, d, _) = manager(2 * MIB);
+        d.no_zero_copy.store(true, Ordering::Relaxed);
         object(&r, 1, MIB);
         object(&r, 2, 2 * MIB);
         let held = r.prepare(&[id(1)]).expect("fits");
         match r.prepare(&[id(2)]) {
             Err(Error::OverBudget {
-                requested, budget, ..
-            }) => assert_eq!((requested, budget), (2 * MIB, 2 * MIB)),
+                requested,
+                placing,
+                budget,
+                ..
+            }) => {
+                assert_eq!((requested, budget), (2 * MIB, 2 * MIB));
+                assert!(placing.is_some(), "a refusal says what it was placing");
+            }
             other => panic!("expected OverBudget, got {other:?}"),
         }
         drop(held);
@@ -815,11 +1003,17 @@ pub(super) mod tests {
             ]
         );
         assert_eq!(r.usage().pool_refusals, 4);
-        // Everything held and the pool refusing: a typed error.
+        // Everything held and the pool refusing: read in place, or without
+        // host mapping a typed error.
         object(&r, 3, MIB);
         let g = r.prepare(&[id(2)]).expect("resident");
         d.refuse_slots.store(10, Ordering::Relaxed);
+        drop(r.prepare(&[id(3)]).expect("zero-copy"));
+        assert_eq!(r.usage().zero_copy_uses, 1);
+        d.refuse_slots.store(10, Ordering::Relaxed);
+        d.no_zero_copy.store(true, Ordering::Relaxed);
         assert!(matches!(r.prepare(&[id(3)]), Err(Error::OverBudget { .. })));
+        d.no_zero_copy.store(false, Ordering::Relaxed);
         drop(g);
         // Fetching ahead stops at a refusal: no trim, no wait, no eviction.
         d.refuse_slots.store(0, Ordering::Relaxed);
@@ -850,6 +1044,50 @@ pub(super) mod tests {
             .get(MemoryClass::EvaluationKey, Placement::Streamed)
             .prefetched_to_device;
         (moved, last)
+    }
+
+    #[test]
+    fn in_streaming_zero_copy_mode_the_streamed_objects_are_read_in_place() {
+        // The cycle of the test below, with streaming objects read in place
+        // once the recording exists: the steady state copies nothing, the
+        // stable set stays resident, and the rest is mapped at every use.
+        let (r, d, _) = manager(32 * MIB);
+        r.set_zero_copy(ZeroCopy::Streaming);
+        for n in 1..=40 {
+            object(&r, n, MIB);
+        }
+        for _ in 0..3 {
+            r.begin_phase(42);
+            for n in 1..=40 {
+                drop(r.prepare(&[id(n)]).expect("fits"));
+            }
+            r.end_phase();
+        }
+        d.take();
+        r.begin_phase(42);
+        for n in 1..=40 {
+            let g = r.prepare(&[id(n)]).expect("fits");
+            let usage = r.usage();
+            assert!(usage.device_bytes() <= 32 * MIB, "{usage:?}");
+            drop(g);
+        }
+        r.end_phase();
+        let calls = d.take();
+        let fetched = fetched(&calls);
+        let mapped = calls
+            .iter()
+            .filter(|c| matches!(c, Call::ZeroCopy(_)))
+            .count();
+        assert!(fetched.is_empty(), "{calls:?}");
+        let stable = r.usage().stable_bytes / MIB;
+        assert!(stable >= 20, "{:?}", r.usage());
+        // The streaming ones still resident from the copying runs are used
+        // where they are; every other is mapped.
+        let streaming = 40 - stable;
+        assert!(
+            (streaming - 3..=streaming).contains(&(mapped as u64)),
+            "{mapped} of {streaming}: {calls:?}"
+        );
     }
 
     #[test]

@@ -690,6 +690,7 @@ mod tests {
     fn errors_become_statuses() {
         let over = Error::Ckks(hemem_ckks::Error::Memory(hemem_memory::Error::OverBudget {
             requested: 1 << 30,
+            placing: None,
             budget: 2 << 30,
             in_use: Box::default(),
         }));
