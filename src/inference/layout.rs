@@ -31,11 +31,6 @@
 //! `t, 2t, …, W/2`, `tW, …, B/2` and `B, …, C·B/2` add up the grid and
 //! the channels, leaving class `j`'s sum in slot `o_j` alone.
 
-#![expect(
-    clippy::indexing_slicing,
-    reason = "diagonal positions are reduced modulo the slot count"
-)]
-
 use hemem_bootstrap::dft::DiagonalMatrix;
 use hemem_bootstrap::linear_transform::LinearTransform;
 use num_complex::Complex64;
@@ -237,8 +232,7 @@ mod tests {
         let image = super::super::network::random_image(&shape, 9);
         let level = 20;
         let scale = sim.prime(level).unwrap() as f64;
-        // Linear activations (degree 1 interpolant of ReLU is x/2 + 1/2 on
-        // [-1, 1]... evaluated here in f64 on the slots).
+        // The activation, slot by slot in f64.
         let act = |v: &[Complex64]| -> Vec<Complex64> {
             v.iter()
                 .map(|z| Complex64::new(network.activation().evaluate_f64(z.re), 0.0))

@@ -1,5 +1,5 @@
 //! Where levels go: the network's forward pass written once over an
-//! [`Engine`], run by the [`Planner`] on levels alone (which level each
+//! engine, run by a planner on levels alone (which level each
 //! linear layer runs at, where bootstrapping is needed) and by the
 //! encrypted network on ciphertexts, so the two cannot disagree.
 //!
