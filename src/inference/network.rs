@@ -346,7 +346,7 @@ impl Network {
                 actual: image.len(),
             });
         }
-        match image.iter().position(|p| !(p.abs() <= 1.0)) {
+        match image.iter().position(|p| p.is_nan() || p.abs() > 1.0) {
             Some(index) => Err(Error::ImagePixel { index }),
             None => Ok(()),
         }
