@@ -49,11 +49,51 @@ pub enum Error {
     Font,
     /// An operation name the sweep does not know.
     #[error(
-        "unknown operation {name:?} (expected add, mult, rotate, conjugate, bootstrap or bootstrap_batchB)"
+        "unknown operation {name:?} (expected add, mult, rotate, conjugate, bootstrap, bootstrap_batchB or inference)"
     )]
     UnknownOperation {
         /// The name given.
         name: String,
+    },
+    /// An image whose pixel count is not the network's `side × side`.
+    #[error("the image has {actual} pixels; the network takes {expected}")]
+    ImageSize {
+        /// `side²`.
+        expected: usize,
+        /// The pixels given.
+        actual: usize,
+    },
+    /// A pixel outside `[−1, 1]` or not finite.
+    #[error("pixel {index} is outside [-1, 1] or not finite")]
+    ImagePixel {
+        /// Its index (row-major).
+        index: usize,
+    },
+    /// A network shape that cannot be built or packed into the slots.
+    #[error("invalid network: {reason}")]
+    InvalidNetwork {
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// A layer needs more levels than the parameters give between
+    /// bootstraps (or than the encryption level, without bootstrapping).
+    #[error("{layer} needs {needed} levels above level 3; the parameters give at most {available}")]
+    NotEnoughLevels {
+        /// The layer (`stem`, `block`, `fc`).
+        layer: &'static str,
+        /// Levels it needs.
+        needed: usize,
+        /// The most levels above 3 a ciphertext can have there.
+        available: usize,
+    },
+    /// An encrypted network's input that is not a fresh encryption of an
+    /// image packed for it (another level or slot count).
+    #[error("the network's input must be at level {level} with {slots} slots")]
+    InputShape {
+        /// The encryption level.
+        level: usize,
+        /// The parameters' slot count.
+        slots: usize,
     },
     /// A budget that is neither `none` nor a byte size.
     #[error("invalid budget {text:?} (expected none or a size such as 2GiB)")]
@@ -121,7 +161,7 @@ mod tests {
     fn error_strings() {
         assert_eq!(
             Error::UnknownOperation { name: "div".into() }.to_string(),
-            "unknown operation \"div\" (expected add, mult, rotate, conjugate, bootstrap or bootstrap_batchB)"
+            "unknown operation \"div\" (expected add, mult, rotate, conjugate, bootstrap, bootstrap_batchB or inference)"
         );
         assert_eq!(
             Error::InvalidBudget {
@@ -133,6 +173,42 @@ mod tests {
         assert_eq!(
             Error::EmptyAxis { axis: "presets" }.to_string(),
             "nothing to run: presets is empty"
+        );
+        assert_eq!(
+            Error::ImageSize {
+                expected: 1024,
+                actual: 784
+            }
+            .to_string(),
+            "the image has 784 pixels; the network takes 1024"
+        );
+        assert_eq!(
+            Error::ImagePixel { index: 3 }.to_string(),
+            "pixel 3 is outside [-1, 1] or not finite"
+        );
+        assert_eq!(
+            Error::InvalidNetwork {
+                reason: "no channels"
+            }
+            .to_string(),
+            "invalid network: no channels"
+        );
+        assert_eq!(
+            Error::NotEnoughLevels {
+                layer: "block",
+                needed: 6,
+                available: 1
+            }
+            .to_string(),
+            "block needs 6 levels above level 3; the parameters give at most 1"
+        );
+        assert_eq!(
+            Error::InputShape {
+                level: 12,
+                slots: 2048
+            }
+            .to_string(),
+            "the network's input must be at level 12 with 2048 slots"
         );
         assert_eq!(
             Error::Font.to_string(),

@@ -5,10 +5,12 @@
 //! [`ckks`] (parameters, encoding, keys, evaluator, backends),
 //! [`memory`] (memory classes, allocators, statistics) and
 //! [`bootstrap`]. Its own code is the benchmark engines the `hemem bench`
-//! commands drive ([`mod@bench`]) and their PNG plots ([`plot`]).
+//! commands drive ([`mod@bench`]), their PNG plots ([`plot`]) and the
+//! encrypted-inference workload ([`inference`]).
 
 pub mod bench;
 mod error;
+pub mod inference;
 pub mod plot;
 
 pub use error::{Error, Result};

@@ -73,8 +73,26 @@ impl BootstrapKeys {
         secret: &SecretKey,
         schedule: &BootstrapSchedule,
     ) -> Result<Self> {
+        Self::generate_with(keygen, secret, schedule, &KeySetRequest::default())
+    }
+
+    /// As [`BootstrapKeys::generate`], with the keys `extra` asks for in the
+    /// same key set: a workload that bootstraps between its own rotations
+    /// and multiplications (an encrypted network) then holds each key once,
+    /// made for the highest level either use needs, and evaluates with
+    /// [`BootstrapKeys::key_set`].
+    ///
+    /// # Errors
+    /// Key-generation errors.
+    pub fn generate_with(
+        keygen: &KeyGenerator,
+        secret: &SecretKey,
+        schedule: &BootstrapSchedule,
+        extra: &KeySetRequest,
+    ) -> Result<Self> {
         let params = keygen.context().params();
-        let keys = keygen.key_set(secret, &key_request(schedule, params)?)?;
+        let request = merge_requests(key_request(schedule, params)?, extra, params);
+        let keys = keygen.key_set(secret, &request)?;
         let sse = if schedule.choice.sse {
             // Dense → sparse runs at level 0 (before ModRaise), sparse →
             // dense at the top level (after it).
@@ -222,6 +240,56 @@ pub fn key_request(schedule: &BootstrapSchedule, params: &Parameters) -> Result<
         rotations: rotations.into_iter().collect(),
         levels,
     })
+}
+
+/// `base` with `extra`'s keys added, each kind made for the higher of the
+/// two levels that ask for it (a kind without a level serves the top).
+fn merge_requests(
+    mut base: KeySetRequest,
+    extra: &KeySetRequest,
+    params: &Parameters,
+) -> KeySetRequest {
+    let n = params.degree().get();
+    let top = params.max_level();
+    let mut kinds = Vec::new();
+    if extra.relinearization {
+        kinds.push(KeyKind::Relinearization);
+    }
+    if extra.conjugation {
+        kinds.push(KeyKind::Conjugation);
+    }
+    kinds.extend(
+        extra
+            .rotations
+            .iter()
+            .map(|&k| KeyKind::Rotation(GaloisElement::rotation(k, n))),
+    );
+    for kind in kinds {
+        let wanted = extra.level_of(kind, top);
+        let requested = match kind {
+            KeyKind::Relinearization => base.relinearization,
+            KeyKind::Conjugation => base.conjugation,
+            KeyKind::Rotation(g) => base
+                .rotations
+                .iter()
+                .any(|&k| GaloisElement::rotation(k, n) == g),
+            KeyKind::Generic => false,
+        };
+        let level = if requested {
+            base.level_of(kind, top).max(wanted)
+        } else {
+            wanted
+        };
+        base.levels.insert(kind, level);
+    }
+    base.relinearization |= extra.relinearization;
+    base.conjugation |= extra.conjugation;
+    for &k in &extra.rotations {
+        if !base.rotations.contains(&k) {
+            base.rotations.push(k);
+        }
+    }
+    base
 }
 
 /// Checks that `keys` hold every key `request` names, each serving its level.

@@ -1,6 +1,6 @@
 //! The workloads the benchmark commands run: a preset's bootstrapping set
-//! up from scratch (keys, diagonals, an input levelled down to 3), and
-//! random inputs.
+//! up from scratch (keys, diagonals, an input levelled down to 3), the
+//! encrypted-inference network ([`InferenceWorkload`]), and random inputs.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,6 +13,7 @@ use hemem_ckks::sampling::Sampler;
 use num_complex::Complex64;
 
 use crate::Result;
+use crate::inference::{EncryptedNetwork, Network, NetworkShape, random_image};
 
 /// Random real values in [−1, 1), one per slot, as slot values.
 pub fn random_reals(sampler: &mut Sampler, slots: usize) -> Vec<Complex64> {
@@ -127,6 +128,77 @@ impl BootstrapWorkload {
             .iter()
             .zip(&self.values)
             .map(|(a, b)| (a.re - b.re).abs())
+            .fold(0.0, f64::max))
+    }
+}
+
+/// The encrypted-inference workload ([`crate::inference`]) ready to run:
+/// a network of ResNet-20's shape with random weights, its keys and
+/// encoded weights, and one random image encrypted at the encryption level.
+#[derive(Debug)]
+pub struct InferenceWorkload {
+    /// The secret key (to check results).
+    pub secret: SecretKey,
+    /// The public key.
+    pub public: PublicKey,
+    /// The network, its keys, weights and bootstrapper.
+    pub network: EncryptedNetwork,
+    /// The image's pixels.
+    pub image: Vec<f64>,
+    /// Its logits in f64.
+    pub expected: Vec<f64>,
+    /// The encrypted image.
+    pub input: Ciphertext,
+    /// Milliseconds to generate the keys and encode the weights.
+    pub setup_ms: f64,
+}
+
+impl InferenceWorkload {
+    /// The seed of the weights the benchmarks use (the image's is the next).
+    pub const SEED: u64 = 20;
+
+    /// Sets up `shape` on `context` with weights from [`Self::SEED`],
+    /// diagonals stored as `storage`.
+    ///
+    /// # Errors
+    /// As [`EncryptedNetwork::generate_with_storage`].
+    pub fn generate(
+        context: &Context,
+        shape: &NetworkShape,
+        storage: DiagonalStorage,
+    ) -> Result<Self> {
+        let network = Network::random(shape, Self::SEED)?;
+        let started = Instant::now();
+        let keygen = KeyGenerator::new(context)?;
+        let secret = keygen.secret_key()?;
+        let public = keygen.public_key(&secret)?;
+        let network =
+            EncryptedNetwork::generate_with_storage(context, &network, &keygen, &secret, storage)?;
+        let setup_ms = started.elapsed().as_secs_f64() * 1e3;
+        let image = random_image(shape, Self::SEED + 1);
+        let expected = network.network().infer_plain(&image)?;
+        let input = network.encrypt(&image, &public)?;
+        Ok(Self {
+            secret,
+            public,
+            network,
+            image,
+            expected,
+            input,
+            setup_ms,
+        })
+    }
+
+    /// The largest logit error of `output` against f64.
+    ///
+    /// # Errors
+    /// Decryption and decoding errors.
+    pub fn max_error(&self, output: &Ciphertext) -> Result<f64> {
+        let got = self.network.decrypt_logits(output, &self.secret)?;
+        Ok(got
+            .iter()
+            .zip(&self.expected)
+            .map(|(a, b)| (a - b).abs())
             .fold(0.0, f64::max))
     }
 }

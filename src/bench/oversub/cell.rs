@@ -20,7 +20,8 @@ use hemem_memory::{
 use serde::{Deserialize, Serialize};
 
 use crate::bench::measure::{Snapshot, Summary, peak_rss_bytes, settle_copies, time_runs};
-use crate::bench::workload::{BootstrapWorkload, random_ciphertext};
+use crate::bench::workload::{BootstrapWorkload, InferenceWorkload, random_ciphertext};
+use crate::inference::NetworkShape;
 use crate::{Error, Result};
 
 /// An operation of the sweep.
@@ -39,6 +40,12 @@ pub enum Operation {
     /// Bootstrapping of B ciphertexts stage by stage
     /// (`Bootstrapper::bootstrap_real_many`); times are per ciphertext.
     BootstrapBatch(usize),
+    /// One encrypted image through the ResNet-20-shaped network
+    /// ([`crate::inference`], [`NetworkShape::resnet20_for_slots`]):
+    /// convolutions, activations and the bootstraps between blocks. Not in
+    /// [`Operation::DEFAULT`]: its keys, weights and eight bootstraps make
+    /// it the heaviest cell.
+    Inference,
 }
 
 impl Operation {
@@ -53,9 +60,12 @@ impl Operation {
         Self::BootstrapBatch(4),
     ];
 
-    /// Whether the operation is a bootstrap (needs the bootstrapping keys).
+    /// Whether the operation bootstraps (needs the bootstrapping keys).
     pub fn is_bootstrap(self) -> bool {
-        matches!(self, Self::Bootstrap | Self::BootstrapBatch(_))
+        matches!(
+            self,
+            Self::Bootstrap | Self::BootstrapBatch(_) | Self::Inference
+        )
     }
 }
 
@@ -68,6 +78,7 @@ impl fmt::Display for Operation {
             Self::Conjugate => f.write_str("conjugate"),
             Self::Bootstrap => f.write_str("bootstrap"),
             Self::BootstrapBatch(b) => write!(f, "bootstrap_batch{b}"),
+            Self::Inference => f.write_str("inference"),
         }
     }
 }
@@ -75,8 +86,8 @@ impl fmt::Display for Operation {
 impl FromStr for Operation {
     type Err = Error;
 
-    /// Parses `add`, `mult`, `rotate`, `conjugate`, `bootstrap` or
-    /// `bootstrap_batchB` (B ≥ 1).
+    /// Parses `add`, `mult`, `rotate`, `conjugate`, `bootstrap`,
+    /// `bootstrap_batchB` (B ≥ 1) or `inference`.
     fn from_str(s: &str) -> Result<Self> {
         let unknown = || Error::UnknownOperation { name: s.to_owned() };
         Ok(match s.trim() {
@@ -85,6 +96,7 @@ impl FromStr for Operation {
             "rotate" => Self::Rotate,
             "conjugate" => Self::Conjugate,
             "bootstrap" => Self::Bootstrap,
+            "inference" => Self::Inference,
             other => {
                 let b: usize = other
                     .strip_prefix("bootstrap_batch")
@@ -487,10 +499,17 @@ enum Prepared {
     },
     /// A preset's bootstrapping.
     Bootstrap(Box<BootstrapWorkload>),
+    /// The inference network.
+    Inference(Box<InferenceWorkload>),
 }
 
 fn prepare(context: &Context, preset: Preset, operation: Operation) -> Result<Prepared> {
     let mut sampler = Sampler::from_os()?;
+    if operation == Operation::Inference {
+        let shape = NetworkShape::resnet20_for_slots(context.params().slots());
+        let workload = InferenceWorkload::generate(context, &shape, DiagonalStorage::default())?;
+        return Ok(Prepared::Inference(Box::new(workload)));
+    }
     if operation.is_bootstrap() {
         let workload = BootstrapWorkload::generate(
             context,
@@ -563,6 +582,9 @@ fn run_operation(
         (Prepared::Bootstrap(w), _) => time_runs(context, runs, none, |()| {
             Ok(w.bootstrapper.bootstrap_real(&w.input)?)
         }),
+        (Prepared::Inference(w), _) => {
+            time_runs(context, runs, none, |()| w.network.infer(&w.input))
+        }
     }
 }
 
@@ -650,6 +672,11 @@ mod tests {
             "bootstrap_batch8".parse::<Operation>().ok(),
             Some(Operation::BootstrapBatch(8))
         );
+        assert_eq!(
+            "inference".parse::<Operation>().ok(),
+            Some(Operation::Inference)
+        );
+        assert_eq!(Operation::Inference.to_string(), "inference");
         for bad in [
             "div",
             "bootstrap_batch0",

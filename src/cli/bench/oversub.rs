@@ -36,9 +36,11 @@ pub struct Args {
     )]
     policies: Vec<String>,
     /// Operations (comma-separated): add, mult, rotate, conjugate, bootstrap,
-    /// bootstrap_batchB (B ciphertexts stage by stage; time per ciphertext).
+    /// bootstrap_batchB (B ciphertexts stage by stage; time per ciphertext),
+    /// inference (one image through the ResNet-20-shaped network).
     #[arg(
         long,
+        alias = "operations",
         value_delimiter = ',',
         default_value = "add,mult,rotate,conjugate,bootstrap,bootstrap_batch4"
     )]
