@@ -149,7 +149,7 @@ pub fn peak_pooled_bytes(statistics: &Statistics) -> u64 {
 /// # Errors
 /// Driver errors.
 pub fn settle_copies(context: &Context) -> Result<()> {
-    context.backend().synchronize()?;
+    context.synchronize()?;
     if let Some(gpu) = context.backend().allocator().device() {
         gpu.synchronize(StreamId::Copy)
             .map_err(hemem_ckks::Error::from)?;
@@ -173,10 +173,10 @@ pub fn time_runs<S, T>(
     let mut times = Vec::with_capacity(iterations);
     for _ in 0..iterations {
         let input = setup()?;
-        context.backend().synchronize()?;
+        context.synchronize()?;
         let start = Instant::now();
         let out = f(input)?;
-        context.backend().synchronize()?;
+        context.synchronize()?;
         times.push(start.elapsed().as_secs_f64() * 1e3);
         drop(out);
     }
