@@ -16,7 +16,7 @@ pub fn bar(message: &str, json: bool) -> ProgressBar {
     }
     let bar = ProgressBar::new(0);
     if let Ok(style) =
-        ProgressStyle::with_template("{msg:>12} [{bar:30}] {pos}/{len} {elapsed_precise}")
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
     {
         bar.set_style(style.progress_chars("=> "));
     }
