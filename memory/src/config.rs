@@ -1,15 +1,20 @@
 //! The memory system's settings: policy, device budget, eviction order,
-//! oversubscription and trace recording, from the API or parsed once from
-//! `HEMEM_*` variables.
+//! oversubscription and trace recording, from the API
+//! ([`MemoryConfig::default`] and its fields) or, when a program asks for
+//! it with [`MemoryConfig::from_env`], parsed once from `HEMEM_*`
+//! variables. Nothing in the library reads the environment by itself.
 //!
 //! | variable | values | default |
 //! |---|---|---|
 //! | `HEMEM_DEVICE_BUDGET` | a byte size (`4GiB`, `512MiB`, `1073741824`) or `auto` | `auto`: free memory minus a margin |
-//! | `HEMEM_MEMORY_POLICY` | `device`, `managed`, `static`, `profiled`, `dynamic` | `static` |
+//! | `HEMEM_MEMORY_POLICY` | `planned`, `device`, `managed`, `static`, `profiled`, `dynamic` | `planned` |
 //! | `HEMEM_POLICY_TRACE` | a trace CSV (for `profiled`) | none |
 //! | `HEMEM_RECORD_TRACE` | where to write this run's trace | none |
 //! | `HEMEM_MANAGED_OVERSUBSCRIPTION` | `refuse`, `allow` | `refuse` |
 //! | `HEMEM_EVICTION` | `lru`, `next-use` | `lru` |
+//! | `HEMEM_STREAMING_RESERVE` | `planned`: a non-negative number | `2` |
+//! | `HEMEM_STREAMING_ARENA` | `planned`: `on`/`1`/`true`, `off`/`0`/`false` | `on` |
+//! | `HEMEM_STREAMING_MARGIN` | `planned`: an integer ≥ 1 | `32` |
 
 use std::fmt;
 use std::path::PathBuf;
@@ -319,7 +324,10 @@ impl Default for MemoryConfig {
 }
 
 impl MemoryConfig {
-    /// The settings from the `HEMEM_*` environment variables, read once.
+    /// The settings from the `HEMEM_*` environment variables (the table
+    /// above), over [`MemoryConfig::default`]: for programs that let their
+    /// user steer the memory system from the environment (the `hemem` CLI,
+    /// benchmarks, GPU test harnesses). `Context::new` does not call it.
     ///
     /// # Errors
     /// Values that do not parse ([`ConfigError`]).
