@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context as _, bail};
-use hemem_gpu_kernels::Kernels;
+use hemem_gpu_kernels::TestKernels;
 use hemem_gpu_kernels::launch::bench::{CHUNK_WORDS, ChunkTable};
 use hemem_gpu_kernels::launch::touch;
 use hemem_memory::{
@@ -243,7 +243,7 @@ enum Kernel {
 /// bytes, evictions).
 fn passes(
     device: &GpuDevice,
-    kernels: &Kernels,
+    kernels: &TestKernels,
     allocator: &Allocator,
     tables: &mut [ChunkTable<'_>],
     kernel: Kernel,
@@ -294,7 +294,7 @@ fn passes(
 
 fn grid_row(
     device: &GpuDevice,
-    kernels: &Kernels,
+    kernels: &TestKernels,
     budget: u64,
     free: u64,
     working_set_pct: u32,
@@ -512,7 +512,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         })
         .into());
     }
-    let kernels = Kernels::load(&device)?;
+    let kernels = TestKernels::load(&device)?;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let info = device.info();
