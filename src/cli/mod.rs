@@ -70,7 +70,9 @@ enum Command {
   hemem bootstrap --preset FGb --device gpu --budget 2GiB --batch 4
   hemem bootstrap --preset FTb --keys ftb.keys --json")]
     Bootstrap(bootstrap::Args),
-    /// Benchmarks (`hemem bench alloc`: the GPU allocation micro-benchmark).
+    /// Benchmarks: the GPU allocation micro-benchmark (`alloc`), CKKS
+    /// operations (`ckks`), the oversubscription sweep (`oversub`) and
+    /// BM-bootstrap (`bm-bootstrap`).
     #[command(after_help = "Examples:
   hemem bench ckks --preset FGb --device gpu
   hemem bench oversub --presets test-FGb --budgets 2GiB,none --ops add,bootstrap
