@@ -1,12 +1,29 @@
-//! hemem: CKKS homomorphic encryption that runs on the CPU and (in later
-//! issues) on NVIDIA GPUs, with a hybrid memory system.
+//! hemem: CKKS homomorphic encryption on the CPU and on NVIDIA GPUs (PTX
+//! kernels, chosen at run time), with a hybrid memory system that keeps
+//! bootstrapping running when its working set is larger than the GPU.
 //!
 //! This facade re-exports the crates of the workspace:
 //! [`ckks`] (parameters, encoding, keys, evaluator, backends),
 //! [`memory`] (memory classes, allocators, statistics) and
-//! [`bootstrap`]. Its own code is the benchmark engines the `hemem bench`
-//! commands drive ([`mod@bench`]), their PNG plots ([`plot`]) and the
-//! encrypted-inference workload ([`inference`]).
+//! [`bootstrap`]; [`prelude`] gathers what most programs need. Its own code
+//! is the benchmark engines the `hemem bench` commands drive
+//! ([`mod@bench`]), their PNG plots ([`plot`]) and the encrypted-inference
+//! workload ([`inference`]).
+//!
+//! ```
+//! use hemem::prelude::*;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let params = Parameters::from_preset_with(Preset::TestFGb, SecurityCheck::AllowInsecure)?;
+//! // Defaults, whatever the environment says; `MemoryConfig::from_env()`
+//! // opts in to the HEMEM_* variables.
+//! let context = Context::with_memory(params.clone(), DeviceSelection::Cpu, &MemoryConfig::default())?;
+//! let schedule = BootstrapSchedule::recommended(&params)?;
+//! assert!(BootstrapKeys::planned_bytes(&schedule, &params)? > 0);
+//! context.synchronize()?;
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod bench;
 mod error;
@@ -18,7 +35,15 @@ pub use hemem_bootstrap as bootstrap;
 pub use hemem_ckks as ckks;
 pub use hemem_memory as memory;
 
-pub use hemem_ckks::prelude;
+/// The types most programs need: the CKKS prelude ([`ckks::prelude`]:
+/// context, [`MemoryConfig`](memory::MemoryConfig), keys, encryption,
+/// evaluation, noise flooding, the serialization traits) and bootstrapping.
+pub mod prelude {
+    pub use hemem_bootstrap::linear_transform::DiagonalStorage;
+    pub use hemem_bootstrap::schedule::{BootstrapSchedule, ScheduleChoice, recommended_choice};
+    pub use hemem_bootstrap::{BootstrapKeys, Bootstrapper};
+    pub use hemem_ckks::prelude::*;
+}
 
 /// The README's examples, compiled and run as doctests so the README stays true.
 #[cfg(doctest)]

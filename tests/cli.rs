@@ -363,3 +363,61 @@ fn keygen_writes_key_files_that_bootstrap_and_demo_load() {
     std::fs::remove_file(format!("{damaged_path}.secret")).unwrap();
     refused(&args, "secret key");
 }
+
+/// Without `--json` the demo prints byte counts for people (`KiB`, `MiB`),
+/// and with it, raw integers and nothing but the report on stdout; every
+/// help ends with examples.
+#[test]
+fn human_sizes_in_tables_raw_integers_in_json_and_examples_in_help() {
+    let out = hemem(&["demo", "--preset", "test-FTb", "--no-bootstrap"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let peaks: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("peak memory by class"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .collect();
+    assert!(!peaks.is_empty(), "{text}");
+    for line in peaks {
+        assert!(line.ends_with('B'), "{line}");
+        assert!(
+            !line
+                .split_whitespace()
+                .last()
+                .unwrap()
+                .chars()
+                .all(|c| c.is_ascii_digit())
+        );
+    }
+    let out = hemem(&["demo", "--preset", "test-FTb", "--no-bootstrap", "--json"]);
+    assert!(out.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        report["peak_bytes_by_class"]["ciphertext"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for args in [
+        &["--help"][..],
+        &["keygen", "--help"],
+        &["bench", "oversub", "--help"],
+    ] {
+        let out = hemem(args);
+        assert!(out.status.success());
+        assert!(
+            String::from_utf8(out.stdout).unwrap().contains("Example"),
+            "{args:?}"
+        );
+    }
+}

@@ -29,7 +29,9 @@ fn main() {
         _ => DeviceSelection::Cpu,
     };
     let params = Parameters::from_preset_with(preset, SecurityCheck::AllowInsecure).unwrap();
-    let context = Context::new(params.clone(), device).unwrap();
+    // HEMEM_* variables steer the memory system on the GPU.
+    let memory = MemoryConfig::from_env().unwrap();
+    let context = Context::with_memory(params.clone(), device, &memory).unwrap();
     let keygen = KeyGenerator::with_seed(&context, seed32(1));
     let secret = keygen.secret_key().unwrap();
     let public = keygen.public_key(&secret).unwrap();
@@ -69,7 +71,7 @@ fn main() {
         let mut line = String::new();
         bootstrapper
             .bootstrap_observed(&ct, true, &mut |stage, _| {
-                context.backend().synchronize().unwrap();
+                context.synchronize().unwrap();
                 let now = Instant::now();
                 line.push_str(&format!(
                     " {stage:?} {:.1} ms,",
@@ -78,7 +80,7 @@ fn main() {
                 last = now;
             })
             .unwrap();
-        context.backend().synchronize().unwrap();
+        context.synchronize().unwrap();
         let now = Instant::now();
         println!(
             "total {:.1} ms:{line} EvalMod and the rest {:.1} ms",

@@ -26,6 +26,7 @@
 //! scales.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use hemem_ckks::Context;
@@ -34,6 +35,7 @@ use hemem_ckks::eval::{Ciphertext, Evaluator};
 use hemem_ckks::keys::{KeyGenerator, KeyKind, KeySet, KeySetRequest, SecretKey, SwitchingKey};
 use hemem_ckks::ntt::GaloisElement;
 use hemem_ckks::params::{Level, Parameters};
+use hemem_ckks::progress::{NoProgress, Progress};
 use hemem_memory::MemoryClass;
 
 use crate::arith::SlotArithmetic;
@@ -90,16 +92,58 @@ impl BootstrapKeys {
         schedule: &BootstrapSchedule,
         extra: &KeySetRequest,
     ) -> Result<Self> {
+        Self::build(keygen, secret, schedule, extra, &NoProgress)
+    }
+
+    /// As [`BootstrapKeys::generate`], reporting each key made to
+    /// `progress` (the SSE keys are the last two steps).
+    ///
+    /// # Errors
+    /// As [`BootstrapKeys::generate`].
+    pub fn generate_with_progress(
+        keygen: &KeyGenerator,
+        secret: &SecretKey,
+        schedule: &BootstrapSchedule,
+        progress: &dyn Progress,
+    ) -> Result<Self> {
+        Self::build(
+            keygen,
+            secret,
+            schedule,
+            &KeySetRequest::default(),
+            progress,
+        )
+    }
+
+    /// The keys of `schedule` and `extra`, each reported to `progress`.
+    fn build(
+        keygen: &KeyGenerator,
+        secret: &SecretKey,
+        schedule: &BootstrapSchedule,
+        extra: &KeySetRequest,
+        progress: &dyn Progress,
+    ) -> Result<Self> {
         let params = keygen.context().params();
+        let sse_keys = if schedule.choice.sse { 2 } else { 0 };
+        let set_total = AtomicU64::new(0);
+        let in_set = |done: u64, total: u64| {
+            set_total.store(total, Ordering::Relaxed);
+            progress.update(done, total + sse_keys);
+        };
         let request = merge_requests(key_request(schedule, params)?, extra, params);
-        let keys = keygen.key_set(secret, &request)?;
+        let keys = keygen.key_set_with_progress(secret, &request, &in_set)?;
         let sse = if schedule.choice.sse {
             // Dense → sparse runs at level 0 (before ModRaise), sparse →
             // dense at the top level (after it).
+            let total = set_total.load(Ordering::Relaxed) + sse_keys;
             let sparse = keygen.secret_key_with_weight(SSE_HAMMING_WEIGHT)?;
+            let to_sparse = keygen.switching_key_at(secret, &sparse, Level(0))?;
+            progress.update(total - 1, total);
+            let to_dense = keygen.switching_key_at(&sparse, secret, Level(schedule.top_level))?;
+            progress.update(total, total);
             Some(SseKeys {
-                to_sparse: keygen.switching_key_at(secret, &sparse, Level(0))?,
-                to_dense: keygen.switching_key_at(&sparse, secret, Level(schedule.top_level))?,
+                to_sparse,
+                to_dense,
             })
         } else {
             None
@@ -414,6 +458,22 @@ impl Bootstrapper {
         keys: BootstrapKeys,
         storage: DiagonalStorage,
     ) -> Result<Self> {
+        Self::with_progress(context, schedule, keys, storage, &NoProgress)
+    }
+
+    /// As [`Bootstrapper::with_storage`], reporting the encoding of
+    /// CoeffToSlot's diagonals to `progress` (one step per DFT factor;
+    /// seconds at the real presets, more with [`DiagonalStorage::Encoded`]).
+    ///
+    /// # Errors
+    /// As [`Bootstrapper::new`].
+    pub fn with_progress(
+        context: &Context,
+        schedule: BootstrapSchedule,
+        keys: BootstrapKeys,
+        storage: DiagonalStorage,
+        progress: &dyn Progress,
+    ) -> Result<Self> {
         let params = context.params();
         if params.post_bootstrap_level().is_none() {
             return Err(Error::NotBootstrappable {
@@ -438,12 +498,13 @@ impl Bootstrapper {
         }
         let cts = {
             let ops = CkksOps::new(&evaluator);
-            cts_dft.encode_with(
+            cts_dft.encode_with_progress(
                 &ops,
                 schedule.top_level,
                 &schedule.cts_diagonal_scales,
                 schedule.log_bsgs_ratio,
                 storage,
+                progress,
             )?
         };
         let eval_mod = EvalMod::new(schedule.choice.eval_mod)?;
@@ -853,6 +914,47 @@ mod tests {
 
     use super::*;
     use crate::schedule::{ScheduleChoice, recommended_choice};
+
+    /// Key generation and diagonal encoding report their steps in order,
+    /// ending at their totals: one per key (SSE's included), one per
+    /// CoeffToSlot factor.
+    #[test]
+    fn keygen_and_encoding_report_progress() {
+        let preset = Preset::TestFGb;
+        let params = Parameters::from_preset_with(preset, SecurityCheck::AllowInsecure).unwrap();
+        let context = Context::new(params.clone(), DeviceSelection::Cpu).unwrap();
+        let keygen = KeyGenerator::with_seed(&context, seed32(6));
+        let secret = keygen.secret_key().unwrap();
+        let schedule =
+            BootstrapSchedule::new(&params, recommended_choice(preset.shape_of()), Some(1 << 5))
+                .unwrap();
+        assert!(
+            schedule.choice.sse,
+            "the test wants the SSE keys' steps too"
+        );
+        let seen = Mutex::new(Vec::new());
+        let record = |done: u64, total: u64| {
+            seen.lock().unwrap().push((done, total));
+        };
+        let keys =
+            BootstrapKeys::generate_with_progress(&keygen, &secret, &schedule, &record).unwrap();
+        let steps = std::mem::take(&mut *seen.lock().unwrap());
+        let request = key_request(&schedule, &params).unwrap();
+        let total = 2 + request.rotations.len() as u64 + 2;
+        assert_eq!(steps.first(), Some(&(0, total)));
+        assert_eq!(steps.last(), Some(&(total, total)));
+        assert!(steps.windows(2).all(|w| w[0].0 + 1 == w[1].0), "{steps:?}");
+        assert!(keys.len() as u64 <= total);
+
+        let factors = schedule.cts_diagonal_scales.len() as u64;
+        Bootstrapper::with_progress(&context, schedule, keys, DiagonalStorage::Compact, &record)
+            .unwrap();
+        let steps = seen.into_inner().unwrap();
+        assert_eq!(
+            steps,
+            (0..=factors).map(|d| (d, factors)).collect::<Vec<_>>()
+        );
+    }
 
     /// Each bootstrap key is made for the highest level the schedule uses
     /// it at, and a key set made for lower levels is refused when the

@@ -43,6 +43,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::f64::consts::PI;
 
+use hemem_ckks::progress::{NoProgress, Progress};
 use num_complex::Complex64;
 
 use crate::arith::SlotArithmetic;
@@ -523,6 +524,30 @@ impl HomomorphicDft {
         log_bsgs_ratio: i32,
         storage: DiagonalStorage,
     ) -> Result<EncodedDft<A::Plain, A::Compact>> {
+        self.encode_with_progress(
+            ops,
+            start_level,
+            diagonal_scales,
+            log_bsgs_ratio,
+            storage,
+            &NoProgress,
+        )
+    }
+
+    /// As [`HomomorphicDft::encode_with`], reporting each factor encoded to
+    /// `progress` (one step per factor).
+    ///
+    /// # Errors
+    /// As [`HomomorphicDft::encode`].
+    pub fn encode_with_progress<A: SlotArithmetic>(
+        &self,
+        ops: &A,
+        start_level: usize,
+        diagonal_scales: &[f64],
+        log_bsgs_ratio: i32,
+        storage: DiagonalStorage,
+        progress: &dyn Progress,
+    ) -> Result<EncodedDft<A::Plain, A::Compact>> {
         if diagonal_scales.len() != self.factors.len() {
             return Err(Error::LengthMismatch {
                 expected: self.factors.len(),
@@ -539,6 +564,8 @@ impl HomomorphicDft {
         // Mixed: factors kept encoded, in order, while their bytes fit.
         let limb_bytes = ops.limb_bytes();
         let mut encoded = 0u64;
+        let total = self.factors.len() as u64;
+        progress.update(0, total);
         let transforms = self
             .linear_transforms(log_bsgs_ratio)
             .iter()
@@ -559,7 +586,9 @@ impl HomomorphicDft {
                     }
                     other => other,
                 };
-                lt.encode_with(ops, level, scale, storage)
+                let transform = lt.encode_with(ops, level, scale, storage)?;
+                progress.update(i as u64 + 1, total);
+                Ok(transform)
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(EncodedDft {

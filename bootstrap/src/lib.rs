@@ -15,12 +15,13 @@
 //!   (`docs/BOOTSTRAP-SCHEDULE.md`), and [`simulate`]: the whole pipeline
 //!   on the simulator, for precision estimates.
 //!
-//! The homomorphic bootstrapper (ModRaise, key handling, memory classes)
-//! builds on these once hemem-ckks has key switching: it implements
-//! [`arith::SlotArithmetic`] for its ciphertexts and plaintexts, encodes the
-//! DFTs of a [`schedule::BootstrapSchedule`] once (the encoded diagonals are
-//! its `BootstrapConstant` memory), and runs the stage functions of
-//! [`simulate`] around its own ModRaise.
+//! The homomorphic [`Bootstrapper`] (ModRaise, key handling, memory
+//! classes) builds on these: [`CkksOps`] implements
+//! [`arith::SlotArithmetic`] for hemem-ckks ciphertexts and plaintexts, the
+//! bootstrapper encodes the DFTs of a [`schedule::BootstrapSchedule`] once
+//! (the encoded diagonals are its `BootstrapConstant` memory), and runs the
+//! stage functions of [`simulate`] around its own ModRaise, on the CPU or the
+//! GPU, wherever its context lives.
 //!
 //! ```
 //! use hemem_bootstrap::arith::{PlainSimulator, SlotArithmetic};

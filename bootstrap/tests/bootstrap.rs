@@ -36,7 +36,9 @@ fn test_device(preset: Preset) -> DeviceSelection {
 
 fn setup(preset: Preset, slots: Option<usize>) -> Setup {
     let params = Parameters::from_preset_with(preset, SecurityCheck::AllowInsecure).unwrap();
-    let context = Context::new(params.clone(), test_device(preset)).unwrap();
+    // HEMEM_* variables steer the GPU runs' memory system.
+    let memory = MemoryConfig::from_env().unwrap();
+    let context = Context::with_memory(params.clone(), test_device(preset), &memory).unwrap();
     let keygen = KeyGenerator::with_seed(&context, seed32(preset as u64));
     let secret = keygen.secret_key().unwrap();
     let public = keygen.public_key(&secret).unwrap();
@@ -140,7 +142,7 @@ fn run(s: &Setup, real: bool, seed: u64) -> f64 {
         .unwrap();
     let t = Instant::now();
     let out = bootstrap_checked(s, &ct, real);
-    s.context.backend().synchronize().unwrap();
+    s.context.synchronize().unwrap();
     let ms = t.elapsed().as_secs_f64() * 1e3;
     let bits = -max_error(&decrypt(s, &out), &values, real).log2();
     println!(

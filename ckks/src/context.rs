@@ -28,6 +28,23 @@ struct Inner {
 /// The device is chosen when a context is made; objects are created there
 /// and move with `to_device`/`to_host`; an operation runs where its operands
 /// live.
+///
+/// # Objects belong to one context
+///
+/// Every key, ciphertext and plaintext belongs to the context that made it
+/// (and, on a GPU, to that GPU's memory system): an operation on objects of
+/// two contexts is refused with [`OperandError::ContextMismatch`], even when
+/// both contexts have the same parameters. To use an object in another
+/// context or on another GPU, save it to bytes and load it there
+/// ([`crate::serialize::Save`] and [`crate::serialize::Load`]); within one
+/// context, `to_device`/`to_host` move it between the host and the device.
+///
+/// # Memory configuration
+///
+/// [`Context::new`] uses [`MemoryConfig::default`] and reads no environment
+/// variables. A program that wants the `HEMEM_*` variables (the `hemem` CLI,
+/// the benchmarks, the GPU test harnesses) passes
+/// [`MemoryConfig::from_env`] to [`Context::with_memory`] itself.
 #[derive(Clone)]
 pub struct Context {
     inner: Arc<Inner>,
@@ -43,13 +60,17 @@ impl fmt::Debug for Context {
 }
 
 impl Context {
-    /// A context for `params` on the selected device.
+    /// A context for `params` on the selected device, with the default
+    /// memory settings ([`MemoryConfig::default`]: the `planned` policy, a
+    /// budget of the GPU's free memory less a margin). The environment is not
+    /// read: use [`Context::with_memory`] with [`MemoryConfig::from_env`] for
+    /// `HEMEM_*` control.
     ///
     /// # Errors
     /// [`Error::NoGpu`] when a GPU is asked for but unusable; backend
     /// construction errors.
     pub fn new(params: Parameters, device: DeviceSelection) -> Result<Self> {
-        Self::with_memory(params, device, &MemoryConfig::from_env()?)
+        Self::with_memory(params, device, &MemoryConfig::default())
     }
 
     /// A context whose memory follows `config`: on the GPU its policy,
@@ -177,6 +198,18 @@ impl Context {
         }
     }
 
+    /// Waits until every operation queued on the context's device has
+    /// completed: for timing, or before reading the memory statistics. A
+    /// no-op on the CPU, whose operations complete before they return;
+    /// results never need it (downloads and decryption synchronise
+    /// themselves).
+    ///
+    /// # Errors
+    /// A failure reported by the device.
+    pub fn synchronize(&self) -> Result<()> {
+        self.inner.backend.synchronize()
+    }
+
     /// Memory statistics of the context's device.
     pub fn memory_statistics(&self) -> Statistics {
         self.inner.backend.allocator().statistics()
@@ -266,6 +299,7 @@ mod tests {
         }
         let cpu = Context::new(params(), DeviceSelection::Cpu).unwrap_or_else(|e| panic!("{e}"));
         assert!(cpu.backend_for(Device::Cpu).is_ok());
+        assert_eq!(cpu.synchronize(), Ok(()));
         for ordinal in [0, 7] {
             assert_eq!(
                 cpu.backend_for(Device::Gpu(ordinal)).map(|_| ()),

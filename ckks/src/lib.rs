@@ -33,6 +33,7 @@ pub mod keys;
 pub mod ntt;
 pub mod params;
 pub mod poly;
+pub mod progress;
 pub mod rns;
 pub mod sampling;
 pub mod serialize;
@@ -43,14 +44,20 @@ pub mod zq;
 pub use context::Context;
 pub use error::{Error, KeyError, OperandError, ParametersError, Result, SerializationError};
 
-/// The types most programs need.
+/// The types most programs need: context and memory settings, encoding,
+/// keys, encryption and evaluation, noise flooding, and the serialization
+/// traits (objects move between contexts only as bytes).
 pub mod prelude {
     pub use crate::Context;
     pub use crate::backend::{Device, DeviceSelection};
     pub use crate::encoding::{Encoder, Plaintext};
-    pub use crate::eval::{Ciphertext, Decryptor, Encryptor, Evaluator};
+    pub use crate::eval::{
+        Ciphertext, Decryptor, Encryptor, Evaluator, FloodingGoal, NoiseFlooding,
+    };
     pub use crate::keys::{
         KeyGenerator, KeySet, KeySetRequest, PublicKey, SecretKey, SwitchingKey,
     };
     pub use crate::params::{Level, Parameters, Preset, Scale, SecurityCheck};
+    pub use crate::serialize::{FromBytes, Load, Save, ToBytes};
+    pub use hemem_memory::MemoryConfig;
 }

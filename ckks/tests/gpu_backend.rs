@@ -16,7 +16,6 @@ use std::sync::Arc;
 use hemem_ckks::backend::{Backend, BinaryOp, Limbs, LimbsMut};
 use hemem_ckks::ntt::GaloisElement;
 use hemem_ckks::prelude::*;
-use hemem_ckks::serialize::{FromBytes as _, ToBytes as _};
 use hemem_ckks::testing::{max_abs_error, seed32, seeded_rng, unit_disk};
 use hemem_ckks::{Error, Result};
 use hemem_memory::MemoryClass;
@@ -33,7 +32,10 @@ fn contexts(name: &str, preset: Preset) -> Option<(Context, Context)> {
     drop(device);
     let params = Parameters::from_preset_with(preset, SecurityCheck::AllowInsecure).unwrap();
     let cpu = Context::new(params.clone(), DeviceSelection::Cpu).unwrap();
-    let gpu = Context::new(params, DeviceSelection::Gpu(0)).unwrap();
+    // The staged GPU runs set HEMEM_* variables (scripts/gpu-planned.sh
+    // `with:`): the GPU context follows them.
+    let memory = MemoryConfig::from_env().unwrap();
+    let gpu = Context::with_memory(params, DeviceSelection::Gpu(0), &memory).unwrap();
     assert_eq!(gpu.device(), Device::Gpu(0));
     Some((cpu, gpu))
 }
@@ -1550,5 +1552,5 @@ fn gpu_views_out_of_range_are_typed_errors() {
         return;
     };
     views_out_of_range_are_typed_errors(gpu_ctx.backend());
-    gpu_ctx.backend().synchronize().unwrap();
+    gpu_ctx.synchronize().unwrap();
 }

@@ -1,4 +1,6 @@
-//! [`Kernels`]: every PTX module loaded once into a device's context.
+//! [`Kernels`]: the CKKS PTX modules loaded once into a device's context;
+//! [`TestKernels`]: the touch and micro-benchmark modules, which only tests
+//! and `hemem bench alloc` load.
 
 use std::fmt;
 use std::sync::Arc;
@@ -9,15 +11,22 @@ use hemem_memory::GpuDevice;
 
 use crate::{Error, Result};
 
-/// The committed PTX, by module name (`ptx/<name>.ptx`, from `cuda/<name>.cu`).
-pub const PTX_MODULES: [(&str, &str); 7] = [
-    ("touch", include_str!("../ptx/touch.ptx")),
-    ("bench", include_str!("../ptx/bench.ptx")),
+/// The committed PTX a CKKS context loads, by module name (`ptx/<name>.ptx`,
+/// from `cuda/<name>.cu`).
+pub const PTX_MODULES: [(&str, &str); 5] = [
     ("ckks_ntt", include_str!("../ptx/ckks_ntt.ptx")),
     ("ckks_arith", include_str!("../ptx/ckks_arith.ptx")),
     ("ckks_convert", include_str!("../ptx/ckks_convert.ptx")),
     ("ckks_prf", include_str!("../ptx/ckks_prf.ptx")),
     ("ckks_encode", include_str!("../ptx/ckks_encode.ptx")),
+];
+
+/// The committed PTX of the test and micro-benchmark kernels (buffer touch
+/// and verify, chunked addition and butterfly): loaded only by
+/// [`TestKernels::load`], never into a CKKS context.
+pub const TEST_PTX_MODULES: [(&str, &str); 2] = [
+    ("touch", include_str!("../ptx/touch.ptx")),
+    ("bench", include_str!("../ptx/bench.ptx")),
 ];
 
 /// The CKKS kernels (`cuda/ckks_*.cu`).
@@ -62,14 +71,13 @@ pub(crate) struct Bench {
     pub(crate) butterfly8: CudaFunction,
 }
 
-/// Every kernel of this crate, loaded into one device's context. Load it
+/// The CKKS kernels of this crate ([`PTX_MODULES`]), loaded into one
+/// device's context: what the GPU backend, and so every user, loads. Load it
 /// once per device and share it (it is `Send + Sync`; clones share the
 /// modules).
 #[derive(Clone)]
 pub struct Kernels {
     pub(crate) device: GpuDevice,
-    pub(crate) touch: Touch,
-    pub(crate) bench: Bench,
     pub(crate) ckks: Ckks,
     _modules: Vec<Arc<CudaModule>>,
 }
@@ -79,6 +87,56 @@ impl fmt::Debug for Kernels {
         f.debug_struct("Kernels")
             .field("device", &self.device.ordinal())
             .finish_non_exhaustive()
+    }
+}
+
+/// The test and micro-benchmark kernels ([`TEST_PTX_MODULES`]: buffer touch
+/// and verify, chunked addition and butterfly), loaded into one device's
+/// context, apart from [`Kernels`] so that a CKKS context never carries
+/// them. For the GPU tests and `hemem bench alloc`.
+#[derive(Clone)]
+pub struct TestKernels {
+    pub(crate) device: GpuDevice,
+    pub(crate) touch: Touch,
+    pub(crate) bench: Bench,
+    _modules: Vec<Arc<CudaModule>>,
+}
+
+impl fmt::Debug for TestKernels {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TestKernels")
+            .field("device", &self.device.ordinal())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TestKernels {
+    /// Loads the touch and benchmark modules into `device`'s context.
+    ///
+    /// # Errors
+    /// [`Error::Load`], as [`Kernels::load`].
+    pub fn load(device: &GpuDevice) -> Result<Self> {
+        let [(touch_name, touch_ptx), (bench_name, bench_ptx)] = TEST_PTX_MODULES;
+        let touch_module = load(device, touch_name, touch_ptx)?;
+        let bench_module = load(device, bench_name, bench_ptx)?;
+        Ok(Self {
+            device: device.clone(),
+            touch: Touch {
+                fill: function(&touch_module, "touch_fill")?,
+                verify: function(&touch_module, "touch_verify")?,
+                read: function(&touch_module, "touch_read")?,
+            },
+            bench: Bench {
+                chunk_add: function(&bench_module, "bench_chunk_add")?,
+                butterfly8: function(&bench_module, "bench_chunk_butterfly8")?,
+            },
+            _modules: vec![touch_module, bench_module],
+        })
+    }
+
+    /// The device the kernels are loaded on.
+    pub fn device(&self) -> &GpuDevice {
+        &self.device
     }
 }
 
@@ -139,24 +197,21 @@ fn functions<const K: usize>(
 }
 
 impl Kernels {
-    /// Loads every module into `device`'s context (the driver JIT-compiles
-    /// the PTX for the card the first time; it caches the result).
+    /// Loads the CKKS modules into `device`'s context (the driver
+    /// JIT-compiles the PTX for the card the first time; it caches the
+    /// result). The test kernels are not among them ([`TestKernels`]).
     ///
     /// # Errors
     /// [`Error::Load`] (an old driver refuses PTX 9.0 with
     /// `CUDA_ERROR_UNSUPPORTED_PTX_VERSION`).
     pub fn load(device: &GpuDevice) -> Result<Self> {
         let [
-            (touch_name, touch_ptx),
-            (bench_name, bench_ptx),
             (ntt_name, ntt_ptx),
             (arith_name, arith_ptx),
             (convert_name, convert_ptx),
             (prf_name, prf_ptx),
             (encode_name, encode_ptx),
         ] = PTX_MODULES;
-        let touch_module = load(device, touch_name, touch_ptx)?;
-        let bench_module = load(device, bench_name, bench_ptx)?;
         let ntt = load(device, ntt_name, ntt_ptx)?;
         let arith = load(device, arith_name, arith_ptx)?;
         let convert = load(device, convert_name, convert_ptx)?;
@@ -164,15 +219,6 @@ impl Kernels {
         let encode = load(device, encode_name, encode_ptx)?;
         Ok(Self {
             device: device.clone(),
-            touch: Touch {
-                fill: function(&touch_module, "touch_fill")?,
-                verify: function(&touch_module, "touch_verify")?,
-                read: function(&touch_module, "touch_read")?,
-            },
-            bench: Bench {
-                chunk_add: function(&bench_module, "bench_chunk_add")?,
-                butterfly8: function(&bench_module, "bench_chunk_butterfly8")?,
-            },
             ckks: Ckks {
                 ntt_fwd_cols: functions(&ntt, NTT_FWD_COLS)?,
                 ntt_inv_cols: functions(&ntt, NTT_INV_COLS)?,
@@ -193,7 +239,7 @@ impl Kernels {
                 key_switch_inner_product_seeded: function(&prf, "key_switch_inner_product_seeded")?,
                 expand_compact: function(&encode, "expand_compact")?,
             },
-            _modules: vec![touch_module, bench_module, ntt, arith, convert, prf, encode],
+            _modules: vec![ntt, arith, convert, prf, encode],
         })
     }
 
@@ -209,20 +255,22 @@ mod tests {
 
     #[test]
     fn embedded_ptx_targets_sm_75_with_isa_9_0_and_names_every_kernel() {
-        for (name, ptx) in PTX_MODULES {
+        for (name, ptx) in PTX_MODULES.into_iter().chain(TEST_PTX_MODULES) {
             assert!(ptx.contains(".version 9.0"), "{name}");
             assert!(ptx.contains(".target sm_75"), "{name}");
             assert!(!ptx.contains('\0'), "{name}");
         }
-        let [
-            (_, touch),
-            (_, bench),
-            (_, ntt),
-            (_, arith),
-            (_, convert),
-            (_, prf),
-            (_, encode),
-        ] = PTX_MODULES;
+        // What a CKKS context loads holds no test kernel.
+        for (name, ptx) in PTX_MODULES {
+            for kernel in ["touch_", "bench_"] {
+                assert!(
+                    !ptx.contains(&format!(".entry {kernel}")),
+                    "{name}: {kernel}"
+                );
+            }
+        }
+        let [(_, touch), (_, bench)] = TEST_PTX_MODULES;
+        let [(_, ntt), (_, arith), (_, convert), (_, prf), (_, encode)] = PTX_MODULES;
         for kernel in NTT_FWD_COLS
             .iter()
             .chain(&NTT_INV_COLS)

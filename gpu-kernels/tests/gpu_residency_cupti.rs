@@ -9,7 +9,7 @@
 //! file holds this one test (its own process).
 
 use hemem_gpu_kernels::launch::touch;
-use hemem_gpu_kernels::{Kernels, pattern_word};
+use hemem_gpu_kernels::{TestKernels, pattern_word};
 use hemem_memory::cuda::cupti::{UnifiedMemoryCounters, UnifiedMemoryTraffic};
 use hemem_memory::testing::{gpu_or_skip, gpu_required};
 use hemem_memory::{
@@ -69,7 +69,7 @@ fn gpu_budget_holds_and_cupti_agrees_with_the_residency_manager() {
         (BUFFERS * BUFFER_BYTES) as u64 * 2 < free,
         "not enough free GPU memory for 3 GiB of managed buffers"
     );
-    let kernels = Kernels::load(&device).expect("PTX loads");
+    let kernels = TestKernels::load(&device).expect("PTX loads");
     let allocator = Allocator::gpu(&device, &config).expect("allocator");
     let residency = allocator.residency().expect("gpu").clone();
 

@@ -11,7 +11,7 @@
 #![expect(clippy::expect_used, reason = "test helpers outside #[test] functions")]
 
 use hemem_gpu_kernels::launch::touch;
-use hemem_gpu_kernels::{DeviceWordsMut, Kernels};
+use hemem_gpu_kernels::{DeviceWordsMut, TestKernels};
 use hemem_memory::testing::gpu_or_skip;
 use hemem_memory::{
     Allocator, BudgetSetting, ByteSize, MemoryClass, MemoryConfig, PolicyConfig, StreamId,
@@ -33,7 +33,7 @@ fn gpu_cross_stream_reuse_is_ordered() {
     let Some(device) = gpu_or_skip("gpu_cross_stream_reuse_is_ordered") else {
         return;
     };
-    let kernels = Kernels::load(&device).expect("PTX loads");
+    let kernels = TestKernels::load(&device).expect("PTX loads");
     let allocator = allocator(&device);
     for round in 0..4 {
         let mut a = allocator
@@ -69,7 +69,7 @@ fn gpu_race_unordered_cross_stream_use() {
     let Some(device) = gpu_or_skip("gpu_race_unordered_cross_stream_use") else {
         return;
     };
-    let kernels = Kernels::load(&device).expect("PTX loads");
+    let kernels = TestKernels::load(&device).expect("PTX loads");
     let allocator = allocator(&device);
     for round in 0..4 {
         let mut a = allocator

@@ -2,7 +2,7 @@
 //! changed word, in pooled and managed memory.
 
 use hemem_gpu_kernels::launch::touch;
-use hemem_gpu_kernels::{Kernels, pattern_word};
+use hemem_gpu_kernels::{TestKernels, pattern_word};
 use hemem_memory::testing::gpu_or_skip;
 use hemem_memory::{
     Allocator, BudgetSetting, ByteSize, MemoryClass, MemoryConfig, Placement, PolicyConfig,
@@ -13,7 +13,7 @@ fn gpu_touch_kernels_write_and_verify_the_pattern() {
     let Some(device) = gpu_or_skip("gpu_touch_kernels_write_and_verify_the_pattern") else {
         return;
     };
-    let kernels = Kernels::load(&device).expect("PTX loads");
+    let kernels = TestKernels::load(&device).expect("PTX loads");
     let config = MemoryConfig {
         policy: PolicyConfig::Static,
         budget: BudgetSetting::Bytes(ByteSize::GIB),

@@ -1,15 +1,20 @@
 //! The memory system's settings: policy, device budget, eviction order,
-//! oversubscription and trace recording, from the API or parsed once from
-//! `HEMEM_*` variables.
+//! oversubscription and trace recording, from the API
+//! ([`MemoryConfig::default`] and its fields) or, when a program asks for
+//! it with [`MemoryConfig::from_env`], parsed once from `HEMEM_*`
+//! variables. Nothing in the library reads the environment by itself.
 //!
 //! | variable | values | default |
 //! |---|---|---|
 //! | `HEMEM_DEVICE_BUDGET` | a byte size (`4GiB`, `512MiB`, `1073741824`) or `auto` | `auto`: free memory minus a margin |
-//! | `HEMEM_MEMORY_POLICY` | `device`, `managed`, `static`, `profiled`, `dynamic` | `static` |
+//! | `HEMEM_MEMORY_POLICY` | `planned`, `device`, `managed`, `static`, `profiled`, `dynamic` | `planned` |
 //! | `HEMEM_POLICY_TRACE` | a trace CSV (for `profiled`) | none |
 //! | `HEMEM_RECORD_TRACE` | where to write this run's trace | none |
 //! | `HEMEM_MANAGED_OVERSUBSCRIPTION` | `refuse`, `allow` | `refuse` |
 //! | `HEMEM_EVICTION` | `lru`, `next-use` | `lru` |
+//! | `HEMEM_STREAMING_RESERVE` | `planned`: a non-negative number | `2` |
+//! | `HEMEM_STREAMING_ARENA` | `planned`: `on`/`1`/`true`, `off`/`0`/`false` | `on` |
+//! | `HEMEM_STREAMING_MARGIN` | `planned`: an integer ≥ 1 | `32` |
 
 use std::fmt;
 use std::path::PathBuf;
@@ -28,6 +33,11 @@ use crate::{ConfigError, Error, Result};
 /// A number of bytes, parsed from `4GiB`, `512 MiB`, `1.5GiB`, `64KB` or a
 /// bare integer. Binary units (KiB, MiB, GiB, TiB) are powers of 1024,
 /// decimal ones (KB, MB, GB, TB) powers of 1000; units are case-insensitive.
+///
+/// The one byte-size syntax of hemem (options, `HEMEM_*` variables, sweep
+/// budgets), parsed and printed by the `bytesize` crate. `Display` prints a
+/// size for people (`150.0 MiB`, `512 B`); [`ByteSize::exact`] prints one
+/// that parses back to the same number (`2GiB`), for keys in files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ByteSize(pub u64);
 
@@ -36,11 +46,31 @@ impl ByteSize {
     pub const GIB: u64 = 1 << 30;
     /// One MiB.
     pub const MIB: u64 = 1 << 20;
+
+    /// The units accepted after the number (lower case). `bytesize` also
+    /// takes one-letter units (`4G`, `4Gi`), which are ambiguous between
+    /// decimal and binary, and larger ones: both are refused here, as they
+    /// always were.
+    const UNITS: [&'static str; 10] = ["", "b", "kib", "mib", "gib", "tib", "kb", "mb", "gb", "tb"];
+
+    /// The size as the shortest text that parses back to exactly it: `2GiB`,
+    /// `512MiB`, or the bare number of bytes when no binary unit divides it.
+    pub fn exact(self) -> String {
+        let whole = format!("{:.0}", bytesize::ByteSize(self.0).display().iec()).replace(' ', "");
+        if whole.parse::<Self>() == Ok(self) {
+            whole
+        } else {
+            self.0.to_string()
+        }
+    }
 }
 
 impl FromStr for ByteSize {
     type Err = Error;
 
+    /// Parses with `bytesize`, after checking the shape it is lenient about:
+    /// digits with an optional fraction (`1.5`, not `.5` or `1.`), a known
+    /// unit, and no overflow (`bytesize` saturates at `u64::MAX`).
     fn from_str(s: &str) -> Result<Self> {
         let invalid = || ConfigError::InvalidByteSize { text: s.to_owned() };
         let text = s.trim();
@@ -48,55 +78,33 @@ impl FromStr for ByteSize {
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
             .unwrap_or(text.len());
         let (number, unit) = text.split_at(split);
-        let multiplier: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-            "" | "b" => 1,
-            "kib" => 1 << 10,
-            "mib" => 1 << 20,
-            "gib" => 1 << 30,
-            "tib" => 1 << 40,
-            "kb" => 1_000,
-            "mb" => 1_000_000,
-            "gb" => 1_000_000_000,
-            "tb" => 1_000_000_000_000,
-            _ => return Err(invalid().into()),
+        let well_formed = match number.split_once('.') {
+            None => !number.is_empty(),
+            Some((whole, fraction)) => {
+                !whole.is_empty()
+                    && !fraction.is_empty()
+                    && fraction.bytes().all(|b| b.is_ascii_digit())
+            }
         };
-        let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-        if whole.is_empty() || !whole.bytes().all(|b| b.is_ascii_digit()) {
+        let unit = unit.trim().to_ascii_lowercase();
+        if !well_formed || !Self::UNITS.contains(&unit.as_str()) {
             return Err(invalid().into());
         }
-        if !fraction.bytes().all(|b| b.is_ascii_digit()) || number.ends_with('.') {
-            return Err(invalid().into());
+        // u64::MAX is only ever `bytesize`'s saturation, unless it was
+        // written out in bytes.
+        let in_bytes = unit.is_empty() || unit == "b";
+        match text.parse::<bytesize::ByteSize>() {
+            Ok(size) if size.as_u64() < u64::MAX || in_bytes => Ok(Self(size.as_u64())),
+            _ => Err(invalid().into()),
         }
-        let whole: u64 = whole.parse().map_err(|_| invalid())?;
-        let mut bytes = whole.checked_mul(multiplier).ok_or_else(invalid)?;
-        if !fraction.is_empty() {
-            // Exact for up to 9 fraction digits; rounds down to whole bytes.
-            let digits = fraction.get(..fraction.len().min(9)).unwrap_or("");
-            let scale = 10u128.pow(digits.len() as u32);
-            let frac: u128 = digits.parse().map_err(|_| invalid())?;
-            let extra =
-                u64::try_from(frac * u128::from(multiplier) / scale).map_err(|_| invalid())?;
-            bytes = bytes.checked_add(extra).ok_or_else(invalid)?;
-        }
-        Ok(Self(bytes))
     }
 }
 
 impl fmt::Display for ByteSize {
-    /// `4 GiB` when exact in a binary unit, else the bare number of bytes.
+    /// A size for people, in binary units with one decimal (`4.0 GiB`,
+    /// `150.0 MiB`, `512 B`): `bytesize`'s IEC form.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const UNITS: [(u64, &str); 4] = [
-            (1 << 40, "TiB"),
-            (1 << 30, "GiB"),
-            (1 << 20, "MiB"),
-            (1 << 10, "KiB"),
-        ];
-        for (size, name) in UNITS {
-            if self.0 >= size && self.0.is_multiple_of(size) {
-                return write!(f, "{} {name}", self.0 / size);
-            }
-        }
-        write!(f, "{} B", self.0)
+        fmt::Display::fmt(&bytesize::ByteSize(self.0).display().iec(), f)
     }
 }
 
@@ -322,7 +330,10 @@ impl Default for MemoryConfig {
 }
 
 impl MemoryConfig {
-    /// The settings from the `HEMEM_*` environment variables, read once.
+    /// The settings from the `HEMEM_*` environment variables (the table
+    /// above), over [`MemoryConfig::default`]: for programs that let their
+    /// user steer the memory system from the environment (the `hemem` CLI,
+    /// benchmarks, GPU test harnesses). `Context::new` does not call it.
     ///
     /// # Errors
     /// Values that do not parse ([`ConfigError`]).
@@ -446,6 +457,10 @@ mod tests {
             ("1073741824", 1 << 30),
             ("7B", 7),
             (" 3 MiB ", 3 << 20),
+            ("2 GiB", 2 << 30),
+            ("0.5MiB", 1 << 19),
+            ("18446744073709551615", u64::MAX),
+            ("18446744073709551615 B", u64::MAX),
         ];
         for (text, bytes) in ok {
             assert_eq!(text.parse::<ByteSize>(), Ok(ByteSize(bytes)), "{text}");
@@ -460,6 +475,12 @@ mod tests {
             "4 G",
             "99999999999TiB",
             ".5GiB",
+            "4Gi",
+            "1.5.1GiB",
+            "auto",
+            "4 PiB",
+            "18446744073709551615KiB",
+            "18446744073709551616",
         ] {
             assert_eq!(
                 text.parse::<ByteSize>(),
@@ -467,8 +488,25 @@ mod tests {
                 "{text:?}"
             );
         }
-        assert_eq!(ByteSize(4 << 30).to_string(), "4 GiB");
+        assert_eq!(ByteSize(4 << 30).to_string(), "4.0 GiB");
+        assert_eq!(ByteSize(150 << 20).to_string(), "150.0 MiB");
         assert_eq!(ByteSize(1000).to_string(), "1000 B");
+        assert_eq!(ByteSize(1536 << 20).to_string(), "1.5 GiB");
+    }
+
+    #[test]
+    fn exact_sizes_parse_back() {
+        for (bytes, text) in [
+            (2 << 30, "2GiB"),
+            (512 << 20, "512MiB"),
+            (3 << 29, "1610612736"),
+            (1000, "1000B"),
+            (4 << 40, "4TiB"),
+            (1, "1B"),
+        ] {
+            assert_eq!(ByteSize(bytes).exact(), text);
+            assert_eq!(text.parse::<ByteSize>(), Ok(ByteSize(bytes)), "{text}");
+        }
     }
 
     fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {

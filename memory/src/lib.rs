@@ -68,7 +68,8 @@
 //! allocator.download(&ct, 0, &mut back)?;
 //! assert_eq!((back, ct.placement()), ([1, 2, 3], Placement::Host));
 //!
-//! // Settings come from HEMEM_* variables (parsed once) or the API.
+//! // Settings come from the API, or from HEMEM_* variables where a program
+//! // asks for them (`MemoryConfig::from_env()`, parsed once).
 //! let config = MemoryConfig {
 //!     budget: "4GiB".parse::<BudgetSetting>()?,
 //!     ..MemoryConfig::default()

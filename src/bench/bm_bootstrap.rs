@@ -356,18 +356,35 @@ pub fn plot_thresholds(path: &Path, rows: &[BmRow]) -> Result<()> {
     )
 }
 
+/// A step of [`run_bm_bootstrap`] as it starts: which pass, threshold and
+/// preset, and how many steps are done of how many (the total shrinks when
+/// a preset's recording fails: it has nothing to replay).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BmStep<'a> {
+    /// `record` or `profiled`.
+    pub pass: &'a str,
+    /// The profiled pass's cap, in percent of the recording's peak.
+    pub threshold_pct: Option<f64>,
+    /// The preset about to run.
+    pub preset: Preset,
+    /// Steps finished.
+    pub done: u64,
+    /// Steps in all.
+    pub total: u64,
+}
+
 /// Runs BM-bootstrap as [`BmSettings`] says and writes, into `settings.out`:
 /// `bm-bootstrap.csv`, `bm-bootstrap.md`, `traces/bm-<preset>.csv` (each
 /// preset's recording), `bm-bootstrap-trace.csv` (the merged trace) and,
 /// with thresholds, `bm-bootstrap-threshold.png`. `observer` hears each
-/// preset as it starts (`pass`, threshold, preset).
+/// step as it starts ([`BmStep`]).
 ///
 /// # Errors
 /// [`Error::EmptyAxis`] when no preset of the list bootstraps; file errors.
 /// A preset's own failure is its row's status.
 pub fn run_bm_bootstrap(
     settings: &BmSettings,
-    observer: &mut dyn FnMut(&str, Option<f64>, Preset),
+    observer: &mut dyn FnMut(BmStep<'_>),
 ) -> Result<BmReport> {
     let presets = bootstrappable(&settings.presets)?;
     if presets.is_empty() {
@@ -380,8 +397,18 @@ pub fn run_bm_bootstrap(
     let started = Instant::now();
     let mut rows = Vec::new();
     let mut recorded: Vec<(Preset, PathBuf, u64)> = Vec::new();
+    let passes = 1 + settings.thresholds.len() as u64;
+    let mut total = presets.len() as u64 * passes;
+    let mut done = 0;
     for &preset in &presets {
-        observer("record", None, preset);
+        observer(BmStep {
+            pass: "record",
+            threshold_pct: None,
+            preset,
+            done,
+            total,
+        });
+        done += 1;
         let path = traces.join(format!("bm-{}.csv", preset.name()));
         let offset = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         let config = MemoryConfig {
@@ -392,6 +419,8 @@ pub fn run_bm_bootstrap(
         let result = run_preset(preset, settings, &config);
         if result.is_ok() {
             recorded.push((preset, path, offset));
+        } else {
+            total -= passes - 1;
         }
         rows.push(row("record", None, preset, settings.policy, None, result));
     }
@@ -405,7 +434,14 @@ pub fn run_bm_bootstrap(
     for &fraction in &settings.thresholds {
         for ((preset, path, _), (_, trace)) in recorded.iter().zip(&parts) {
             let pct = fraction * 100.0;
-            observer("profiled", Some(pct), *preset);
+            observer(BmStep {
+                pass: "profiled",
+                threshold_pct: Some(pct),
+                preset: *preset,
+                done,
+                total,
+            });
+            done += 1;
             let all_pooled = peaks_for_threshold(trace, Duration::MAX).pool;
             let cap = (all_pooled as f64 * fraction.max(0.0)) as u64;
             let config = MemoryConfig {
@@ -504,7 +540,7 @@ mod tests {
             ..BmSettings::default()
         };
         assert!(matches!(
-            run_bm_bootstrap(&settings, &mut |_, _, _| {}),
+            run_bm_bootstrap(&settings, &mut |_| {}),
             Err(Error::EmptyAxis { axis: "presets" })
         ));
     }

@@ -101,12 +101,19 @@ impl Snapshot {
     }
 }
 
-/// The process's peak resident set size (Linux `VmHWM`), where Linux reports it.
+/// The process's peak resident set size (Linux `VmHWM` in
+/// `/proc/self/status`, read with the `procfs` crate); `None` on other
+/// systems or when `/proc` cannot be read.
 pub fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+    #[cfg(target_os = "linux")]
+    {
+        let status = procfs::process::Process::myself().ok()?.status().ok()?;
+        status.vmhwm.and_then(|kib| kib.checked_mul(1024))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
 }
 
 /// Peak bytes per class; and with `device`, pooled plus managed peaks per
@@ -149,7 +156,7 @@ pub fn peak_pooled_bytes(statistics: &Statistics) -> u64 {
 /// # Errors
 /// Driver errors.
 pub fn settle_copies(context: &Context) -> Result<()> {
-    context.backend().synchronize()?;
+    context.synchronize()?;
     if let Some(gpu) = context.backend().allocator().device() {
         gpu.synchronize(StreamId::Copy)
             .map_err(hemem_ckks::Error::from)?;
@@ -173,10 +180,10 @@ pub fn time_runs<S, T>(
     let mut times = Vec::with_capacity(iterations);
     for _ in 0..iterations {
         let input = setup()?;
-        context.backend().synchronize()?;
+        context.synchronize()?;
         let start = Instant::now();
         let out = f(input)?;
-        context.backend().synchronize()?;
+        context.synchronize()?;
         times.push(start.elapsed().as_secs_f64() * 1e3);
         drop(out);
     }
@@ -213,6 +220,16 @@ impl Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// On Linux the peak resident set is read and at least what this test
+    /// has touched.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn peak_rss_is_read_on_linux() {
+        let touched = std::hint::black_box(vec![1u8; 8 << 20]);
+        let peak = peak_rss_bytes().expect("VmHWM");
+        assert!(peak >= touched.len() as u64, "{peak}");
+    }
 
     #[test]
     fn summaries() {

@@ -96,7 +96,7 @@ impl BootstrapWorkload {
         let bootstrapper = Bootstrapper::with_storage(context, schedule, keys, storage)?;
         let enc = params.enc_level();
         bootstrapper.prepare_for_scale(params.default_scale(enc)?)?;
-        context.backend().synchronize()?;
+        context.synchronize()?;
         let setup_ms = started.elapsed().as_secs_f64() * 1e3;
         let slots = bootstrapper.schedule().slots();
         let values = random_reals(sampler, slots);

@@ -267,7 +267,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             let keygen = KeyGenerator::new(&context)?;
             let secret = keygen.secret_key()?;
             let public = keygen.public_key(&secret)?;
-            let keys = BootstrapKeys::generate(&keygen, &secret, &schedule)?;
+            let keys = super::progress::with_bar("keys", args.json, |p| {
+                BootstrapKeys::generate_with_progress(&keygen, &secret, &schedule, p)
+            })?;
             progress(&format!(
                 "  {} keys ({}) generated",
                 keys.len(),
@@ -284,12 +286,14 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let key_set = Arc::clone(keys.key_set());
     let constants_started = Instant::now();
     let storage: DiagonalStorage = args.diagonals.parse()?;
-    let bootstrapper = Bootstrapper::with_storage(&context, schedule, keys, storage)?;
+    let bootstrapper = super::progress::with_bar("diagonals", args.json, |p| {
+        Bootstrapper::with_progress(&context, schedule, keys, storage, p)
+    })?;
     // The input is encrypted at the encryption level and levelled down, so
     // it keeps that level's default scale: SlotToCoeff is encoded for it now.
     let enc = params.enc_level();
     bootstrapper.prepare_for_scale(params.default_scale(enc)?)?;
-    context.backend().synchronize()?;
+    context.synchronize()?;
     let setup_ms = started.elapsed().as_secs_f64() * 1e3;
     let constant_ms = constants_started.elapsed().as_secs_f64() * 1e3;
     let (key_setup_ms, constant_setup_ms) = if key_load_ms.is_some() {
@@ -389,7 +393,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             (false, true) => bootstrapper.bootstrap(&input)?,
             (false, false) => bootstrapper.bootstrap_real(&input)?,
         };
-        context.backend().synchronize()?;
+        context.synchronize()?;
         let ms = t.elapsed().as_secs_f64() * 1e3 / batch as f64;
         if let Some(c) = &cupti {
             settle_copies(&context)?;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context as _;
+use hemem_bootstrap::linear_transform::DiagonalStorage;
 use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice};
 use hemem_bootstrap::{BootstrapKeys, Bootstrapper};
 use hemem_ckks::prelude::*;
@@ -16,7 +17,7 @@ use num_complex::Complex64;
 use serde::Serialize;
 
 use super::memory::MemoryArgs;
-use super::report::{max_abs_error, precision_bits};
+use super::report::{human_bytes, max_abs_error, precision_bits};
 
 /// The rotation the demo shows.
 const ROTATION: i64 = 1;
@@ -90,9 +91,10 @@ fn random_unit_disk(sampler: &mut Sampler, count: usize) -> Vec<Complex64> {
 /// Runs the demo.
 pub fn run(args: &Args) -> anyhow::Result<()> {
     let (preset, params) = super::preset_parameters(&args.preset)?;
-    // The demo runs on the CPU: the policy is checked (a profiled policy's
-    // trace is read and analysed) but only host memory is placed, and a
-    // recorded trace holds the host allocations the CPU backend made.
+    // The demo runs on the device `--device` selects. On the GPU the memory
+    // policy places every buffer; on the CPU the policy is checked (a
+    // profiled policy's trace is read and analysed) but only host memory is
+    // placed, and a recorded trace holds the CPU backend's allocations.
     let memory = args.memory.config()?;
     let selection = super::device_selection(&args.device, args.gpu)?;
     let context = Context::with_memory(params, selection, &memory)?;
@@ -150,7 +152,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     progress(&format!(
         "  {} evaluation keys ({}) in {:.1} ms",
         keys.len(),
-        super::report::human_bytes(keys.size_bytes() as u64),
+        human_bytes(keys.size_bytes() as u64),
         t.elapsed().as_secs_f64() * 1e3
     ));
     let evaluator = Evaluator::with_keys(&context, Arc::new(keys));
@@ -228,12 +230,16 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         let (keys, made) = match bootstrap_keys.take() {
             Some(keys) => (keys, "loaded"),
             None => (
-                BootstrapKeys::generate(&keygen, &secret, &schedule)?,
+                super::progress::with_bar("keys", args.json, |p| {
+                    BootstrapKeys::generate_with_progress(&keygen, &secret, &schedule, p)
+                })?,
                 "generated",
             ),
         };
         let count = keys.len();
-        let bootstrapper = Bootstrapper::new(&context, schedule, keys)?;
+        let bootstrapper = super::progress::with_bar("diagonals", args.json, |p| {
+            Bootstrapper::with_progress(&context, schedule, keys, DiagonalStorage::default(), p)
+        })?;
         bootstrapper.prepare_for_scale(ct.scale())?;
         progress(&format!(
             "  {count} bootstrapping keys ({made}) and DFT diagonals in {:.1} s",
@@ -241,7 +247,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         ));
         let t = Instant::now();
         let refreshed = bootstrapper.bootstrap(&ct)?;
-        context.backend().synchronize()?;
+        context.synchronize()?;
         let ms = t.elapsed().as_secs_f64() * 1e3;
         measure("bootstrap", &refreshed, &expected, ms)?;
         let (next, ms) = timed(&|| evaluator.square(&refreshed))?;
@@ -303,12 +309,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         }
         out!("peak memory by class:");
         for (class, bytes) in &report.peak_bytes_by_class {
-            out!("  {class:<20} {bytes}");
+            out!("  {class:<20} {}", human_bytes(bytes.as_u64().unwrap_or(0)));
         }
         if let Some(device) = &report.peak_device_bytes_by_class {
             out!("peak device bytes by class (pooled + managed):");
             for (class, bytes) in device {
-                out!("  {class:<20} {bytes}");
+                out!("  {class:<20} {}", human_bytes(bytes.as_u64().unwrap_or(0)));
             }
         }
         out!("memory policy: {}", report.memory_policy);

@@ -15,7 +15,6 @@ use anyhow::Context as _;
 use hemem_bootstrap::BootstrapKeys;
 use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice};
 use hemem_ckks::prelude::*;
-use hemem_ckks::serialize::{Load as _, Save as _};
 use serde::Serialize;
 
 use super::report::human_bytes;
@@ -26,7 +25,11 @@ use super::report::human_bytes;
     after_help = "Files written: FILE (bootstrap key set: relinearisation, conjugation, \
 rotation and sparse-secret encapsulation keys, compact, public), FILE.public (public key) and \
 FILE.secret (secret key, mode 0600). Use them with `hemem bootstrap --keys FILE` or \
-`hemem demo --keys FILE` and the same --preset (and --slots)."
+`hemem demo --keys FILE` and the same --preset (and --slots).
+
+Examples:
+  hemem keygen --preset FTb --out ftb.keys
+  hemem keygen --preset FGb --slots 4096 --out fgb-4k.keys --json"
 )]
 pub struct Args {
     /// Parameter preset (bootstrappable: FGa, FGb, FVa, FVb, FVc, FTa, FTb, test-*).
@@ -105,7 +108,7 @@ pub fn load(context: &Context, path: &Path) -> anyhow::Result<LoadedKeys> {
     let public_file = public_path(path);
     let public = PublicKey::load_from_path(context, &public_file)
         .with_context(|| what(&public_file, "public key"))?;
-    context.backend().synchronize()?;
+    context.synchronize()?;
     Ok(LoadedKeys {
         secret,
         public,
@@ -135,7 +138,8 @@ struct Report {
 pub fn run(args: &Args) -> anyhow::Result<()> {
     let (preset, params) = super::preset_parameters(&args.preset)?;
     let selection = super::device_selection(&args.device, args.gpu)?;
-    let context = Context::new(params.clone(), selection)?;
+    let memory = MemoryConfig::from_env().context("reading HEMEM_* variables")?;
+    let context = Context::with_memory(params.clone(), selection, &memory)?;
     let progress = |msg: &str| {
         if !args.json {
             eprintln!("{msg}");
@@ -155,8 +159,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let keygen = KeyGenerator::new(&context)?;
     let secret = keygen.secret_key()?;
     let public = keygen.public_key(&secret)?;
-    let keys = BootstrapKeys::generate(&keygen, &secret, &schedule)?;
-    context.backend().synchronize()?;
+    let keys = super::progress::with_bar("keys", args.json, |p| {
+        BootstrapKeys::generate_with_progress(&keygen, &secret, &schedule, p)
+    })?;
+    context.synchronize()?;
     let keygen_ms = started.elapsed().as_secs_f64() * 1e3;
     progress(&format!(
         "  {} keys ({}) generated in {:.1} s",

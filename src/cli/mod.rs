@@ -15,6 +15,7 @@ mod demo;
 mod keygen;
 mod memory;
 mod params;
+mod progress;
 mod report;
 mod trace;
 
@@ -24,7 +25,20 @@ use hemem_ckks::params::{Parameters, Preset, SecurityCheck};
 
 /// CKKS homomorphic encryption with a hybrid CPU/GPU memory system.
 #[derive(Debug, Parser)]
-#[command(name = "hemem", version, about)]
+#[command(
+    name = "hemem",
+    version,
+    about,
+    after_help = "Examples:
+  hemem params                                   the presets and their sizes
+  hemem demo --preset test-FTb                   a quick tour on an insecure test preset
+  hemem keygen --preset FTb --out ftb.keys       generate and save bootstrapping keys
+  hemem bootstrap --preset FTb --keys ftb.keys   bootstrap with them
+  hemem bootstrap --preset FGb --device gpu --budget 2GiB
+
+Memory settings come from the flags, else from HEMEM_* environment variables
+(HEMEM_DEVICE_BUDGET, HEMEM_MEMORY_POLICY, ...; see the README)."
+)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -33,19 +47,40 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Print the parameter presets (FGa, FGb, FVa, FVb, FVc, FTa, FTb).
+    #[command(after_help = "Examples:
+  hemem params
+  hemem params --json
+  hemem params --file saved.params --allow-insecure")]
     Params(params::Args),
     /// Encrypt random values, multiply, rotate, conjugate, add, square down to
     /// level 3, and report every step's precision and time.
+    #[command(after_help = "Examples:
+  hemem demo                                 FTb on the CPU
+  hemem demo --preset test-FGb --no-bootstrap
+  hemem demo --preset FGb --device gpu --policy planned --budget 4GiB
+  hemem demo --preset FTb --keys ftb.keys --json")]
     Demo(demo::Args),
     /// Generate a preset's bootstrapping keys and save them: FILE (bootstrap
     /// key set), FILE.public and FILE.secret (mode 0600), for `--keys FILE`.
     Keygen(keygen::Args),
     /// Run K bootstraps on a preset: time per bootstrap, precision, key-set
     /// and constant sizes, peak memory per class.
+    #[command(after_help = "Examples:
+  hemem bootstrap --preset test-FGb --iterations 2
+  hemem bootstrap --preset FGb --device gpu --budget 2GiB --batch 4
+  hemem bootstrap --preset FTb --keys ftb.keys --json")]
     Bootstrap(bootstrap::Args),
-    /// Benchmarks (`hemem bench alloc`: the GPU allocation micro-benchmark).
+    /// Benchmarks: the GPU allocation micro-benchmark (`alloc`), CKKS
+    /// operations (`ckks`), the oversubscription sweep (`oversub`) and
+    /// BM-bootstrap (`bm-bootstrap`).
+    #[command(after_help = "Examples:
+  hemem bench ckks --preset FGb --device gpu
+  hemem bench oversub --presets test-FGb --budgets 2GiB,none --ops add,bootstrap
+  hemem bench bm-bootstrap --presets FGb --thresholds 0,50,100")]
     Bench(bench::Args),
     /// Allocation traces (`hemem trace analyze FILE`).
+    #[command(after_help = "Example:
+  hemem demo --record-trace run.csv && hemem trace analyze run.csv --threshold 0.5")]
     Trace(trace::Args),
 }
 
@@ -80,4 +115,36 @@ fn device_selection(device: &str, gpu: Option<usize>) -> anyhow::Result<DeviceSe
         ("gpu", Some(ordinal)) => DeviceSelection::Gpu(ordinal),
         (name, _) => name.parse()?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    use super::Cli;
+
+    /// `hemem --help` and every visible subcommand's help end with an
+    /// example.
+    #[test]
+    fn every_help_has_an_example() {
+        fn check(command: &clap::Command, path: &str) {
+            if command.is_hide_set() {
+                return;
+            }
+            let help = command
+                .get_after_help()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            assert!(help.contains("Example"), "{path}: no example in its help");
+            for sub in command.get_subcommands() {
+                if sub.get_name() != "help" {
+                    check(sub, &format!("{path} {}", sub.get_name()));
+                }
+            }
+        }
+        let mut cli = Cli::command();
+        cli.build();
+        check(&cli, "hemem");
+        cli.debug_assert();
+    }
 }

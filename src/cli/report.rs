@@ -1,5 +1,6 @@
 //! Small helpers shared by subcommands' reports.
 
+use hemem_memory::ByteSize;
 use num_complex::Complex64;
 
 /// The largest absolute difference between two slot vectors.
@@ -19,21 +20,11 @@ pub fn precision_bits(error: f64) -> f64 {
     }
 }
 
-/// A byte count for people: `150.0 MiB`.
+/// A byte count for people (`150.0 MiB`): the memory crate's
+/// [`ByteSize`] display, which is `bytesize`'s, so every size the CLI prints
+/// is spelt one way. `--json` reports keep raw integers.
 pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    let name = UNITS.get(unit).copied().unwrap_or("B");
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.1} {name}")
-    }
+    ByteSize(bytes).to_string()
 }
 
 #[cfg(test)]

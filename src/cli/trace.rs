@@ -26,6 +26,8 @@ pub struct Args {
 #[derive(Debug, clap::Subcommand)]
 enum Command {
     /// Lifetime histogram and peak pooled/managed bytes against the lifetime threshold.
+    #[command(after_help = "Example:
+  hemem trace analyze run.csv --threshold 0.5 --out plots")]
     Analyze(AnalyzeArgs),
 }
 

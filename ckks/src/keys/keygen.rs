@@ -12,6 +12,7 @@ use crate::context::Context;
 use crate::ntt::GaloisElement;
 use crate::params::{ERROR_STD_DEV, Level};
 use crate::poly::{Coeff, Ntt, RnsPoly};
+use crate::progress::{NoProgress, Progress};
 use crate::sampling::Sampler;
 
 /// Makes keys for a context, drawing randomness from a ChaCha20 stream seeded
@@ -341,22 +342,50 @@ impl KeyGenerator {
     /// # Errors
     /// As the individual generators.
     pub fn key_set(&self, secret: &SecretKey, request: &KeySetRequest) -> Result<KeySet> {
+        self.key_set_with_progress(secret, request, &NoProgress)
+    }
+
+    /// As [`KeyGenerator::key_set`], reporting each key made to `progress`
+    /// (a full bootstrapping key set takes seconds to minutes). The total
+    /// counts every key `request` names, duplicates included (they count as
+    /// done when skipped).
+    ///
+    /// # Errors
+    /// As [`KeyGenerator::key_set`].
+    pub fn key_set_with_progress(
+        &self,
+        secret: &SecretKey,
+        request: &KeySetRequest,
+        progress: &dyn Progress,
+    ) -> Result<KeySet> {
         let params = self.context.params();
         let n = params.degree().get();
         let level = |kind: KeyKind| request.level_of(kind, params.max_level());
+        let total = u64::from(request.relinearization)
+            + u64::from(request.conjugation)
+            + request.rotations.len() as u64;
+        let mut done = 0;
+        progress.update(done, total);
+        let mut step = || {
+            done += 1;
+            progress.update(done, total);
+        };
         let mut set = KeySet::new();
         if request.relinearization {
             set.insert(self.relinearization_key_at(secret, level(KeyKind::Relinearization))?)?;
+            step();
         }
         if request.conjugation {
             let g = GaloisElement::conjugation(n);
             set.insert(self.galois_key_at(secret, g, level(KeyKind::Conjugation))?)?;
+            step();
         }
         for &steps in &request.rotations {
             let g = GaloisElement::rotation(steps, n);
             if g.0 != 1 && set.rotation_key(g).is_none() {
                 set.insert(self.galois_key_at(secret, g, level(KeyKind::Rotation(g)))?)?;
             }
+            step();
         }
         Ok(set)
     }

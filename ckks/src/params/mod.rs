@@ -495,19 +495,18 @@ fn default_scales(spec: &ParametersSpec, q: &[Modulus]) -> Vec<f64> {
     scales
 }
 
-/// FNV-1a over every field of the description and every prime: two
-/// parameter sets share a fingerprint only if they agree on all of them.
-/// (Everything else [`Parameters`] holds is derived from these.) Variable
-/// length fields are preceded by their length, optional ones by a tag, so
-/// that no two descriptions give the same sequence of words.
+/// 64-bit FNV-1a (the `fnv` crate) over every field of the description and
+/// every prime, each as little-endian 64-bit words: two parameter sets share
+/// a fingerprint only if they agree on all of them. (Everything else
+/// [`Parameters`] holds is derived from these.) Variable length fields are
+/// preceded by their length, optional ones by a tag, so that no two
+/// descriptions give the same sequence of words. The value is part of the
+/// file format (every object's header carries it): the crate computes the
+/// same FNV-1a the format has always used, so files keep loading.
 fn fingerprint(spec: &ParametersSpec, q: &[Modulus], p: &[Modulus]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |x: u64| {
-        for byte in x.to_le_bytes() {
-            h ^= u64::from(byte);
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    };
+    use std::hash::Hasher as _;
+    let mut h = fnv::FnvHasher::default();
+    let mut eat = |x: u64| h.write(&x.to_le_bytes());
     let option = |v: Option<usize>| v.map_or([0, 0], |v| [1, v as u64]);
     let ParametersSpec {
         name,
@@ -547,13 +546,49 @@ fn fingerprint(spec: &ParametersSpec, q: &[Modulus], p: &[Modulus]) -> u64 {
     for &byte in name.as_bytes() {
         eat(u64::from(byte));
     }
-    h
+    h.finish()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::Error;
+
+    /// The `fnv` crate's hasher is the FNV-1a the format was written with
+    /// (offset basis 0xcbf29ce484222325, prime 0x100000001b3, byte by byte),
+    /// so the fingerprints in existing files are unchanged.
+    #[test]
+    fn fnv_crate_is_the_formats_fnv_1a() {
+        use std::hash::Hasher as _;
+        let bytes: Vec<u8> = (0..=255u8).chain(b"FGb".iter().copied()).collect();
+        let mut reference: u64 = 0xcbf2_9ce4_8422_2325;
+        for &byte in &bytes {
+            reference ^= u64::from(byte);
+            reference = reference.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        let mut crate_hash = fnv::FnvHasher::default();
+        crate_hash.write(&bytes);
+        assert_eq!(crate_hash.finish(), reference);
+    }
+
+    /// Fingerprints pinned for two presets, so a change of hash (which would
+    /// make every saved object unreadable) cannot pass unnoticed.
+    #[test]
+    fn fingerprints_are_pinned() {
+        for (preset, expected) in [
+            (Preset::FGb, 0x1c49_19e4_e815_55fe),
+            (Preset::TestFTb, 0x46f2_9722_8264_76b4),
+        ] {
+            let params = Parameters::from_preset_with(preset, SecurityCheck::AllowInsecure)
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(
+                params.fingerprint(),
+                expected,
+                "{preset}: {:#x}",
+                params.fingerprint()
+            );
+        }
+    }
 
     #[test]
     fn presets_have_heaan_structure() {

@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use hemem_memory::{Allocator, Buffer, MemoryClass, StreamId};
 
-use crate::{DeviceWords, Error, Kernels, Result, permutation};
+use crate::{DeviceWords, Error, Result, TestKernels, permutation};
 
 /// Words per chunk (4 KiB).
 pub const CHUNK_WORDS: usize = 512;
@@ -41,7 +41,7 @@ fn one_block_per(items: u64) -> LaunchConfig {
 /// written chunks (even positions) distinct from each other and from the read
 /// ones, and `table` itself valid on `stream`.
 pub unsafe fn chunk_add_async(
-    kernels: &Kernels,
+    kernels: &TestKernels,
     stream: StreamId,
     table: DeviceWords<'_>,
     pairs: u64,
@@ -77,7 +77,7 @@ pub unsafe fn chunk_add_async(
 /// As [`chunk_add_async`], with all chunks of the first `8 · groups` table
 /// words distinct.
 pub unsafe fn butterfly8_async(
-    kernels: &Kernels,
+    kernels: &TestKernels,
     stream: StreamId,
     table: DeviceWords<'_>,
     groups: u64,
@@ -171,7 +171,7 @@ impl<'a> ChunkTable<'a> {
     ///
     /// # Errors
     /// [`Error::Launch`].
-    pub fn add(&mut self, kernels: &Kernels) -> Result<()> {
+    pub fn add(&mut self, kernels: &TestKernels) -> Result<()> {
         let pairs = (self.chunks / 2) as u64;
         let table = DeviceWords::new(&self.table)?;
         // SAFETY: every table entry is a distinct 4 KiB chunk of a buffer
@@ -185,7 +185,7 @@ impl<'a> ChunkTable<'a> {
     ///
     /// # Errors
     /// [`Error::Launch`].
-    pub fn butterfly8(&mut self, kernels: &Kernels) -> Result<()> {
+    pub fn butterfly8(&mut self, kernels: &TestKernels) -> Result<()> {
         let groups = (self.chunks / 8) as u64;
         let table = DeviceWords::new(&self.table)?;
         // SAFETY: as in add.

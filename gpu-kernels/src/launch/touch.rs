@@ -5,7 +5,7 @@ use cudarc::driver::PushKernelArg;
 use hemem_memory::{Allocator, Buffer, MemoryClass, StreamId};
 
 use super::{BLOCK, grid_stride};
-use crate::{DeviceWords, DeviceWordsMut, Error, Kernels, Result};
+use crate::{DeviceWords, DeviceWordsMut, Error, Result, TestKernels};
 
 fn launched(kernel: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> Error {
     move |source| Error::Launch { kernel, source }
@@ -23,7 +23,7 @@ fn launched(kernel: &'static str) -> impl FnOnce(cudarc::driver::DriverError) ->
 /// on it, or ordered before it with an event, and not freed before the kernel
 /// completes in that order. No other queued work may access it concurrently.
 pub unsafe fn fill_async(
-    kernels: &Kernels,
+    kernels: &TestKernels,
     stream: StreamId,
     dst: DeviceWordsMut<'_>,
     seed: u64,
@@ -48,7 +48,7 @@ pub unsafe fn fill_async(
 /// # Safety
 /// As [`fill_async`], for both views; `counter` must not alias `src`.
 pub unsafe fn verify_async(
-    kernels: &Kernels,
+    kernels: &TestKernels,
     stream: StreamId,
     src: DeviceWords<'_>,
     seed: u64,
@@ -81,7 +81,7 @@ pub unsafe fn verify_async(
 /// # Safety
 /// As [`verify_async`].
 pub unsafe fn read_async(
-    kernels: &Kernels,
+    kernels: &TestKernels,
     stream: StreamId,
     src: DeviceWords<'_>,
     sink: DeviceWordsMut<'_>,
@@ -114,7 +114,7 @@ fn stream_of(buffer: &Buffer) -> Result<StreamId> {
 /// # Errors
 /// Placement, budget and launch errors.
 pub fn fill(
-    kernels: &Kernels,
+    kernels: &TestKernels,
     allocator: &Allocator,
     buffer: &mut Buffer,
     seed: u64,
@@ -132,7 +132,7 @@ pub fn fill(
 ///
 /// # Errors
 /// Placement, budget and launch errors.
-pub fn read(kernels: &Kernels, allocator: &Allocator, buffer: &Buffer) -> Result<()> {
+pub fn read(kernels: &TestKernels, allocator: &Allocator, buffer: &Buffer) -> Result<()> {
     let stream = stream_of(buffer)?;
     let mut sink = allocator.allocate_on(MemoryClass::Temporary, 8, false, stream)?;
     allocator.zero(&mut sink)?;
@@ -150,7 +150,7 @@ pub fn read(kernels: &Kernels, allocator: &Allocator, buffer: &Buffer) -> Result
 /// # Errors
 /// Placement, budget, launch and transfer errors.
 pub fn count_mismatches(
-    kernels: &Kernels,
+    kernels: &TestKernels,
     allocator: &Allocator,
     buffer: &Buffer,
     seed: u64,

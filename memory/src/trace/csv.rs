@@ -1,4 +1,5 @@
-//! The trace's CSV form: a writer and a validating reader.
+//! The trace's CSV form: a writer and a validating reader, on the `csv`
+//! crate (which does the quoting, line splitting and line counting).
 
 use std::collections::HashSet;
 use std::fs::File;
@@ -23,6 +24,21 @@ fn io_error(path: &Path) -> impl FnOnce(io::Error) -> Error + '_ {
     }
 }
 
+/// A reading error of the `csv` crate as an I/O error (with an empty path;
+/// [`Trace::read_file`] names the file): the underlying I/O error's kind,
+/// or `InvalidData` for text that is not UTF-8.
+fn csv_error(e: csv::Error) -> Error {
+    let kind = match e.kind() {
+        csv::ErrorKind::Io(io) => io.kind(),
+        _ => io::ErrorKind::InvalidData,
+    };
+    TraceError::Io {
+        path: Default::default(),
+        kind,
+    }
+    .into()
+}
+
 fn malformed(line: usize, fault: TraceFault) -> Error {
     TraceError::Malformed { line, fault }.into()
 }
@@ -40,8 +56,8 @@ fn placement(name: &str) -> Option<Placement> {
     Placement::ALL.into_iter().find(|p| p.name() == name)
 }
 
-fn parse_record(text: &str, line: usize) -> Result<TraceRecord> {
-    let fields: Vec<&str> = text.split(',').map(str::trim).collect();
+fn parse_record(fields: &csv::StringRecord, line: usize) -> Result<TraceRecord> {
+    let fields: Vec<&str> = fields.iter().collect();
     let [id, class, bytes, place, stream, alloc, free] = fields.as_slice() else {
         return Err(malformed(
             line,
@@ -77,24 +93,26 @@ fn parse_record(text: &str, line: usize) -> Result<TraceRecord> {
 }
 
 impl Trace {
-    /// Writes the trace as CSV.
+    /// Writes the trace as CSV: the [`HEADER`], then one line per record
+    /// (`free_ns` empty for an allocation never freed).
     ///
     /// # Errors
     /// I/O errors of `out`.
-    pub fn write_csv(&self, mut out: impl Write) -> io::Result<()> {
-        writeln!(out, "{HEADER}")?;
+    pub fn write_csv(&self, out: impl Write) -> io::Result<()> {
+        let mut writer = csv::Writer::from_writer(out);
+        writer.write_record(HEADER.split(','))?;
         for r in &self.records {
-            write!(
-                out,
-                "{},{},{},{},{},{},",
-                r.id, r.class, r.bytes, r.placement, r.stream, r.alloc_ns
-            )?;
-            if let Some(free) = r.free_ns {
-                write!(out, "{free}")?;
-            }
-            writeln!(out)?;
+            writer.write_record([
+                r.id.to_string(),
+                r.class.to_string(),
+                r.bytes.to_string(),
+                r.placement.to_string(),
+                r.stream.to_string(),
+                r.alloc_ns.to_string(),
+                r.free_ns.map(|f| f.to_string()).unwrap_or_default(),
+            ])?;
         }
-        out.flush()
+        writer.flush()
     }
 
     /// Writes the trace to a CSV file.
@@ -109,31 +127,49 @@ impl Trace {
     /// Reads and validates CSV: the exact header, seven fields per line,
     /// known classes, placements and streams, non-negative integers, no
     /// zero sizes, frees not before allocations, unique ids. Blank lines are
-    /// skipped.
+    /// skipped and fields are trimmed.
     ///
     /// # Errors
     /// [`TraceError::Malformed`] with the 1-based line number;
-    /// [`TraceError::Io`] (with an empty path) for read errors.
-    pub fn read_csv(input: impl BufRead) -> Result<Self> {
-        let mut lines = input.lines();
-        let header = match lines.next() {
-            None => return Err(malformed(1, TraceFault::Empty)),
-            Some(line) => line.map_err(io_error(Path::new("")))?,
+    /// [`TraceError::Io`] (with an empty path) for read errors and text
+    /// that is not UTF-8.
+    pub fn read_csv(mut input: impl BufRead) -> Result<Self> {
+        let mut text = String::new();
+        input
+            .read_to_string(&mut text)
+            .map_err(io_error(Path::new("")))?;
+        // `csv` counts records' lines without the blank ones; errors name the
+        // line in the file, found from the record's byte offset.
+        let newlines: Vec<usize> = text.match_indices('\n').map(|(at, _)| at).collect();
+        // (A record's offset can point at the blank lines before it.)
+        let line_at = |byte: u64| {
+            let byte = usize::try_from(byte).unwrap_or(usize::MAX);
+            let blank = text.get(byte..).map_or(0, |rest| {
+                rest.len() - rest.trim_start_matches(['\r', '\n']).len()
+            });
+            newlines.partition_point(|&at| at < byte + blank) + 1
         };
-        if header.trim() != HEADER {
+        let mut reader = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .flexible(true)
+            .trim(csv::Trim::All)
+            .from_reader(text.as_bytes());
+        let mut rows = reader.records();
+        let header = match rows.next() {
+            None => return Err(malformed(1, TraceFault::Empty)),
+            Some(row) => row.map_err(csv_error)?,
+        };
+        if !header.iter().eq(HEADER.split(',')) {
             return Err(malformed(1, TraceFault::Header));
         }
         let mut records = Vec::new();
         let mut ids = HashSet::new();
-        for (index, line) in lines.enumerate() {
-            let number = index + 2;
-            let text = line.map_err(io_error(Path::new("")))?;
-            if text.trim().is_empty() {
-                continue;
-            }
-            let record = parse_record(&text, number)?;
+        for row in rows {
+            let row = row.map_err(csv_error)?;
+            let line = row.position().map_or(0, |p| line_at(p.byte()));
+            let record = parse_record(&row, line)?;
             if !ids.insert(record.id) {
-                return Err(malformed(number, TraceFault::DuplicateId));
+                return Err(malformed(line, TraceFault::DuplicateId));
             }
             records.push(record);
         }
@@ -267,6 +303,26 @@ mod tests {
                 "{text:?}"
             );
         }
+        // Text that is not UTF-8 is a read error, not a panic.
+        assert_eq!(
+            Trace::read_csv(&b"id,class\xff\n"[..]),
+            Err(TraceError::Io {
+                path: Default::default(),
+                kind: io::ErrorKind::InvalidData
+            }
+            .into())
+        );
+    }
+
+    /// Traces written by the hand-written writer before the `csv` crate
+    /// (spaces after commas and CRLF line ends included) still read.
+    #[test]
+    fn earlier_traces_still_read() {
+        let text = "id,class,bytes,placement,stream,alloc_ns,free_ns\r\n\
+                    1, evaluation_key, 1048576, managed, compute, 10,\r\n\
+                    \r\n\
+                    2,temporary,4096,device_pool,copy,20,35\r\n";
+        assert_eq!(Trace::read_csv(text.as_bytes()), Ok(sample()));
     }
 
     #[test]

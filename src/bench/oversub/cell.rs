@@ -133,12 +133,12 @@ impl Budget {
 }
 
 impl fmt::Display for Budget {
-    /// `none`, or the size as `2GiB` (the memory crate's format without
-    /// its space, so it parses back).
+    /// `none`, or the size as `2GiB` ([`ByteSize::exact`], so it parses
+    /// back).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.0 {
             None => f.write_str("none"),
-            Some(bytes) => f.write_str(&ByteSize(bytes).to_string().replace(' ', "")),
+            Some(bytes) => f.write_str(&ByteSize(bytes).exact()),
         }
     }
 }

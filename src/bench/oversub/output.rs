@@ -335,6 +335,32 @@ mod tests {
     use super::*;
     use crate::bench::oversub::{Budget, Cell, CellSettings, Operation};
 
+    /// Every sweep CSV committed under `docs/oversub/` still reads, and its
+    /// budget keys parse and print back unchanged (`2GiB`, `none`), so a
+    /// resumed sweep finds its cells.
+    #[test]
+    fn committed_csvs_still_parse() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/oversub");
+        let mut files = 0;
+        for entry in std::fs::read_dir(&dir).expect("docs/oversub") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_none_or(|e| e != "csv") {
+                continue;
+            }
+            let records = read_csv(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            for r in &records {
+                let budget: Budget = r.budget.parse().expect("budget");
+                assert_eq!(budget.to_string(), r.budget, "{}", path.display());
+            }
+            files += 1;
+        }
+        assert!(
+            files >= 2,
+            "the committed CSVs are gone from {}",
+            dir.display()
+        );
+    }
+
     fn record(policy: PolicyKind, op: Operation, status: CellStatus) -> CellRecord {
         let cell = Cell {
             preset: Preset::TestFGb,

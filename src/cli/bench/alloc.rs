@@ -21,12 +21,11 @@
 //! Results: `alloc-latency.csv`, `copy-latency.csv`, `bench-alloc.csv` and
 //! `bench-alloc.png` in the output folder.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context as _, bail};
-use hemem_gpu_kernels::Kernels;
+use hemem_gpu_kernels::TestKernels;
 use hemem_gpu_kernels::launch::bench::{CHUNK_WORDS, ChunkTable};
 use hemem_gpu_kernels::launch::touch;
 use hemem_memory::{
@@ -244,7 +243,7 @@ enum Kernel {
 /// bytes, evictions).
 fn passes(
     device: &GpuDevice,
-    kernels: &Kernels,
+    kernels: &TestKernels,
     allocator: &Allocator,
     tables: &mut [ChunkTable<'_>],
     kernel: Kernel,
@@ -295,7 +294,7 @@ fn passes(
 
 fn grid_row(
     device: &GpuDevice,
-    kernels: &Kernels,
+    kernels: &TestKernels,
     budget: u64,
     free: u64,
     working_set_pct: u32,
@@ -404,37 +403,67 @@ fn write(path: &Path, text: &str) -> anyhow::Result<()> {
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
-fn grid_csv(budget: u64, rows: &[GridRow]) -> anyhow::Result<String> {
-    let mut csv = String::from(
-        "working_set_pct,pooled_pct,budget_bytes,working_set_bytes,pooled_bytes,managed_bytes,\
-         buffers,batches,status,alloc_pool_ms,alloc_managed_ms,add_pass_ms,add_kernel_ms,\
-         butterfly_pass_ms,butterfly_kernel_ms,htod_bytes_per_pass,dtoh_bytes_per_pass,\
-         evictions_per_pass\n",
-    );
-    for r in rows {
-        writeln!(
-            csv,
-            "{},{},{budget},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.0},{:.0},{:.1}",
-            r.working_set_pct,
-            r.pooled_pct,
-            r.working_set_bytes,
-            r.pooled_bytes,
-            r.managed_bytes,
-            r.buffers,
-            r.batches,
-            r.status,
-            r.alloc_pool_ms,
-            r.alloc_managed_ms,
-            r.add_pass_ms,
-            r.add_kernel_ms,
-            r.butterfly_pass_ms,
-            r.butterfly_kernel_ms,
-            r.htod_bytes_per_pass,
-            r.dtoh_bytes_per_pass,
-            r.evictions_per_pass
-        )?;
+/// CSV text with `header` and one line per row (the `csv` crate quotes
+/// whatever needs it); numbers come already formatted, with the precision
+/// each column wants.
+fn csv_text(
+    header: &[&str],
+    rows: impl IntoIterator<Item = Vec<String>>,
+) -> anyhow::Result<String> {
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    writer.write_record(header)?;
+    for row in rows {
+        writer.write_record(&row)?;
     }
-    Ok(csv)
+    Ok(String::from_utf8(writer.into_inner()?)?)
+}
+
+fn grid_csv(budget: u64, rows: &[GridRow]) -> anyhow::Result<String> {
+    const HEADER: [&str; 18] = [
+        "working_set_pct",
+        "pooled_pct",
+        "budget_bytes",
+        "working_set_bytes",
+        "pooled_bytes",
+        "managed_bytes",
+        "buffers",
+        "batches",
+        "status",
+        "alloc_pool_ms",
+        "alloc_managed_ms",
+        "add_pass_ms",
+        "add_kernel_ms",
+        "butterfly_pass_ms",
+        "butterfly_kernel_ms",
+        "htod_bytes_per_pass",
+        "dtoh_bytes_per_pass",
+        "evictions_per_pass",
+    ];
+    csv_text(
+        &HEADER,
+        rows.iter().map(|r| {
+            vec![
+                r.working_set_pct.to_string(),
+                r.pooled_pct.to_string(),
+                budget.to_string(),
+                r.working_set_bytes.to_string(),
+                r.pooled_bytes.to_string(),
+                r.managed_bytes.to_string(),
+                r.buffers.to_string(),
+                r.batches.to_string(),
+                r.status.to_owned(),
+                format!("{:.3}", r.alloc_pool_ms),
+                format!("{:.3}", r.alloc_managed_ms),
+                format!("{:.3}", r.add_pass_ms),
+                format!("{:.3}", r.add_kernel_ms),
+                format!("{:.3}", r.butterfly_pass_ms),
+                format!("{:.3}", r.butterfly_kernel_ms),
+                format!("{:.0}", r.htod_bytes_per_pass),
+                format!("{:.0}", r.dtoh_bytes_per_pass),
+                format!("{:.1}", r.evictions_per_pass),
+            ]
+        }),
+    )
 }
 
 fn grid_plot(path: &Path, working_sets: &[u32], rows: &[GridRow]) -> anyhow::Result<()> {
@@ -483,7 +512,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         })
         .into());
     }
-    let kernels = Kernels::load(&device)?;
+    let kernels = TestKernels::load(&device)?;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let info = device.info();
@@ -497,14 +526,26 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     );
 
     let allocs = alloc_latency(&device, budget, args.alloc_iterations)?;
-    let mut csv = String::from("placement,bytes,iterations,mean_us,median_us,min_us\n");
-    for r in &allocs {
-        writeln!(
-            csv,
-            "{},{},{},{:.3},{:.3},{:.3}",
-            r.placement, r.bytes, r.iterations, r.mean_us, r.median_us, r.min_us
-        )?;
-    }
+    let csv = csv_text(
+        &[
+            "placement",
+            "bytes",
+            "iterations",
+            "mean_us",
+            "median_us",
+            "min_us",
+        ],
+        allocs.iter().map(|r| {
+            vec![
+                r.placement.to_string(),
+                r.bytes.to_string(),
+                r.iterations.to_string(),
+                format!("{:.3}", r.mean_us),
+                format!("{:.3}", r.median_us),
+                format!("{:.3}", r.min_us),
+            ]
+        }),
+    )?;
     write(&args.out.join("alloc-latency.csv"), &csv)?;
     out!("allocation + free (host wall time):");
     out!(
@@ -527,14 +568,17 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
 
     let copies = copy_latency(&device, budget)?;
-    let mut csv = String::from("placement,bytes,median_ms,gb_per_s\n");
-    for r in &copies {
-        writeln!(
-            csv,
-            "{},{},{:.3},{:.2}",
-            r.placement, r.bytes, r.median_ms, r.gb_per_s
-        )?;
-    }
+    let csv = csv_text(
+        &["placement", "bytes", "median_ms", "gb_per_s"],
+        copies.iter().map(|r| {
+            vec![
+                r.placement.to_string(),
+                r.bytes.to_string(),
+                format!("{:.3}", r.median_ms),
+                format!("{:.2}", r.gb_per_s),
+            ]
+        }),
+    )?;
     write(&args.out.join("copy-latency.csv"), &csv)?;
     out!("host→device upload (staged through pinned memory, synchronised):");
     for r in &copies {
@@ -637,6 +681,11 @@ mod tests {
         }];
         let csv = grid_csv(1 << 30, &rows).expect("format");
         assert_eq!(csv.lines().count(), 2);
+        let mut reader = csv::Reader::from_reader(csv.as_bytes());
+        let header = reader.headers().expect("header").clone();
+        let row = reader.records().next().expect("a row").expect("parses");
+        assert_eq!((header.len(), row.len()), (18, 18));
+        assert_eq!(&row[2], "1073741824");
         assert!(
             csv.lines()
                 .nth(1)

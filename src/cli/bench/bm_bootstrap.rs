@@ -1,6 +1,7 @@
 //! `hemem bench bm-bootstrap`: the hybrid-UM paper's BM-bootstrap. The
 //! engine is [`hemem::bench::bm_bootstrap`]; this module parses arguments,
-//! prints progress and runs `hemem trace analyze` on the workload's trace.
+//! draws a progress bar (on a terminal) and runs `hemem trace analyze` on
+//! the workload's trace.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -81,10 +82,17 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         },
         out: args.out.clone(),
     };
-    let report = run_bm_bootstrap(&settings, &mut |pass, pct, preset| match pct {
-        Some(p) => eprintln!("hemem bench bm-bootstrap: {pass} {p:.0} % {preset}"),
-        None => eprintln!("hemem bench bm-bootstrap: {pass} {preset}"),
-    })?;
+    let bar = crate::cli::progress::bar("", false);
+    let report = run_bm_bootstrap(&settings, &mut |step| {
+        bar.set_length(step.total);
+        bar.set_position(step.done);
+        bar.set_message(match step.threshold_pct {
+            Some(p) => format!("{} {p:.0} % {}", step.pass, step.preset),
+            None => format!("{} {}", step.pass, step.preset),
+        });
+    });
+    bar.finish_and_clear();
+    let report = report?;
     for r in &report.rows {
         let time = r
             .median_ms

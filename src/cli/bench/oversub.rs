@@ -1,8 +1,8 @@
 //! `hemem bench oversub`: the oversubscription sweep (presets × budgets ×
 //! policies × operations), and its hidden per-cell child
 //! `hemem bench oversub-cell`. The engine is [`hemem::bench::oversub`]; this
-//! module parses arguments, draws the progress bar and prints where the
-//! results went.
+//! module parses arguments, draws the progress bar (on a terminal) and
+//! prints where the results went.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -14,7 +14,6 @@ use hemem::bench::oversub::{
 };
 use hemem_ckks::prelude::Preset;
 use hemem_memory::policy::{Divergence, PolicyKind};
-use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::memory::OnDivergence;
 
@@ -167,12 +166,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .filter(|d| !d.as_os_str().is_empty())
         .map_or_else(|| PathBuf::from("traces"), |d| d.join("traces"));
     let mut runner = ChildProcessRunner::current_exe(settings, limit, trace_dir)?;
-    let bar = ProgressBar::new(0);
-    bar.set_style(
-        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
-            .context("progress bar template")?
-            .progress_chars("=> "),
-    );
+    let bar = crate::cli::progress::bar("", false);
     let records = oversub::run_sweep(&spec, &mut runner, &args.csv, &mut |event| match event {
         SweepEvent::Planned { total, present } => {
             bar.set_length((total - present) as u64);
