@@ -118,7 +118,11 @@ impl EncryptedNetwork {
         let keys = key_set.len();
         let key_bytes = key_set.size_bytes();
         let evaluator = Evaluator::with_keys(context, key_set);
-        let ops = CkksOps::new(&evaluator).with_constant_class(MemoryClass::Plaintext);
+        // The layers' diagonals are read-only for the network's life, like
+        // bootstrapping's: in that class the `planned` policy keeps pinned
+        // host masters and streams them under a budget instead of pooling
+        // them (1.4 GB for FGb's network, more than a 2 GiB card leaves).
+        let ops = CkksOps::new(&evaluator).with_constant_class(MemoryClass::BootstrapConstant);
         let transforms = matrices
             .into_iter()
             .map(|(layer, (level, transform))| {
