@@ -13,8 +13,6 @@
 
 mod common;
 
-use std::time::Duration;
-
 use criterion::{Criterion, criterion_group, criterion_main};
 use hemem::bench::workload::BootstrapWorkload;
 use hemem::bootstrap::linear_transform::DiagonalStorage;
@@ -36,17 +34,9 @@ fn workload(context: &Context, preset: Preset) -> Option<BootstrapWorkload> {
 }
 
 fn bench(c: &mut Criterion, id: &str, context: &Context, w: &BootstrapWorkload) {
-    let mut group = c.benchmark_group("bootstrap");
-    group.sample_size(10);
-    group.warm_up_time(Duration::from_secs(1));
-    group.bench_function(id, |b| {
-        b.iter(|| {
-            let out = w.bootstrapper.bootstrap_real(&w.input).unwrap();
-            context.backend().synchronize().unwrap();
-            out
-        })
+    common::bench_synchronized(c, "bootstrap", id, context, || {
+        w.bootstrapper.bootstrap_real(&w.input).unwrap()
     });
-    group.finish();
 }
 
 fn cpu(c: &mut Criterion) {

@@ -14,8 +14,6 @@
 
 mod common;
 
-use std::time::Duration;
-
 use criterion::{Criterion, criterion_group, criterion_main};
 use hemem::bench::workload::InferenceWorkload;
 use hemem::bootstrap::linear_transform::DiagonalStorage;
@@ -30,17 +28,9 @@ fn workload(context: &Context, shape: &NetworkShape) -> Option<InferenceWorkload
 }
 
 fn bench(c: &mut Criterion, id: &str, context: &Context, w: &InferenceWorkload) {
-    let mut group = c.benchmark_group("inference");
-    group.sample_size(10);
-    group.warm_up_time(Duration::from_secs(1));
-    group.bench_function(id, |b| {
-        b.iter(|| {
-            let out = w.network.infer(&w.input).unwrap();
-            context.backend().synchronize().unwrap();
-            out
-        })
+    common::bench_synchronized(c, "inference", id, context, || {
+        w.network.infer(&w.input).unwrap()
     });
-    group.finish();
 }
 
 fn cpu(c: &mut Criterion) {

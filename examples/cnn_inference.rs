@@ -95,7 +95,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let secret = keygen.secret_key()?;
     let public = keygen.public_key(&secret)?;
     let encrypted = EncryptedNetwork::generate(&context, &network, &keygen, &secret)?;
-    context.backend().synchronize()?;
+    context.synchronize()?;
     let plan = encrypted.plan();
     println!(
         "setup: {:.2} s; {} keys ({:.1} MiB), weights {:.1} MiB; {} bootstraps per inference",
@@ -109,10 +109,10 @@ fn main() -> Result<(), Box<dyn Error>> {
     // Encrypt a random image, infer, decrypt.
     let image = random_image(&shape, args.seed + 1);
     let input = encrypted.encrypt(&image, &public)?;
-    context.backend().synchronize()?;
+    context.synchronize()?;
     let started = Instant::now();
     let output = encrypted.infer(&input)?;
-    context.backend().synchronize()?;
+    context.synchronize()?;
     let seconds = started.elapsed().as_secs_f64();
     let logits = encrypted.decrypt_logits(&output, &secret)?;
 

@@ -2,6 +2,9 @@
 //! (CPU with small insecure presets everywhere; the GPU per policy and
 //! budget where a GPU exists), contexts for them, and the skip notices.
 
+use std::time::Duration;
+
+use criterion::Criterion;
 use hemem::memory::{BudgetSetting, ByteSize, MemoryConfig, PolicyConfig, PolicyKind};
 use hemem::prelude::*;
 
@@ -86,4 +89,26 @@ pub fn context(
 /// `2GiB` for a budget's id.
 pub fn budget_name(bytes: u64) -> String {
     ByteSize(bytes).to_string().replace(' ', "")
+}
+
+/// Times `run` as `group/id`: ten samples after a one-second warm-up, each
+/// ending with the device synchronised so that GPU work is inside the time.
+pub fn bench_synchronized<T>(
+    c: &mut Criterion,
+    group: &str,
+    id: &str,
+    context: &Context,
+    run: impl Fn() -> T,
+) {
+    let mut group = c.benchmark_group(group);
+    group.sample_size(10);
+    group.warm_up_time(Duration::from_secs(1));
+    group.bench_function(id, |b| {
+        b.iter(|| {
+            let out = run();
+            context.synchronize().unwrap();
+            out
+        })
+    });
+    group.finish();
 }

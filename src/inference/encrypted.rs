@@ -135,7 +135,7 @@ impl EncryptedNetwork {
                 Ok((layer, encoded))
             })
             .collect::<Result<_>>()?;
-        context.backend().synchronize()?;
+        context.synchronize()?;
         Ok(Self {
             context: context.clone(),
             network: network.clone(),

@@ -108,6 +108,16 @@ pub(super) struct StreamedEntry {
     uses: Uses,
 }
 
+impl StreamedEntry {
+    /// Forgets the in-place mapping of an object read from its master
+    /// (work already queued keeps the address it was given).
+    fn unmap(&mut self) {
+        self.zero_copy = false;
+        self.device = None;
+        self.slot.store(0, Ordering::Release);
+    }
+}
+
 impl StreamedState {
     /// Bytes of resident objects in the arena's chunks (the rest of the
     /// resident ones have pool slots of their own).
@@ -382,9 +392,7 @@ impl Residency {
         if e.zero_copy {
             // Nothing on the device to free or write back: the next use
             // tries for a device copy again.
-            e.zero_copy = false;
-            e.slot.store(0, Ordering::Release);
-            e.device = None;
+            e.unmap();
             return Ok(());
         }
         if e.dirty || !e.sealed {
@@ -603,9 +611,7 @@ impl Residency {
         // again (work already queued keeps the address it was given).
         for &id in touched {
             if let Some(e) = s.streamed.entries.get_mut(&id).filter(|e| e.zero_copy) {
-                e.zero_copy = false;
-                e.device = None;
-                e.slot.store(0, Ordering::Release);
+                e.unmap();
             }
         }
         for &id in touched {
