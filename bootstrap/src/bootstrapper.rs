@@ -40,6 +40,7 @@ use crate::arith::SlotArithmetic;
 use crate::ckks_ops::CkksOps;
 use crate::dft::EncodedDft;
 use crate::eval_mod::EvalMod;
+use crate::hoisting::Hoisting;
 use crate::linear_transform::{Diagonal, DiagonalStorage};
 use crate::schedule::{BootstrapSchedule, INPUT_LEVEL, SSE_HAMMING_WEIGHT};
 use crate::simulate::{
@@ -286,6 +287,17 @@ type StcDft = EncodedDft<Plaintext, CompactPlaintext>;
 /// encoded); a scale beyond the cache is encoded again when it comes back.
 pub const STC_CACHE_CAPACITY: usize = 2;
 
+/// How a [`Bootstrapper`] keeps its DFT diagonals and evaluates its linear
+/// transforms.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BootstrapOptions {
+    /// Compact (the default), encoded or mixed diagonals.
+    pub storage: DiagonalStorage,
+    /// Single or double hoisting (the default) in the BSGS linear
+    /// transforms ([`crate::hoisting`]).
+    pub hoisting: Hoisting,
+}
+
 /// Refreshes ciphertexts: see the [module documentation](self).
 ///
 /// Inputs must be at level 3 or above, with the schedule's slot count, and
@@ -299,6 +311,7 @@ pub struct Bootstrapper {
     evaluator: Evaluator,
     sse: Option<SseKeys>,
     storage: DiagonalStorage,
+    hoisting: Hoisting,
     cts: EncodedDft<Plaintext, CompactPlaintext>,
     /// SlotToCoeff by input scale (bits), most recently used first.
     stc: Mutex<Vec<(u64, Arc<StcDft>)>>,
@@ -313,6 +326,7 @@ impl std::fmt::Debug for Bootstrapper {
             .field("slots", &self.schedule.slots())
             .field("sse", &self.sse.is_some())
             .field("storage", &self.storage)
+            .field("hoisting", &self.hoisting)
             .finish_non_exhaustive()
     }
 }
@@ -346,6 +360,29 @@ impl Bootstrapper {
         keys: BootstrapKeys,
         storage: DiagonalStorage,
     ) -> Result<Self> {
+        Self::with_options(
+            context,
+            schedule,
+            keys,
+            BootstrapOptions {
+                storage,
+                ..BootstrapOptions::default()
+            },
+        )
+    }
+
+    /// As [`Bootstrapper::new`], with the diagonals kept and the linear
+    /// transforms evaluated as `options` says.
+    ///
+    /// # Errors
+    /// As [`Bootstrapper::new`].
+    pub fn with_options(
+        context: &Context,
+        schedule: BootstrapSchedule,
+        keys: BootstrapKeys,
+        options: BootstrapOptions,
+    ) -> Result<Self> {
+        let BootstrapOptions { storage, hoisting } = options;
         let params = context.params();
         if params.post_bootstrap_level().is_none() {
             return Err(Error::NotBootstrappable {
@@ -370,12 +407,13 @@ impl Bootstrapper {
         }
         let cts = {
             let ops = CkksOps::new(&evaluator);
-            cts_dft.encode_with(
+            cts_dft.encode_hoisted(
                 &ops,
                 schedule.top_level,
                 &schedule.cts_diagonal_scales,
                 schedule.log_bsgs_ratio,
                 storage,
+                hoisting,
             )?
         };
         let eval_mod = EvalMod::new(schedule.choice.eval_mod)?;
@@ -386,6 +424,7 @@ impl Bootstrapper {
             evaluator,
             sse: keys.sse,
             storage,
+            hoisting,
             cts,
             stc: Mutex::new(Vec::with_capacity(STC_CACHE_CAPACITY + 1)),
             eval_mod,
@@ -402,6 +441,11 @@ impl Bootstrapper {
         self.storage
     }
 
+    /// How the DFTs' linear transforms are evaluated.
+    pub fn hoisting(&self) -> Hoisting {
+        self.hoisting
+    }
+
     /// Bytes of the DFT diagonals held now, as stored (CoeffToSlot, and
     /// SlotToCoeff for each input scale in the cache).
     pub fn constant_bytes(&self) -> usize {
@@ -412,12 +456,17 @@ impl Bootstrapper {
     }
 
     /// Bytes the same diagonals would take encoded
-    /// ([`DiagonalStorage::Encoded`]): [`Bootstrapper::constant_bytes`] for
-    /// comparison.
+    /// ([`DiagonalStorage::Encoded`]; with [`Hoisting::Double`], over
+    /// `Q_l ∪ P`): [`Bootstrapper::constant_bytes`] for comparison.
     pub fn constant_encoded_bytes(&self) -> usize {
+        let params = self.context.params();
+        let special = match self.hoisting {
+            Hoisting::Single => 0,
+            Hoisting::Double => params.p_moduli().len() * params.degree().get() * 8,
+        };
         self.diagonal_bytes(|d| match d {
             Diagonal::Encoded(p) => p.poly().buffer().bytes(),
-            Diagonal::Compact(c) => c.expanded_bytes(),
+            Diagonal::Compact(c) => c.expanded_bytes() + special,
         })
     }
 
@@ -484,7 +533,7 @@ impl Bootstrapper {
         let params = self.context.params();
         let scales = self.schedule.stc_diagonal_scales(params, scale)?;
         let ops = CkksOps::new(&self.evaluator);
-        let encoded = Arc::new(self.schedule.stc_dft()?.encode_with(
+        let encoded = Arc::new(self.schedule.stc_dft()?.encode_hoisted(
             &ops,
             INPUT_LEVEL,
             &scales,
@@ -494,6 +543,7 @@ impl Bootstrapper {
                 DiagonalStorage::Mixed { .. } => DiagonalStorage::Compact,
                 other => other,
             },
+            self.hoisting,
         )?);
         let mut cache = self.stc.lock().unwrap_or_else(PoisonError::into_inner);
         // Another thread may have encoded the same scale meanwhile.

@@ -45,7 +45,7 @@ use std::f64::consts::PI;
 
 use num_complex::Complex64;
 
-use crate::arith::SlotArithmetic;
+use crate::hoisting::{ExtendedArithmetic, Hoisting};
 use crate::linear_transform::{DiagonalStorage, EncodedLinearTransform, LinearTransform};
 use crate::{Error, Result};
 
@@ -494,7 +494,7 @@ impl HomomorphicDft {
     /// # Errors
     /// [`Error::LengthMismatch`] unless there is one scale per factor,
     /// [`Error::LevelTooLow`] if the levels run below 0, and encoding errors.
-    pub fn encode<A: SlotArithmetic>(
+    pub fn encode<A: ExtendedArithmetic>(
         &self,
         ops: &A,
         start_level: usize,
@@ -515,13 +515,37 @@ impl HomomorphicDft {
     ///
     /// # Errors
     /// As [`HomomorphicDft::encode`].
-    pub fn encode_with<A: SlotArithmetic>(
+    pub fn encode_with<A: ExtendedArithmetic>(
         &self,
         ops: &A,
         start_level: usize,
         diagonal_scales: &[f64],
         log_bsgs_ratio: i32,
         storage: DiagonalStorage,
+    ) -> Result<EncodedDft<A::Plain, A::Compact>> {
+        self.encode_hoisted(
+            ops,
+            start_level,
+            diagonal_scales,
+            log_bsgs_ratio,
+            storage,
+            Hoisting::default(),
+        )
+    }
+
+    /// As [`HomomorphicDft::encode_with`], every factor evaluated with
+    /// `hoisting` ([`LinearTransform::encode_hoisted`]).
+    ///
+    /// # Errors
+    /// As [`HomomorphicDft::encode`].
+    pub fn encode_hoisted<A: ExtendedArithmetic>(
+        &self,
+        ops: &A,
+        start_level: usize,
+        diagonal_scales: &[f64],
+        log_bsgs_ratio: i32,
+        storage: DiagonalStorage,
+        hoisting: Hoisting,
     ) -> Result<EncodedDft<A::Plain, A::Compact>> {
         if diagonal_scales.len() != self.factors.len() {
             return Err(Error::LengthMismatch {
@@ -538,6 +562,10 @@ impl HomomorphicDft {
         }
         // Mixed: factors kept encoded, in order, while their bytes fit.
         let limb_bytes = ops.limb_bytes();
+        let extra_limbs = match hoisting {
+            Hoisting::Single => 0,
+            Hoisting::Double => ops.special_primes() as u64,
+        };
         let mut encoded = 0u64;
         let transforms = self
             .linear_transforms(log_bsgs_ratio)
@@ -548,8 +576,9 @@ impl HomomorphicDft {
                 let level = start_level - i;
                 let storage = match storage {
                     DiagonalStorage::Mixed { encoded_bytes } => {
-                        let bytes =
-                            lt.matrix().diagonals().len() as u64 * (level as u64 + 1) * limb_bytes;
+                        let bytes = lt.matrix().diagonals().len() as u64
+                            * (level as u64 + 1 + extra_limbs)
+                            * limb_bytes;
                         if encoded + bytes <= encoded_bytes {
                             encoded += bytes;
                             DiagonalStorage::Encoded
@@ -559,7 +588,7 @@ impl HomomorphicDft {
                     }
                     other => other,
                 };
-                lt.encode_with(ops, level, scale, storage)
+                lt.encode_hoisted(ops, level, scale, storage, hoisting)
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(EncodedDft {
@@ -602,7 +631,7 @@ impl<P, C> EncodedDft<P, C> {
     ///
     /// # Errors
     /// As [`EncodedLinearTransform::evaluate`].
-    pub fn evaluate<A: SlotArithmetic<Plain = P, Compact = C>>(
+    pub fn evaluate<A: ExtendedArithmetic<Plain = P, Compact = C>>(
         &self,
         ops: &A,
         x: &A::Value,
@@ -622,7 +651,7 @@ impl<P, C> EncodedDft<P, C> {
     ///
     /// # Errors
     /// As [`EncodedDft::evaluate`].
-    pub fn evaluate_many<A: SlotArithmetic<Plain = P, Compact = C>>(
+    pub fn evaluate_many<A: ExtendedArithmetic<Plain = P, Compact = C>>(
         &self,
         ops: &A,
         xs: &[&A::Value],
