@@ -449,36 +449,38 @@ impl Bootstrapper {
     /// Bytes of the DFT diagonals held now, as stored (CoeffToSlot, and
     /// SlotToCoeff for each input scale in the cache).
     pub fn constant_bytes(&self) -> usize {
-        self.diagonal_bytes(|d| match d {
+        self.diagonal_bytes(|d, _| match d {
             Diagonal::Encoded(p) => p.poly().buffer().bytes(),
             Diagonal::Compact(c) => c.size_bytes(),
         })
     }
 
     /// Bytes the same diagonals would take encoded
-    /// ([`DiagonalStorage::Encoded`]; with [`Hoisting::Double`], over
-    /// `Q_l ∪ P`): [`Bootstrapper::constant_bytes`] for comparison.
+    /// ([`DiagonalStorage::Encoded`]; over `Q_l ∪ P` in the transforms
+    /// evaluated with double hoisting): [`Bootstrapper::constant_bytes`]
+    /// for comparison.
     pub fn constant_encoded_bytes(&self) -> usize {
         let params = self.context.params();
-        let special = match self.hoisting {
-            Hoisting::Single => 0,
-            Hoisting::Double => params.p_moduli().len() * params.degree().get() * 8,
-        };
-        self.diagonal_bytes(|d| match d {
+        let special = params.p_moduli().len() * params.degree().get() * 8;
+        self.diagonal_bytes(|d, hoisting| match d {
             Diagonal::Encoded(p) => p.poly().buffer().bytes(),
-            Diagonal::Compact(c) => c.expanded_bytes() + special,
+            Diagonal::Compact(c) => match hoisting {
+                Hoisting::Double => c.expanded_bytes() + special,
+                Hoisting::Single | Hoisting::Auto => c.expanded_bytes(),
+            },
         })
     }
 
+    /// The sum of `bytes` over every diagonal held, each with its
+    /// transform's hoisting.
     fn diagonal_bytes(
         &self,
-        bytes: impl Fn(&Diagonal<Plaintext, CompactPlaintext>) -> usize,
+        bytes: impl Fn(&Diagonal<Plaintext, CompactPlaintext>, Hoisting) -> usize,
     ) -> usize {
         let dft_bytes = |d: &StcDft| -> usize {
             d.transforms()
                 .iter()
-                .flat_map(|t| t.diagonals())
-                .map(&bytes)
+                .flat_map(|t| t.diagonals().map(|d| bytes(d, t.hoisting())))
                 .sum()
         };
         dft_bytes(&self.cts)

@@ -562,10 +562,7 @@ impl HomomorphicDft {
         }
         // Mixed: factors kept encoded, in order, while their bytes fit.
         let limb_bytes = ops.limb_bytes();
-        let extra_limbs = match hoisting {
-            Hoisting::Single => 0,
-            Hoisting::Double => ops.special_primes() as u64,
-        };
+        let special = ops.special_primes();
         let mut encoded = 0u64;
         let transforms = self
             .linear_transforms(log_bsgs_ratio)
@@ -576,8 +573,13 @@ impl HomomorphicDft {
                 let level = start_level - i;
                 let storage = match storage {
                     DiagonalStorage::Mixed { encoded_bytes } => {
+                        // Double hoisting keeps encoded diagonals over Q ∪ P.
+                        let extra = match lt.hoisting_at(hoisting, level, special) {
+                            Hoisting::Double => special as u64,
+                            Hoisting::Single | Hoisting::Auto => 0,
+                        };
                         let bytes = lt.matrix().diagonals().len() as u64
-                            * (level as u64 + 1 + extra_limbs)
+                            * (level as u64 + 1 + extra)
                             * limb_bytes;
                         if encoded + bytes <= encoded_bytes {
                             encoded += bytes;

@@ -42,16 +42,55 @@ pub enum Hoisting {
     Single,
     /// Baby steps, inner sums and giant steps in `Q_l ∪ P`; one ModDown of
     /// one part per giant step and one pair per transform.
-    #[default]
     Double,
+    /// Per transform, whichever of the two runs fewer limb NTTs
+    /// ([`Hoisting::resolve`]): double hoisting where the ModDowns it saves
+    /// outweigh the special primes' limbs it adds to the expansions of
+    /// compact diagonals — at FGb, CoeffToSlot (level 24: 30 limbs per
+    /// ModDown, 5 more per diagonal) but not SlotToCoeff (levels 2–0: 8,
+    /// 7 and 6 limbs per ModDown against 5 more per diagonal).
+    #[default]
+    Auto,
 }
 
 impl Hoisting {
-    /// `"single"` or `"double"` (as in JSON reports).
+    /// `"single"`, `"double"` or `"auto"` (as in JSON reports).
     pub fn name(self) -> &'static str {
         match self {
             Self::Single => "single",
             Self::Double => "double",
+            Self::Auto => "auto",
+        }
+    }
+
+    /// The hoisting a transform at `level` uses: [`Hoisting::Auto`]
+    /// compares the limb NTTs of the two evaluations, which differ by
+    ///
+    /// `single − double = (2·B + G − 2)·(K + l + 1) − D·K`
+    ///
+    /// for `B` nonzero baby steps, `G` giant-step rotations, `D` diagonals
+    /// expanded from compact form and `K` special primes (a ModDown at
+    /// level `l` is `K + l + 1` limb NTTs; the decompositions are the
+    /// same). Ties go to single hoisting (less memory).
+    pub fn resolve(
+        self,
+        level: usize,
+        special_primes: usize,
+        baby_rotations: usize,
+        giant_rotations: usize,
+        compact_diagonals: usize,
+    ) -> Self {
+        match self {
+            Self::Auto => {
+                let saved = (2 * baby_rotations + giant_rotations).saturating_sub(2)
+                    * (special_primes + level + 1);
+                if saved > compact_diagonals * special_primes {
+                    Self::Double
+                } else {
+                    Self::Single
+                }
+            }
+            other => other,
         }
     }
 }
@@ -59,14 +98,15 @@ impl Hoisting {
 impl std::str::FromStr for Hoisting {
     type Err = Error;
 
-    /// Parses `single` or `double`.
+    /// Parses `single`, `double` or `auto`.
     fn from_str(s: &str) -> Result<Self> {
         match s {
             "single" => Ok(Self::Single),
             "double" => Ok(Self::Double),
+            "auto" => Ok(Self::Auto),
             _ => Err(Error::InvalidParameter {
                 name: "hoisting",
-                reason: "expected single or double",
+                reason: "expected single, double or auto",
             }),
         }
     }

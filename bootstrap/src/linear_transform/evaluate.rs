@@ -106,7 +106,8 @@ impl<P, C> EncodedLinearTransform<P, C> {
         let x = ops.level_down(x, self.level)?;
         let steps: Vec<i64> = self.babies.iter().map(|&b| b as i64).collect();
         match self.hoisting {
-            Hoisting::Single => {
+            // (`Auto` is resolved when the transform is encoded.)
+            Hoisting::Single | Hoisting::Auto => {
                 let rotated = ops.rotate_hoisted(&x, &steps)?;
                 self.bsgs(&Single(ops), &rotated)
             }

@@ -239,6 +239,19 @@ impl LinearTransform {
         self.index.rotations()
     }
 
+    /// The hoisting the transform is evaluated with at `level` with
+    /// `special_primes` limbs in `P`: `hoisting` with [`Hoisting::Auto`]
+    /// resolved by [`Hoisting::resolve`] from this split's rotation and
+    /// diagonal counts, as if every diagonal were expanded from compact
+    /// form. The choice depends on the transform's shape only, so compact,
+    /// encoded and mixed diagonals give bit-identical results.
+    pub fn hoisting_at(&self, hoisting: Hoisting, level: usize, special_primes: usize) -> Hoisting {
+        let babies = self.index.babies.iter().filter(|&&b| b != 0).count();
+        let giants = self.index.forward + self.index.backward + self.index.direct.len();
+        let diagonals = self.matrix.diagonals().len();
+        hoisting.resolve(level, special_primes, babies, giants, diagonals)
+    }
+
     /// The diagonal scale that takes an input at `input_scale` to
     /// `target_scale` after the one rescale by `prime` (the prime of the
     /// level the transform is evaluated at): `target · prime / input`.
@@ -277,7 +290,8 @@ impl LinearTransform {
         self.encode_hoisted(ops, level, scale, storage, Hoisting::default())
     }
 
-    /// As [`LinearTransform::encode_with`], for evaluation with `hoisting`:
+    /// As [`LinearTransform::encode_with`], for evaluation with `hoisting`
+    /// ([`Hoisting::Auto`] resolved here, [`LinearTransform::hoisting_at`]):
     /// with [`Hoisting::Double`], diagonals kept encoded are encoded over
     /// `Q_l ∪ P` (`K/(l+1)` more bytes); compact ones are the same either
     /// way and are expanded to the basis the evaluation needs.
@@ -292,6 +306,7 @@ impl LinearTransform {
         storage: DiagonalStorage,
         hoisting: Hoisting,
     ) -> Result<EncodedLinearTransform<A::Plain, A::Compact>> {
+        let hoisting = self.hoisting_at(hoisting, level, ops.special_primes());
         let n = self.matrix.slots();
         let diagonals = self.matrix.diagonals();
         let groups = self
@@ -312,8 +327,10 @@ impl LinearTransform {
                         rotated.rotate_right(giant % n);
                         let stored = match storage {
                             DiagonalStorage::Encoded => Diagonal::Encoded(match hoisting {
-                                Hoisting::Single => ops.encode(&rotated, level, scale)?,
                                 Hoisting::Double => ops.encode_extended(&rotated, level, scale)?,
+                                Hoisting::Single | Hoisting::Auto => {
+                                    ops.encode(&rotated, level, scale)?
+                                }
                             }),
                             DiagonalStorage::Compact | DiagonalStorage::Mixed { .. } => {
                                 Diagonal::Compact(ops.encode_compact(&rotated, level, scale)?)
@@ -689,6 +706,16 @@ mod tests {
             .encode_extended(&unit_disk(&mut rng, n), 7, 2f64.powi(20))
             .unwrap();
         assert!(sim.mul_plain(&x, &p).is_err());
+        // Auto: double where the ModDowns saved outweigh the expansions'
+        // extra limbs. Here (K = 5): 7 babies and 7 giants save 19
+        // ModDowns of K + l + 1 limbs against 63·5 limbs of expansions.
+        assert_eq!(k, 5);
+        assert_eq!(lt.hoisting_at(Hoisting::Auto, 5, k), Hoisting::Single);
+        assert_eq!(lt.hoisting_at(Hoisting::Auto, 20, k), Hoisting::Double);
+        assert_eq!(Hoisting::Auto.resolve(0, 5, 7, 8, 63), Hoisting::Single);
+        assert_eq!(Hoisting::Auto.resolve(24, 5, 7, 8, 63), Hoisting::Double);
+        assert_eq!(Hoisting::Single.resolve(24, 5, 7, 8, 63), Hoisting::Single);
+        assert_eq!("auto".parse::<Hoisting>().unwrap(), Hoisting::Auto);
         assert_eq!("double".parse::<Hoisting>().unwrap(), Hoisting::Double);
         assert_eq!(
             Hoisting::Single.name().parse::<Hoisting>().unwrap(),
