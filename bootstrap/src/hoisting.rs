@@ -14,10 +14,11 @@
 //! expanded to `Q_l ∪ P` when used, encoded ones are stored so), each
 //! giant-step rotation divides only the second part by `P` (it must be
 //! decomposed) and keeps the rest in `Q_l ∪ P`, and the transform ends in
-//! **one** ModDown pair. At FGb's CoeffToSlot (radix 32, 7 baby and 7–8
-//! giant rotations per factor) that removes about 2/3 of the ModDowns; the
-//! price is the special primes' limbs in the expansions and products
-//! (`K/(l+1)` more).
+//! **one** ModDown pair. At FGb's CoeffToSlot (radix 32, 38 rotations in
+//! its three factors) that takes the ModDowns from 76 to 27; the price is
+//! the special primes' limbs in the expansions and products (`K/(l+1)`
+//! more), so the limb NTTs drop only 6 % there, and rise at low levels
+//! ([`Hoisting::Auto`] picks per transform).
 //!
 //! [`crate::arith::PlainSimulator`] implements the trait (with the noise of
 //! each step and a cost model: ModDowns and limb NTTs in
@@ -46,9 +47,9 @@ pub enum Hoisting {
     /// Per transform, whichever of the two runs fewer limb NTTs
     /// ([`Hoisting::resolve`]): double hoisting where the ModDowns it saves
     /// outweigh the special primes' limbs it adds to the expansions of
-    /// compact diagonals — at FGb, CoeffToSlot (level 24: 30 limbs per
-    /// ModDown, 5 more per diagonal) but not SlotToCoeff (levels 2–0: 8,
-    /// 7 and 6 limbs per ModDown against 5 more per diagonal).
+    /// compact diagonals — at FGb, CoeffToSlot (levels 24–22: 30 limbs per
+    /// ModDown, 5 more per diagonal) but not SlotToCoeff (levels 3–1: 9,
+    /// 8 and 7 limbs per ModDown against 5 more per diagonal).
     #[default]
     Auto,
 }

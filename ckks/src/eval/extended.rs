@@ -34,8 +34,10 @@ use crate::poly::{Ntt, RnsPoly};
 use crate::{Error, KeyError, OperandError, Result};
 
 /// A ciphertext over the extended basis `Q_l ∪ P` (NTT form) holding `P`
-/// times its message: `c0 + c1·s ≈ P·Δ·m` (see the [module
-/// documentation](self)). Made by [`Evaluator::rotate_hoisted_extended`],
+/// times its message: `c0 + c1·s ≈ P·Δ·m` — the form a key switch has
+/// before its ModDown, kept by double hoisting (Bossuat et al., Eurocrypt
+/// 2021, Algorithm 6) so that products by diagonals and sums happen before
+/// the division by `P`. Made by [`Evaluator::rotate_hoisted_extended`],
 /// combined by the `*_extended` operations of [`Evaluator`], and brought
 /// back to `Q_l` by [`Evaluator::mod_down_extended`]. Its memory is
 /// `Temporary`: it lives inside one linear transform.
