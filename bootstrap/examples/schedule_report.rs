@@ -71,6 +71,7 @@ fn sim(
             extra_nu,
             seed,
             round_plaintexts: true,
+            ..SimulationOptions::default()
         },
     )
 }

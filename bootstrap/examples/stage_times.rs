@@ -1,8 +1,11 @@
 //! Time per bootstrapping stage, from the stage hook:
 //!
 //! ```text
-//! cargo run --release -p hemem-bootstrap --example stage_times -- FGb [iterations] [cpu|gpu]
+//! cargo run --release -p hemem-bootstrap --example stage_times -- FGb [iterations] [cpu|gpu] [auto|single|double]
 //! ```
+//!
+//! The last argument is the linear transforms' hoisting
+//! (`hemem_bootstrap::hoisting::Hoisting`, default auto).
 //!
 //! On the GPU the hook synchronises the device at each stage boundary, so
 //! each figure is the stage's device time (plus one synchronisation).
@@ -10,8 +13,9 @@
 
 use std::time::Instant;
 
+use hemem_bootstrap::hoisting::Hoisting;
 use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice};
-use hemem_bootstrap::{BootstrapKeys, Bootstrapper};
+use hemem_bootstrap::{BootstrapKeys, BootstrapOptions, Bootstrapper};
 use hemem_ckks::prelude::*;
 use hemem_ckks::testing::{seed32, seeded_rng, unit_interval};
 use num_complex::Complex64;
@@ -28,6 +32,11 @@ fn main() {
         Some("gpu") => DeviceSelection::Gpu(0),
         _ => DeviceSelection::Cpu,
     };
+    let hoisting: Hoisting = args
+        .get(3)
+        .map_or("auto", String::as_str)
+        .parse()
+        .expect("auto, single or double");
     let params = Parameters::from_preset_with(preset, SecurityCheck::AllowInsecure).unwrap();
     // HEMEM_* variables steer the memory system on the GPU.
     let memory = MemoryConfig::from_env().unwrap();
@@ -40,13 +49,19 @@ fn main() {
         BootstrapSchedule::new(&params, recommended_choice(preset.shape_of()), None).unwrap();
     let keys = BootstrapKeys::generate(&keygen, &secret, &schedule).unwrap();
     let keys_s = t.elapsed().as_secs_f64();
-    let bootstrapper = Bootstrapper::new(&context, schedule.clone(), keys).unwrap();
+    let options = BootstrapOptions {
+        hoisting,
+        ..BootstrapOptions::default()
+    };
+    let bootstrapper =
+        Bootstrapper::with_options(&context, schedule.clone(), keys, options).unwrap();
     let enc = params.enc_level();
     bootstrapper
         .prepare_for_scale(params.default_scale(enc).unwrap())
         .unwrap();
     println!(
-        "{preset}: keys {keys_s:.1} s, keys and diagonals {:.1} s",
+        "{preset} ({} hoisting): keys {keys_s:.1} s, keys and diagonals {:.1} s",
+        hoisting.name(),
         t.elapsed().as_secs_f64()
     );
     let values: Vec<Complex64> = unit_interval(&mut seeded_rng(2), schedule.slots())

@@ -302,15 +302,24 @@ pub struct OpCounts {
     pub conjugations: usize,
     /// Plaintexts encoded.
     pub encodings: usize,
+    /// ModDowns (divisions by `P`) of one polynomial: two per ordinary key
+    /// switch, fewer with double hoisting ([`crate::hoisting`]).
+    pub mod_downs: usize,
+    /// Limb NTTs (forward or inverse, `N` points, one prime) the CPU
+    /// backend's algorithms run for the counted operations: decompositions
+    /// (`dnum·(l+1+K)` at level `l`), ModDowns (`K + l + 1` each), rescales
+    /// (`l + 1` per part) and expansions of compact plaintexts (`l + 1`, or
+    /// `l + 1 + K` over `Q ∪ P`). Encodings at setup are not counted.
+    pub ntt_limbs: usize,
 }
 
 /// A simulated ciphertext: the slot values in message units (the plaintext
 /// divided by the scale, noise included), a level and an exact scale.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SimValue {
-    slots: Vec<Complex64>,
-    level: usize,
-    scale: f64,
+    pub(crate) slots: Vec<Complex64>,
+    pub(crate) level: usize,
+    pub(crate) scale: f64,
 }
 
 impl SimValue {
@@ -335,8 +344,10 @@ impl SimValue {
 #[derive(Clone, Debug, PartialEq)]
 pub struct SimPlain {
     slots: Vec<Complex64>,
-    level: usize,
+    pub(crate) level: usize,
     scale: f64,
+    /// Over `Q ∪ P` (for double hoisting, [`crate::hoisting`]).
+    pub(crate) extended: bool,
 }
 
 impl SimPlain {
@@ -371,16 +382,16 @@ impl SimPlain {
 /// Not `Sync`: its random source and counters sit in `RefCell`s.
 #[derive(Debug)]
 pub struct PlainSimulator {
-    params: Parameters,
+    pub(crate) params: Parameters,
     primes: Vec<u64>,
     /// `log2 Q_l` for each level.
     log_q: Vec<f64>,
-    noise: NoiseModel,
+    pub(crate) noise: NoiseModel,
     rule: RescaleRule,
     check_overflow: bool,
     round_plaintexts: bool,
     rng: RefCell<ChaCha20Rng>,
-    counts: RefCell<OpCounts>,
+    pub(crate) counts: RefCell<OpCounts>,
     ffts: RefCell<HashMap<usize, Rc<SpecialFft>>>,
 }
 
@@ -654,7 +665,7 @@ impl PlainSimulator {
 
     /// Adds coefficient-domain noise of deviation `sigma` (per coefficient)
     /// to `v`, as slot noise of deviation `sigma·√n / scale`.
-    fn add_coefficient_noise(&self, v: &mut SimValue, sigma: f64) {
+    pub(crate) fn add_coefficient_noise(&self, v: &mut SimValue, sigma: f64) {
         if sigma > 0.0 {
             let std = sigma * (v.slots.len() as f64).sqrt() / v.scale;
             let mut rng = self.rng.borrow_mut();
@@ -670,7 +681,40 @@ impl PlainSimulator {
         self.add_coefficient_noise(v, sigma);
     }
 
-    fn rotated(a: &SimValue, steps: i64) -> SimValue {
+    /// The gadget part of the key-switch noise at `level` (without the
+    /// ModDown rounding): what an inner product left in `Q ∪ P` carries.
+    pub(crate) fn gadget_noise(&self, level: usize) -> f64 {
+        let ks = self.noise.key_switch_at(level);
+        (ks * ks - self.noise.rescale * self.noise.rescale)
+            .max(0.0)
+            .sqrt()
+    }
+
+    /// Counts one key-switch decomposition at `level`: `dnum·(l+1+K)` limb
+    /// NTTs (the inverse of the `l + 1` limbs and, per digit, the forward
+    /// transforms of the limbs it is raised to).
+    pub(crate) fn count_decomposition(&self, level: usize) {
+        let digits = self.params.digits_at(Level(level));
+        let k = self.params.p_moduli().len();
+        self.counts.borrow_mut().ntt_limbs += digits * (level + 1 + k);
+    }
+
+    /// Counts `parts` ModDowns at `level`: `K + l + 1` limb NTTs each.
+    pub(crate) fn count_mod_downs(&self, level: usize, parts: usize) {
+        let k = self.params.p_moduli().len();
+        let mut c = self.counts.borrow_mut();
+        c.mod_downs += parts;
+        c.ntt_limbs += parts * (k + level + 1);
+    }
+
+    /// Counts one ordinary key switch at `level`: a decomposition and a
+    /// ModDown pair.
+    fn count_key_switch(&self, level: usize) {
+        self.count_decomposition(level);
+        self.count_mod_downs(level, 2);
+    }
+
+    pub(crate) fn rotated(a: &SimValue, steps: i64) -> SimValue {
         let n = a.slots.len();
         let k = steps.rem_euclid(n as i64) as usize;
         let mut slots = a.slots.clone();
@@ -769,6 +813,7 @@ impl SlotArithmetic for PlainSimulator {
     fn mul_relin(&self, a: &SimValue, b: &SimValue) -> Result<SimValue> {
         self.check_pair(a, b, false)?;
         self.counts.borrow_mut().mul_relin += 1;
+        self.count_key_switch(a.level);
         let mut out = SimValue {
             slots: a.slots.iter().zip(&b.slots).map(|(x, y)| x * y).collect(),
             level: a.level,
@@ -792,7 +837,11 @@ impl SlotArithmetic for PlainSimulator {
             RescaleRule::Hemem => self.params.check_rescale(Level(a.level), Scale(a.scale))?.0,
             RescaleRule::Headroom => a.scale / q as f64,
         };
-        self.counts.borrow_mut().rescales += 1;
+        {
+            let mut c = self.counts.borrow_mut();
+            c.rescales += 1;
+            c.ntt_limbs += 2 * (a.level + 1);
+        }
         let mut out = SimValue {
             slots: a.slots.clone(),
             level: a.level - 1,
@@ -885,6 +934,7 @@ impl SlotArithmetic for PlainSimulator {
                 slots: values.to_vec(),
                 level,
                 scale,
+                extended: false,
             });
         }
         let rounded: Vec<Complex64> = u.iter().map(|&c| rounded_constant(c, scale)).collect();
@@ -892,10 +942,17 @@ impl SlotArithmetic for PlainSimulator {
             slots: fft.forward(&rounded),
             level,
             scale,
+            extended: false,
         })
     }
 
     fn mul_plain(&self, a: &SimValue, p: &SimPlain) -> Result<SimValue> {
+        if p.extended {
+            return Err(Error::InvalidParameter {
+                name: "plaintext",
+                reason: "a plaintext over Q ∪ P multiplies extended values only",
+            });
+        }
         if a.level != p.level {
             return Err(Error::LevelMismatch {
                 left: a.level,
@@ -921,6 +978,7 @@ impl SlotArithmetic for PlainSimulator {
     }
 
     fn expand(&self, compact: &[&SimPlain]) -> Result<Vec<SimPlain>> {
+        self.counts.borrow_mut().ntt_limbs += compact.iter().map(|p| p.level + 1).sum::<usize>();
         Ok(compact.iter().map(|&p| p.clone()).collect())
     }
 
@@ -928,18 +986,37 @@ impl SlotArithmetic for PlainSimulator {
         let mut out = Self::rotated(a, steps);
         if steps.rem_euclid(a.slots.len() as i64) != 0 {
             self.counts.borrow_mut().rotations += 1;
+            self.count_key_switch(a.level);
             self.key_switch_noise(&mut out);
         }
         Ok(out)
     }
 
+    /// One decomposition for all the steps, a ModDown pair for each
+    /// nonzero one.
     fn rotate_hoisted(&self, a: &SimValue, steps: &[i64]) -> Result<Vec<SimValue>> {
         self.counts.borrow_mut().hoisted_groups += 1;
-        steps.iter().map(|&k| self.rotate(a, k)).collect()
+        let n = a.slots.len() as i64;
+        if steps.iter().any(|s| s.rem_euclid(n) != 0) {
+            self.count_decomposition(a.level);
+        }
+        steps
+            .iter()
+            .map(|&k| {
+                let mut out = Self::rotated(a, k);
+                if k.rem_euclid(n) != 0 {
+                    self.counts.borrow_mut().rotations += 1;
+                    self.count_mod_downs(a.level, 2);
+                    self.key_switch_noise(&mut out);
+                }
+                Ok(out)
+            })
+            .collect()
     }
 
     fn conjugate(&self, a: &SimValue) -> Result<SimValue> {
         self.counts.borrow_mut().conjugations += 1;
+        self.count_key_switch(a.level);
         let mut out = SimValue {
             slots: a.slots.iter().map(|z| z.conj()).collect(),
             level: a.level,

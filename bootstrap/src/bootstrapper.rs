@@ -42,6 +42,7 @@ use crate::arith::SlotArithmetic;
 use crate::ckks_ops::CkksOps;
 use crate::dft::EncodedDft;
 use crate::eval_mod::EvalMod;
+use crate::hoisting::Hoisting;
 use crate::linear_transform::{Diagonal, DiagonalStorage};
 use crate::schedule::{BootstrapSchedule, INPUT_LEVEL, SSE_HAMMING_WEIGHT};
 use crate::simulate::{
@@ -398,6 +399,17 @@ type StcDft = EncodedDft<Plaintext, CompactPlaintext>;
 /// encoded); a scale beyond the cache is encoded again when it comes back.
 pub const STC_CACHE_CAPACITY: usize = 2;
 
+/// How a [`Bootstrapper`] keeps its DFT diagonals and evaluates its linear
+/// transforms.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BootstrapOptions {
+    /// Compact (the default), encoded or mixed diagonals.
+    pub storage: DiagonalStorage,
+    /// Single or double hoisting (the default) in the BSGS linear
+    /// transforms ([`crate::hoisting`]).
+    pub hoisting: Hoisting,
+}
+
 /// Refreshes ciphertexts: see the [module documentation](self).
 ///
 /// Inputs must be at level 3 or above, with the schedule's slot count, and
@@ -411,6 +423,7 @@ pub struct Bootstrapper {
     evaluator: Evaluator,
     sse: Option<SseKeys>,
     storage: DiagonalStorage,
+    hoisting: Hoisting,
     cts: EncodedDft<Plaintext, CompactPlaintext>,
     /// SlotToCoeff by input scale (bits), most recently used first.
     stc: Mutex<Vec<(u64, Arc<StcDft>)>>,
@@ -425,6 +438,7 @@ impl std::fmt::Debug for Bootstrapper {
             .field("slots", &self.schedule.slots())
             .field("sse", &self.sse.is_some())
             .field("storage", &self.storage)
+            .field("hoisting", &self.hoisting)
             .finish_non_exhaustive()
     }
 }
@@ -458,10 +472,32 @@ impl Bootstrapper {
         keys: BootstrapKeys,
         storage: DiagonalStorage,
     ) -> Result<Self> {
-        Self::with_progress(context, schedule, keys, storage, &NoProgress)
+        Self::with_options(
+            context,
+            schedule,
+            keys,
+            BootstrapOptions {
+                storage,
+                ..BootstrapOptions::default()
+            },
+        )
     }
 
-    /// As [`Bootstrapper::with_storage`], reporting the encoding of
+    /// As [`Bootstrapper::new`], with the diagonals kept and the linear
+    /// transforms evaluated as `options` says.
+    ///
+    /// # Errors
+    /// As [`Bootstrapper::new`].
+    pub fn with_options(
+        context: &Context,
+        schedule: BootstrapSchedule,
+        keys: BootstrapKeys,
+        options: BootstrapOptions,
+    ) -> Result<Self> {
+        Self::with_progress(context, schedule, keys, options, &NoProgress)
+    }
+
+    /// As [`Bootstrapper::with_options`], reporting the encoding of
     /// CoeffToSlot's diagonals to `progress` (one step per DFT factor;
     /// seconds at the real presets, more with [`DiagonalStorage::Encoded`]).
     ///
@@ -471,9 +507,10 @@ impl Bootstrapper {
         context: &Context,
         schedule: BootstrapSchedule,
         keys: BootstrapKeys,
-        storage: DiagonalStorage,
+        options: BootstrapOptions,
         progress: &dyn Progress,
     ) -> Result<Self> {
+        let BootstrapOptions { storage, hoisting } = options;
         let params = context.params();
         if params.post_bootstrap_level().is_none() {
             return Err(Error::NotBootstrappable {
@@ -498,12 +535,13 @@ impl Bootstrapper {
         }
         let cts = {
             let ops = CkksOps::new(&evaluator);
-            cts_dft.encode_with_progress(
+            cts_dft.encode_hoisted_with_progress(
                 &ops,
                 schedule.top_level,
                 &schedule.cts_diagonal_scales,
                 schedule.log_bsgs_ratio,
                 storage,
+                hoisting,
                 progress,
             )?
         };
@@ -515,6 +553,7 @@ impl Bootstrapper {
             evaluator,
             sse: keys.sse,
             storage,
+            hoisting,
             cts,
             stc: Mutex::new(Vec::with_capacity(STC_CACHE_CAPACITY + 1)),
             eval_mod,
@@ -531,34 +570,46 @@ impl Bootstrapper {
         self.storage
     }
 
+    /// How the DFTs' linear transforms are evaluated.
+    pub fn hoisting(&self) -> Hoisting {
+        self.hoisting
+    }
+
     /// Bytes of the DFT diagonals held now, as stored (CoeffToSlot, and
     /// SlotToCoeff for each input scale in the cache).
     pub fn constant_bytes(&self) -> usize {
-        self.diagonal_bytes(|d| match d {
+        self.diagonal_bytes(|d, _| match d {
             Diagonal::Encoded(p) => p.poly().buffer().bytes(),
             Diagonal::Compact(c) => c.size_bytes(),
         })
     }
 
     /// Bytes the same diagonals would take encoded
-    /// ([`DiagonalStorage::Encoded`]): [`Bootstrapper::constant_bytes`] for
-    /// comparison.
+    /// ([`DiagonalStorage::Encoded`]; over `Q_l ∪ P` in the transforms
+    /// evaluated with double hoisting): [`Bootstrapper::constant_bytes`]
+    /// for comparison.
     pub fn constant_encoded_bytes(&self) -> usize {
-        self.diagonal_bytes(|d| match d {
+        let params = self.context.params();
+        let special = params.p_moduli().len() * params.degree().get() * 8;
+        self.diagonal_bytes(|d, hoisting| match d {
             Diagonal::Encoded(p) => p.poly().buffer().bytes(),
-            Diagonal::Compact(c) => c.expanded_bytes(),
+            Diagonal::Compact(c) => match hoisting {
+                Hoisting::Double => c.expanded_bytes() + special,
+                Hoisting::Single | Hoisting::Auto => c.expanded_bytes(),
+            },
         })
     }
 
+    /// The sum of `bytes` over every diagonal held, each with its
+    /// transform's hoisting.
     fn diagonal_bytes(
         &self,
-        bytes: impl Fn(&Diagonal<Plaintext, CompactPlaintext>) -> usize,
+        bytes: impl Fn(&Diagonal<Plaintext, CompactPlaintext>, Hoisting) -> usize,
     ) -> usize {
         let dft_bytes = |d: &StcDft| -> usize {
             d.transforms()
                 .iter()
-                .flat_map(|t| t.diagonals())
-                .map(&bytes)
+                .flat_map(|t| t.diagonals().map(|d| bytes(d, t.hoisting())))
                 .sum()
         };
         dft_bytes(&self.cts)
@@ -613,7 +664,7 @@ impl Bootstrapper {
         let params = self.context.params();
         let scales = self.schedule.stc_diagonal_scales(params, scale)?;
         let ops = CkksOps::new(&self.evaluator);
-        let encoded = Arc::new(self.schedule.stc_dft()?.encode_with(
+        let encoded = Arc::new(self.schedule.stc_dft()?.encode_hoisted(
             &ops,
             INPUT_LEVEL,
             &scales,
@@ -623,6 +674,7 @@ impl Bootstrapper {
                 DiagonalStorage::Mixed { .. } => DiagonalStorage::Compact,
                 other => other,
             },
+            self.hoisting,
         )?);
         let mut cache = self.stc.lock().unwrap_or_else(PoisonError::into_inner);
         // Another thread may have encoded the same scale meanwhile.
@@ -947,8 +999,17 @@ mod tests {
         assert!(keys.len() as u64 <= total);
 
         let factors = schedule.cts_diagonal_scales.len() as u64;
-        Bootstrapper::with_progress(&context, schedule, keys, DiagonalStorage::Compact, &record)
-            .unwrap();
+        Bootstrapper::with_progress(
+            &context,
+            schedule,
+            keys,
+            BootstrapOptions {
+                storage: DiagonalStorage::Compact,
+                ..BootstrapOptions::default()
+            },
+            &record,
+        )
+        .unwrap();
         let steps = seen.into_inner().unwrap();
         assert_eq!(
             steps,

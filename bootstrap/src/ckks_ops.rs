@@ -47,6 +47,16 @@ impl<'a> CkksOps<'a> {
     pub fn evaluator(&self) -> &Evaluator {
         self.evaluator
     }
+
+    /// The encoder of the evaluator's context.
+    pub(crate) fn encoder(&self) -> &Encoder {
+        &self.encoder
+    }
+
+    /// The memory class of encoded plaintexts.
+    pub(crate) fn constant_class(&self) -> MemoryClass {
+        self.constant_class
+    }
 }
 
 impl SlotArithmetic for CkksOps<'_> {

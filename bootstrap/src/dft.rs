@@ -46,7 +46,7 @@ use std::f64::consts::PI;
 use hemem_ckks::progress::{NoProgress, Progress};
 use num_complex::Complex64;
 
-use crate::arith::SlotArithmetic;
+use crate::hoisting::{ExtendedArithmetic, Hoisting};
 use crate::linear_transform::{DiagonalStorage, EncodedLinearTransform, LinearTransform};
 use crate::{Error, Result};
 
@@ -495,7 +495,7 @@ impl HomomorphicDft {
     /// # Errors
     /// [`Error::LengthMismatch`] unless there is one scale per factor,
     /// [`Error::LevelTooLow`] if the levels run below 0, and encoding errors.
-    pub fn encode<A: SlotArithmetic>(
+    pub fn encode<A: ExtendedArithmetic>(
         &self,
         ops: &A,
         start_level: usize,
@@ -516,7 +516,7 @@ impl HomomorphicDft {
     ///
     /// # Errors
     /// As [`HomomorphicDft::encode`].
-    pub fn encode_with<A: SlotArithmetic>(
+    pub fn encode_with<A: ExtendedArithmetic>(
         &self,
         ops: &A,
         start_level: usize,
@@ -524,28 +524,55 @@ impl HomomorphicDft {
         log_bsgs_ratio: i32,
         storage: DiagonalStorage,
     ) -> Result<EncodedDft<A::Plain, A::Compact>> {
-        self.encode_with_progress(
+        self.encode_hoisted(
             ops,
             start_level,
             diagonal_scales,
             log_bsgs_ratio,
             storage,
-            &NoProgress,
+            Hoisting::default(),
         )
     }
 
-    /// As [`HomomorphicDft::encode_with`], reporting each factor encoded to
-    /// `progress` (one step per factor).
+    /// As [`HomomorphicDft::encode_with`], every factor evaluated with
+    /// `hoisting` ([`LinearTransform::encode_hoisted`]).
     ///
     /// # Errors
     /// As [`HomomorphicDft::encode`].
-    pub fn encode_with_progress<A: SlotArithmetic>(
+    pub fn encode_hoisted<A: ExtendedArithmetic>(
         &self,
         ops: &A,
         start_level: usize,
         diagonal_scales: &[f64],
         log_bsgs_ratio: i32,
         storage: DiagonalStorage,
+        hoisting: Hoisting,
+    ) -> Result<EncodedDft<A::Plain, A::Compact>> {
+        self.encode_hoisted_with_progress(
+            ops,
+            start_level,
+            diagonal_scales,
+            log_bsgs_ratio,
+            storage,
+            hoisting,
+            &NoProgress,
+        )
+    }
+
+    /// As [`HomomorphicDft::encode_hoisted`], reporting each factor encoded
+    /// to `progress` (one step per factor).
+    ///
+    /// # Errors
+    /// As [`HomomorphicDft::encode`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn encode_hoisted_with_progress<A: ExtendedArithmetic>(
+        &self,
+        ops: &A,
+        start_level: usize,
+        diagonal_scales: &[f64],
+        log_bsgs_ratio: i32,
+        storage: DiagonalStorage,
+        hoisting: Hoisting,
         progress: &dyn Progress,
     ) -> Result<EncodedDft<A::Plain, A::Compact>> {
         if diagonal_scales.len() != self.factors.len() {
@@ -563,6 +590,7 @@ impl HomomorphicDft {
         }
         // Mixed: factors kept encoded, in order, while their bytes fit.
         let limb_bytes = ops.limb_bytes();
+        let special = ops.special_primes();
         let mut encoded = 0u64;
         let total = self.factors.len() as u64;
         progress.update(0, total);
@@ -575,8 +603,14 @@ impl HomomorphicDft {
                 let level = start_level - i;
                 let storage = match storage {
                     DiagonalStorage::Mixed { encoded_bytes } => {
-                        let bytes =
-                            lt.matrix().diagonals().len() as u64 * (level as u64 + 1) * limb_bytes;
+                        // Double hoisting keeps encoded diagonals over Q ∪ P.
+                        let extra = match lt.hoisting_at(hoisting, level, special) {
+                            Hoisting::Double => special as u64,
+                            Hoisting::Single | Hoisting::Auto => 0,
+                        };
+                        let bytes = lt.matrix().diagonals().len() as u64
+                            * (level as u64 + 1 + extra)
+                            * limb_bytes;
                         if encoded + bytes <= encoded_bytes {
                             encoded += bytes;
                             DiagonalStorage::Encoded
@@ -586,7 +620,7 @@ impl HomomorphicDft {
                     }
                     other => other,
                 };
-                let transform = lt.encode_with(ops, level, scale, storage)?;
+                let transform = lt.encode_hoisted(ops, level, scale, storage, hoisting)?;
                 progress.update(i as u64 + 1, total);
                 Ok(transform)
             })
@@ -631,7 +665,7 @@ impl<P, C> EncodedDft<P, C> {
     ///
     /// # Errors
     /// As [`EncodedLinearTransform::evaluate`].
-    pub fn evaluate<A: SlotArithmetic<Plain = P, Compact = C>>(
+    pub fn evaluate<A: ExtendedArithmetic<Plain = P, Compact = C>>(
         &self,
         ops: &A,
         x: &A::Value,
@@ -651,7 +685,7 @@ impl<P, C> EncodedDft<P, C> {
     ///
     /// # Errors
     /// As [`EncodedDft::evaluate`].
-    pub fn evaluate_many<A: SlotArithmetic<Plain = P, Compact = C>>(
+    pub fn evaluate_many<A: ExtendedArithmetic<Plain = P, Compact = C>>(
         &self,
         ops: &A,
         xs: &[&A::Value],

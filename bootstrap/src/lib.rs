@@ -68,13 +68,14 @@ pub mod ckks_ops;
 pub mod dft;
 mod error;
 pub mod eval_mod;
+pub mod hoisting;
 mod key_file;
 pub mod linear_transform;
 pub mod poly_eval;
 pub mod schedule;
 pub mod simulate;
 
-pub use bootstrapper::{BootstrapKeys, Bootstrapper, Stage};
+pub use bootstrapper::{BootstrapKeys, BootstrapOptions, Bootstrapper, Stage};
 pub use ckks_ops::CkksOps;
 pub use error::{Error, Result};
 pub use hemem_ckks as ckks;

@@ -15,6 +15,8 @@ use rand_core::{Rng, SeedableRng};
 use crate::arith::{NoiseModel, OpCounts, PlainSimulator, RescaleRule, SlotArithmetic};
 use crate::dft::{EncodedDft, bit_reversed};
 use crate::eval_mod::EvalMod;
+use crate::hoisting::{ExtendedArithmetic, Hoisting};
+use crate::linear_transform::DiagonalStorage;
 use crate::schedule::{BootstrapSchedule, INPUT_LEVEL};
 use crate::{Error, Result};
 use hemem_ckks::params::{Level, Parameters};
@@ -23,7 +25,7 @@ use hemem_ckks::params::{Level, Parameters};
 ///
 /// # Errors
 /// [`Error::LevelTooLow`] below level 3, and the errors of `ops`.
-pub fn slot_to_coeff<A: SlotArithmetic>(
+pub fn slot_to_coeff<A: ExtendedArithmetic>(
     ops: &A,
     x: &A::Value,
     stc: &EncodedDft<A::Plain, A::Compact>,
@@ -41,7 +43,7 @@ pub fn slot_to_coeff<A: SlotArithmetic>(
 ///
 /// # Errors
 /// As [`slot_to_coeff`].
-pub fn slot_to_coeff_many<A: SlotArithmetic>(
+pub fn slot_to_coeff_many<A: ExtendedArithmetic>(
     ops: &A,
     xs: &[&A::Value],
     stc: &EncodedDft<A::Plain, A::Compact>,
@@ -68,7 +70,7 @@ pub fn slot_to_coeff_many<A: SlotArithmetic>(
 ///
 /// # Errors
 /// The errors of `ops`.
-pub fn coeff_to_slot<A: SlotArithmetic>(
+pub fn coeff_to_slot<A: ExtendedArithmetic>(
     ops: &A,
     raised: &A::Value,
     cts: &EncodedDft<A::Plain, A::Compact>,
@@ -152,6 +154,10 @@ pub struct SimulationOptions {
     pub seed: u64,
     /// Round encoded diagonals as the encoder does (off: a diagnostic).
     pub round_plaintexts: bool,
+    /// How the DFTs' linear transforms are evaluated.
+    pub hoisting: Hoisting,
+    /// How their diagonals are kept (what the counts of expansions follow).
+    pub storage: DiagonalStorage,
 }
 
 impl Default for SimulationOptions {
@@ -162,6 +168,8 @@ impl Default for SimulationOptions {
             extra_nu: 0.0,
             seed: 1,
             round_plaintexts: true,
+            hoisting: Hoisting::default(),
+            storage: DiagonalStorage::default(),
         }
     }
 }
@@ -251,10 +259,14 @@ pub fn simulate(
 
     // SlotToCoeff.
     let stc_scales = schedule.stc_diagonal_scales(params, delta_enc)?;
-    let stc =
-        schedule
-            .stc_dft()?
-            .encode(&sim, INPUT_LEVEL, &stc_scales, schedule.log_bsgs_ratio)?;
+    let stc = schedule.stc_dft()?.encode_hoisted(
+        &sim,
+        INPUT_LEVEL,
+        &stc_scales,
+        schedule.log_bsgs_ratio,
+        options.storage,
+        options.hoisting,
+    )?;
     sim.reset_counts();
     let coeffs = slot_to_coeff(&sim, &input, &stc)?;
     let stc_counts = sim.counts();
@@ -275,11 +287,13 @@ pub fn simulate(
     let max_i = big_i.iter().map(|i| i.abs()).max().unwrap_or(0);
 
     // CoeffToSlot and the split.
-    let cts = schedule.cts_dft()?.encode(
+    let cts = schedule.cts_dft()?.encode_hoisted(
         &sim,
         schedule.top_level,
         &schedule.cts_diagonal_scales,
         schedule.log_bsgs_ratio,
+        options.storage,
+        options.hoisting,
     )?;
     sim.reset_counts();
     let v = coeff_to_slot(&sim, &raised, &cts)?;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice};
-use hemem_bootstrap::{BootstrapKeys, Bootstrapper};
+use hemem_bootstrap::{BootstrapKeys, BootstrapOptions, Bootstrapper};
 use hemem_ckks::prelude::*;
 use hemem_ckks::testing::{seed32, seeded_rng, unit_disk, unit_interval};
 use num_complex::Complex64;
@@ -402,6 +402,24 @@ fn bootstrapper_with(
     slots: Option<usize>,
     storage: hemem_bootstrap::linear_transform::DiagonalStorage,
 ) -> Bootstrapper {
+    bootstrapper_with_options(
+        s,
+        preset,
+        slots,
+        BootstrapOptions {
+            storage,
+            ..BootstrapOptions::default()
+        },
+    )
+}
+
+/// As [`bootstrapper_with`], with `options`.
+fn bootstrapper_with_options(
+    s: &Setup,
+    preset: Preset,
+    slots: Option<usize>,
+    options: BootstrapOptions,
+) -> Bootstrapper {
     let params = s.context.params();
     let keygen = KeyGenerator::with_seed(&s.context, seed32(preset as u64));
     let secret = keygen.secret_key().unwrap();
@@ -409,7 +427,62 @@ fn bootstrapper_with(
     let schedule =
         BootstrapSchedule::new(params, recommended_choice(preset.shape_of()), slots).unwrap();
     let keys = BootstrapKeys::generate(&keygen, &secret, &schedule).unwrap();
-    Bootstrapper::with_storage(&s.context, schedule, keys, storage).unwrap()
+    Bootstrapper::with_options(&s.context, schedule, keys, options).unwrap()
+}
+
+/// Single and double hoisting in the DFTs bootstrap the same input to the
+/// same precision (double hoisting's ModDown rounding comes after the
+/// diagonal products, so it is not worse), with compact and encoded
+/// diagonals.
+#[test]
+fn single_and_double_hoisting_bootstrap_alike() {
+    use hemem_bootstrap::linear_transform::{DiagonalStorage, Hoisting};
+    let slots = None;
+    let s = setup(Preset::TestFGb, slots);
+    assert_eq!(s.bootstrapper.hoisting(), Hoisting::Auto);
+    let values = inputs(s.bootstrapper.schedule().slots(), false, 43);
+    let ct = encrypt_at(&s, &values, s.context.params().enc_level(), 43);
+    let ct = Evaluator::new(&s.context)
+        .level_down(&ct, Level(3))
+        .unwrap();
+    let mut results = Vec::new();
+    for (hoisting, storage) in [
+        (Hoisting::Single, DiagonalStorage::Compact),
+        (Hoisting::Double, DiagonalStorage::Compact),
+        (Hoisting::Double, DiagonalStorage::Encoded),
+        (Hoisting::Auto, DiagonalStorage::Compact),
+    ] {
+        let b = bootstrapper_with_options(
+            &s,
+            Preset::TestFGb,
+            slots,
+            BootstrapOptions { storage, hoisting },
+        );
+        assert_eq!(b.hoisting(), hoisting);
+        let t = Instant::now();
+        let out = b.bootstrap(&ct).unwrap();
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        let bits = -max_error(&decrypt(&s, &out), &values, false).log2();
+        println!("{hoisting:?} {storage:?}: {bits:.2} bits in {ms:.0} ms");
+        results.push((bits, out));
+    }
+    let (single, _) = &results[0];
+    assert!(*single > 22.0, "single: {single:.2} bits");
+    for (bits, _) in &results[1..] {
+        assert!(
+            *bits > single - 0.5,
+            "double: {bits:.2} bits, single {single:.2}"
+        );
+    }
+    // Compact and encoded diagonals: bit for bit the same with double
+    // hoisting too (the expansion over Q ∪ P is exact).
+    let words = |c: &Ciphertext| {
+        (
+            c.parts().0.to_words().unwrap(),
+            c.parts().1.to_words().unwrap(),
+        )
+    };
+    assert!(words(&results[1].1) == words(&results[2].1));
 }
 
 /// Compact and encoded diagonals give the same ciphertext bit for bit (the

@@ -14,7 +14,9 @@ use std::sync::Arc;
 
 use hemem_bootstrap::BootstrapKeys;
 use hemem_bootstrap::CkksOps;
+use hemem_bootstrap::dft::DiagonalMatrix;
 use hemem_bootstrap::eval_mod::EvalMod;
+use hemem_bootstrap::linear_transform::{DiagonalStorage, Hoisting, LinearTransform};
 use hemem_bootstrap::schedule::{BootstrapSchedule, INPUT_LEVEL, recommended_choice};
 use hemem_bootstrap::simulate::{coeff_to_slot, slot_to_coeff};
 use hemem_ckks::prelude::*;
@@ -28,6 +30,7 @@ struct Setup {
     public: PublicKey,
     schedule: BootstrapSchedule,
     evaluator: Evaluator,
+    keygen: KeyGenerator,
 }
 
 fn setup(preset: Preset) -> Setup {
@@ -46,6 +49,7 @@ fn setup(preset: Preset) -> Setup {
         public,
         schedule,
         evaluator,
+        keygen,
     }
 }
 
@@ -82,6 +86,81 @@ fn max_norm(a: &[Complex64]) -> f64 {
     a.iter().map(|x| x.norm()).fold(0.0, f64::max)
 }
 
+/// The evaluations every DFT test runs: single and double hoisting, the
+/// latter with compact diagonals (expanded over `Q ∪ P` when used) and with
+/// encoded ones (stored over `Q ∪ P`).
+const HOISTINGS: [(Hoisting, DiagonalStorage); 3] = [
+    (Hoisting::Single, DiagonalStorage::Compact),
+    (Hoisting::Double, DiagonalStorage::Compact),
+    (Hoisting::Double, DiagonalStorage::Encoded),
+];
+
+/// A random diagonal-sparse matrix (random indices and entries in the unit
+/// disk) applied by a BSGS linear transform to a random ciphertext, with
+/// single and double hoisting, compact and encoded diagonals, against the
+/// f64 matrix-vector product; double hoisting is at least as precise (its
+/// ModDown rounding is not multiplied by the diagonals).
+#[test]
+fn random_linear_transforms_match_the_f64_product() {
+    let s = setup(Preset::TestFGb);
+    let params = s.context.params();
+    let slots = s.schedule.slots();
+    let mut rng = seeded_rng(70);
+    for trial in 0..3u64 {
+        // Indices within ±40 (giant steps by Horner with ±8) and a few
+        // anywhere (giant steps taken directly).
+        let mut indices: Vec<i64> = (0..24)
+            .map(|i| {
+                let r = rng.next_u64();
+                if i < 21 {
+                    (r % 80) as i64 - 40
+                } else {
+                    (r % slots as u64) as i64
+                }
+            })
+            .collect();
+        indices.sort_unstable();
+        indices.dedup();
+        let matrix = DiagonalMatrix::from_diagonals(
+            slots,
+            indices.iter().map(|&d| (d, unit_disk(&mut rng, slots))),
+        )
+        .unwrap();
+        let lt = LinearTransform::with_n1(matrix.clone(), 8).unwrap();
+        let request = KeySetRequest {
+            rotations: lt.rotations().into_iter().map(|r| r as i64).collect(),
+            ..Default::default()
+        };
+        let keys = s.keygen.key_set(&s.secret, &request).unwrap();
+        let evaluator = Evaluator::with_keys(&s.context, Arc::new(keys));
+        let level = 6;
+        let z = unit_disk(&mut rng, slots);
+        let in_scale = params.default_scale(Level(level)).unwrap().get();
+        let ct = s.encrypt(&z, level, in_scale, 71 + trial);
+        let ops = CkksOps::new(&evaluator);
+        let q = params.q_moduli()[level].value();
+        let d_scale = LinearTransform::diagonal_scale(in_scale, in_scale / 4.0, q);
+        let want = matrix.apply(&z).unwrap();
+        let mut errors = Vec::new();
+        for (hoisting, storage) in HOISTINGS {
+            let enc = lt
+                .encode_hoisted(&ops, level, d_scale, storage, hoisting)
+                .unwrap();
+            let out = enc.evaluate(&ops, &ct).unwrap();
+            assert_eq!(out.level(), Level(level - 1));
+            let err = max_error(&s.decrypt(&out), &want);
+            println!(
+                "trial {trial}, {} diagonals, {hoisting:?} {storage:?}: max error 2^{:.1}",
+                indices.len(),
+                err.log2()
+            );
+            assert!(err < 2f64.powi(-20), "{hoisting:?}: 2^{:.1}", err.log2());
+            errors.push(err);
+        }
+        assert!(errors[1] < 2.0 * errors[0], "double: {errors:?}");
+    }
+}
+
 /// SlotToCoeff from level 3 to level 0, with its scales absorbing the input
 /// scale, equals the f64 product of its DFT factors.
 #[test]
@@ -97,21 +176,33 @@ fn slot_to_coeff_matches_its_dft_in_f64() {
         let ops = CkksOps::new(&s.evaluator);
         let scales = s.schedule.stc_diagonal_scales(params, input_scale).unwrap();
         let dft = s.schedule.stc_dft().unwrap();
-        let encoded = dft
-            .encode(&ops, INPUT_LEVEL, &scales, s.schedule.log_bsgs_ratio)
-            .unwrap();
-        let out = slot_to_coeff(&ops, &ct, &encoded).unwrap();
-        assert_eq!(out.level(), Level(0));
-        let rel = (out.scale().get() - s.schedule.delta0).abs() / s.schedule.delta0;
-        assert!(rel < 1e-9, "lands on Δ0: relative difference {rel:e}");
-        let want = dft.apply(&z).unwrap();
-        let err = max_error(&s.decrypt(&out), &want) / max_norm(&want);
-        println!("{preset}: SlotToCoeff relative error 2^{:.1}", err.log2());
-        assert!(
-            err < 2f64.powi(-28),
-            "{preset}: relative error 2^{:.1}",
-            err.log2()
-        );
+        for (hoisting, storage) in HOISTINGS {
+            let encoded = dft
+                .encode_hoisted(
+                    &ops,
+                    INPUT_LEVEL,
+                    &scales,
+                    s.schedule.log_bsgs_ratio,
+                    storage,
+                    hoisting,
+                )
+                .unwrap();
+            let out = slot_to_coeff(&ops, &ct, &encoded).unwrap();
+            assert_eq!(out.level(), Level(0));
+            let rel = (out.scale().get() - s.schedule.delta0).abs() / s.schedule.delta0;
+            assert!(rel < 1e-9, "lands on Δ0: relative difference {rel:e}");
+            let want = dft.apply(&z).unwrap();
+            let err = max_error(&s.decrypt(&out), &want) / max_norm(&want);
+            println!(
+                "{preset} {hoisting:?} {storage:?}: SlotToCoeff relative error 2^{:.1}",
+                err.log2()
+            );
+            assert!(
+                err < 2f64.powi(-28),
+                "{preset} {hoisting:?}: relative error 2^{:.1}",
+                err.log2()
+            );
+        }
     }
 }
 
@@ -133,26 +224,33 @@ fn coeff_to_slot_matches_its_dft_in_f64() {
         let ct = s.encrypt(&w, top, q0, 61);
         let ops = CkksOps::new(&s.evaluator);
         let dft = s.schedule.cts_dft().unwrap();
-        let encoded = dft
-            .encode(
-                &ops,
-                top,
-                &s.schedule.cts_diagonal_scales,
-                s.schedule.log_bsgs_ratio,
-            )
-            .unwrap();
-        let out = coeff_to_slot(&ops, &ct, &encoded).unwrap();
-        assert_eq!(out.level(), Level(s.schedule.eval_mod_level));
-        let rel = (out.scale().get() - s.schedule.s_em).abs() / s.schedule.s_em;
-        assert!(rel < 1e-9, "lands on S_em: relative difference {rel:e}");
-        let want = dft.apply(&w).unwrap();
-        let err = max_error(&s.decrypt(&out), &want) / max_norm(&want);
-        println!("{preset}: CoeffToSlot relative error 2^{:.1}", err.log2());
-        assert!(
-            err < 2f64.powi(-36),
-            "{preset}: relative error 2^{:.1}",
-            err.log2()
-        );
+        for (hoisting, storage) in HOISTINGS {
+            let encoded = dft
+                .encode_hoisted(
+                    &ops,
+                    top,
+                    &s.schedule.cts_diagonal_scales,
+                    s.schedule.log_bsgs_ratio,
+                    storage,
+                    hoisting,
+                )
+                .unwrap();
+            let out = coeff_to_slot(&ops, &ct, &encoded).unwrap();
+            assert_eq!(out.level(), Level(s.schedule.eval_mod_level));
+            let rel = (out.scale().get() - s.schedule.s_em).abs() / s.schedule.s_em;
+            assert!(rel < 1e-9, "lands on S_em: relative difference {rel:e}");
+            let want = dft.apply(&w).unwrap();
+            let err = max_error(&s.decrypt(&out), &want) / max_norm(&want);
+            println!(
+                "{preset} {hoisting:?} {storage:?}: CoeffToSlot relative error 2^{:.1}",
+                err.log2()
+            );
+            assert!(
+                err < 2f64.powi(-36),
+                "{preset} {hoisting:?}: relative error 2^{:.1}",
+                err.log2()
+            );
+        }
     }
 }
 

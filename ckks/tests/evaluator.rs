@@ -10,11 +10,13 @@
 
 use std::sync::Arc;
 
+use hemem_ckks::encoding::CompactPlaintext;
 use hemem_ckks::keys::KeyKind;
 use hemem_ckks::ntt::GaloisElement;
 use hemem_ckks::prelude::*;
 use hemem_ckks::testing::{max_abs_error, seed32, seeded_rng, unit_disk};
 use hemem_ckks::{Error, KeyError, OperandError};
+use hemem_memory::MemoryClass;
 use num_complex::Complex64;
 
 struct Setup {
@@ -594,4 +596,124 @@ fn level_aware_keys_switch_like_full_keys_up_to_their_level() {
             }))
         ));
     }
+}
+
+/// Double hoisting's operations (`ExtendedCiphertext`): baby-step rotations
+/// kept in `Q_l ∪ P`, products by extended plaintexts (encoded or expanded
+/// from compact ones) and a rotation there, then one ModDown: the same
+/// message as the ordinary operations, with compressed and expanded keys.
+#[test]
+fn extended_basis_operations_decrypt_to_the_plain_results() {
+    let s = Setup::new(Preset::TestFGb, 80);
+    let params = s.context.params();
+    let steps = [0i64, 1, 3, 8];
+    let request = KeySetRequest {
+        rotations: steps.to_vec(),
+        ..Default::default()
+    };
+    let keys = Arc::new(s.keygen.key_set(&s.secret, &request).unwrap());
+    let compressed = Evaluator::with_keys(&s.context, Arc::clone(&keys));
+    let slots = params.slots();
+    let mut rng = seeded_rng(81);
+    let z = unit_disk(&mut rng, slots);
+    let level = Level(5);
+    let ct = compressed.level_down(&s.encrypt(&z), level).unwrap();
+    let diag_scale = Scale(2f64.powi(30));
+    let diagonals: Vec<Vec<Complex64>> = steps.iter().map(|_| unit_disk(&mut rng, slots)).collect();
+    let mut expected = vec![Complex64::new(0.0, 0.0); slots];
+    for (&k, d) in steps.iter().zip(&diagonals) {
+        let r = rotate_left(&z, k);
+        for ((e, a), b) in expected.iter_mut().zip(d).zip(&r) {
+            *e += a * b;
+        }
+    }
+    let mut outputs = Vec::new();
+    let run = |eval: &Evaluator, outputs: &mut Vec<_>| {
+        let ext = eval.rotate_hoisted_extended(&ct, &steps).unwrap();
+        assert!(ext.iter().all(|e| e.level() == level && e.slots() == slots));
+        let compact: Vec<CompactPlaintext> = diagonals
+            .iter()
+            .map(|d| {
+                s.encoder
+                    .encode_compact_at_class(d, level, diag_scale, slots, MemoryClass::Temporary)
+                    .unwrap()
+            })
+            .collect();
+        let from_compact = s
+            .encoder
+            .expand_extended(&compact.iter().collect::<Vec<_>>(), MemoryClass::Temporary)
+            .unwrap();
+        let mut sums = Vec::new();
+        for plains in [
+            from_compact,
+            diagonals
+                .iter()
+                .map(|d| {
+                    s.encoder
+                        .encode_extended_at_class(
+                            d,
+                            level,
+                            diag_scale,
+                            slots,
+                            MemoryClass::Temporary,
+                        )
+                        .unwrap()
+                })
+                .collect(),
+        ] {
+            assert!(plains.iter().all(Plaintext::is_extended));
+            let mut acc = eval.mult_plain_extended(&ext[0], &plains[0]).unwrap();
+            for (x, p) in ext.iter().zip(&plains).skip(1) {
+                eval.mult_plain_extended_add_assign(&mut acc, x, p).unwrap();
+            }
+            sums.push(acc);
+        }
+        let words = |ct: &Ciphertext| {
+            (
+                ct.parts().0.to_words().unwrap(),
+                ct.parts().1.to_words().unwrap(),
+            )
+        };
+        let a = eval.mod_down_extended(&sums[0]).unwrap();
+        let b = eval.mod_down_extended(&sums[1]).unwrap();
+        assert!(
+            words(&a) == words(&b),
+            "compact and encoded diagonals agree"
+        );
+        let err = max_abs_error(&s.decrypt(&a), &expected);
+        assert!(bits(err) > 20.0, "inner sum: {} bits", bits(err));
+        let mut twice = eval.rotate_extended(&sums[0], 8).unwrap();
+        eval.add_extended_assign(&mut twice, &sums[1]).unwrap();
+        let got = s.decrypt(&eval.mod_down_extended(&twice).unwrap());
+        let want: Vec<Complex64> = rotate_left(&expected, 8)
+            .iter()
+            .zip(&expected)
+            .map(|(a, b)| a + b)
+            .collect();
+        let err = max_abs_error(&got, &want);
+        assert!(bits(err) > 20.0, "rotated: {} bits", bits(err));
+        outputs.push(words(&a));
+        // Plaintexts over Q_l only are refused, and a missing key is typed.
+        let short = s.encoder.encode_at(&z, level, diag_scale, slots).unwrap();
+        assert!(!short.is_extended());
+        assert!(eval.mult_plain_extended(&ext[0], &short).is_err());
+        assert!(matches!(
+            eval.rotate_extended(&sums[0], 5),
+            Err(Error::Key(KeyError::MissingRotationKey { step: 5 }))
+        ));
+    };
+    run(&compressed, &mut outputs);
+    drop(compressed);
+    let mut expanded = Arc::try_unwrap(keys).unwrap();
+    for k in expanded.keys_mut() {
+        k.expand().unwrap();
+    }
+    run(
+        &Evaluator::with_keys(&s.context, Arc::new(expanded)),
+        &mut outputs,
+    );
+    assert!(
+        outputs[0] == outputs[1],
+        "compressed and expanded keys agree"
+    );
 }

@@ -774,6 +774,80 @@ fn evaluator(name: &str, preset: Preset, min_bits: f64) {
     for ((a, b), k) in hc.into_iter().zip(hg).zip([1i64, 5, 16]) {
         check(&format!("hoisted rotate {k}"), a, b, &rot(&x, k));
     }
+    // Double hoisting (`ExtendedCiphertext`): rotations kept in Q ∪ P,
+    // products by extended plaintexts (expanded from compact form by the
+    // batched expansion over P limbs, and encoded), a rotation in Q ∪ P
+    // (ModDown of one part), a sum, and the final ModDown pair.
+    let ext_steps = [0i64, 1, 5, 16];
+    let diag_rng = seeded_rng(80);
+    let diagonals: Vec<Vec<Complex64>> = {
+        let mut r = diag_rng;
+        ext_steps.iter().map(|_| unit_disk(&mut r, slots)).collect()
+    };
+    let extended = |s: &Side, ct: &Ciphertext| {
+        let encoder = Encoder::new(&s.ctx);
+        let level = ct.level();
+        let scale = Scale(2f64.powi(40));
+        let class = MemoryClass::Temporary;
+        let rotated = s.eval.rotate_hoisted_extended(ct, &ext_steps).unwrap();
+        let compact: Vec<_> = diagonals
+            .iter()
+            .map(|d| {
+                encoder
+                    .encode_compact_at_class(d, level, scale, slots, class)
+                    .unwrap()
+            })
+            .collect();
+        let expanded = encoder
+            .expand_extended(&compact.iter().collect::<Vec<_>>(), class)
+            .unwrap();
+        let encoded = encoder
+            .encode_extended_at_class(&diagonals[1], level, scale, slots, class)
+            .unwrap();
+        let mut words: Vec<(Vec<u64>, Vec<u64>)> = rotated
+            .iter()
+            .map(|e| {
+                (
+                    e.parts().0.to_words().unwrap(),
+                    e.parts().1.to_words().unwrap(),
+                )
+            })
+            .collect();
+        words.extend(
+            expanded
+                .iter()
+                .map(|p| (p.poly().to_words().unwrap(), Vec::new())),
+        );
+        assert_eq!(
+            expanded[1].poly().to_words().unwrap(),
+            encoded.poly().to_words().unwrap(),
+            "{name}: extended expansion equals extended encoding"
+        );
+        let mut acc = s
+            .eval
+            .mult_plain_extended(&rotated[0], &expanded[0])
+            .unwrap();
+        for (x, p) in rotated.iter().zip(&expanded).skip(1) {
+            s.eval
+                .mult_plain_extended_add_assign(&mut acc, x, p)
+                .unwrap();
+        }
+        let mut twice = s.eval.rotate_extended(&acc, 16).unwrap();
+        s.eval.add_extended_assign(&mut twice, &acc).unwrap();
+        (words, s.eval.mod_down_extended(&twice).unwrap())
+    };
+    let ((cw, cout), (gw, gout)) = (extended(&c, &cx), extended(&g, &gx));
+    for (i, (a, b)) in cw.iter().zip(&gw).enumerate() {
+        assert!(a == b, "{name}: extended value {i} differs");
+    }
+    let mut sum = vec![Complex64::new(0.0, 0.0); slots];
+    for (&k, d) in ext_steps.iter().zip(&diagonals) {
+        for ((s, a), b) in sum.iter_mut().zip(d).zip(rot(&x, k)) {
+            *s += a * b;
+        }
+    }
+    let want: Vec<Complex64> = rot(&sum, 16).iter().zip(&sum).map(|(a, b)| a + b).collect();
+    check("double-hoisted sum, rotation, mod_down", cout, gout, &want);
     let low_c = c.eval.level_down(&cx, Level(3)).unwrap();
     let low_g = g.eval.level_down(&gx, Level(3)).unwrap();
     check(

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use hemem::bench::measure::{Snapshot, peak_rss_bytes, peaks, settle_copies};
-use hemem_bootstrap::linear_transform::DiagonalStorage;
+use hemem_bootstrap::linear_transform::{DiagonalStorage, Hoisting};
 use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice};
-use hemem_bootstrap::{BootstrapKeys, Bootstrapper};
+use hemem_bootstrap::{BootstrapKeys, BootstrapOptions, Bootstrapper};
 use hemem_ckks::prelude::*;
 use hemem_ckks::sampling::Sampler;
 use hemem_memory::MemoryClass;
@@ -64,6 +64,12 @@ pub struct Args {
     /// (CoeffToSlot's factors encoded while they fit SIZE, the rest compact).
     #[arg(long, default_value = "compact")]
     diagonals: String,
+    /// How the DFTs' BSGS linear transforms are evaluated: double (baby
+    /// and giant steps kept in the extended basis Q ∪ P, one ModDown pair
+    /// per transform), single (one ModDown pair per rotation) or auto (per
+    /// transform, whichever runs fewer limb NTTs).
+    #[arg(long, default_value = "auto")]
+    hoisting: String,
     /// Keep the keys' uniform halves (twice the key bytes) instead of
     /// regenerating them from their seeds in every key switch.
     #[arg(long)]
@@ -122,6 +128,8 @@ struct Report {
     constant_encoded_bytes: usize,
     /// `compact` or `encoded`.
     diagonal_storage: &'static str,
+    /// `single` or `double` hoisting in the linear transforms.
+    hoisting: &'static str,
     sse: bool,
     peak_bytes_by_class: serde_json::Map<String, serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -286,8 +294,15 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let key_set = Arc::clone(keys.key_set());
     let constants_started = Instant::now();
     let storage: DiagonalStorage = args.diagonals.parse()?;
+    let hoisting: Hoisting = args.hoisting.parse()?;
     let bootstrapper = super::progress::with_bar("diagonals", args.json, |p| {
-        Bootstrapper::with_progress(&context, schedule, keys, storage, p)
+        Bootstrapper::with_progress(
+            &context,
+            schedule,
+            keys,
+            BootstrapOptions { storage, hoisting },
+            p,
+        )
     })?;
     // The input is encrypted at the encryption level and levelled down, so
     // it keeps that level's default scale: SlotToCoeff is encoded for it now.
@@ -494,6 +509,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         constant_bytes: bootstrapper.constant_bytes(),
         constant_encoded_bytes: bootstrapper.constant_encoded_bytes(),
         diagonal_storage: storage.name(),
+        hoisting: hoisting.name(),
         sse,
         peak_bytes_by_class,
         peak_device_bytes_by_class,

@@ -7,9 +7,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context as _;
-use hemem_bootstrap::linear_transform::DiagonalStorage;
 use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice};
-use hemem_bootstrap::{BootstrapKeys, Bootstrapper};
+use hemem_bootstrap::{BootstrapKeys, BootstrapOptions, Bootstrapper};
 use hemem_ckks::prelude::*;
 use hemem_ckks::sampling::Sampler;
 use hemem_memory::{MemoryClass, Placement};
@@ -238,7 +237,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         };
         let count = keys.len();
         let bootstrapper = super::progress::with_bar("diagonals", args.json, |p| {
-            Bootstrapper::with_progress(&context, schedule, keys, DiagonalStorage::default(), p)
+            Bootstrapper::with_progress(&context, schedule, keys, BootstrapOptions::default(), p)
         })?;
         bootstrapper.prepare_for_scale(ct.scale())?;
         progress(&format!(

@@ -148,6 +148,30 @@ impl CompactPlaintext {
     /// [`OperandError::ContextMismatch`] for plaintexts of different
     /// contexts; allocation and backend errors.
     pub fn expand_all(compact: &[&CompactPlaintext], class: MemoryClass) -> Result<Vec<Plaintext>> {
+        Self::expand_over(compact, class, false)
+    }
+
+    /// As [`CompactPlaintext::expand_all`], over `Q_level ∪ P`: the
+    /// extended plaintexts of double hoisting ([`Plaintext::is_extended`];
+    /// their `Q` limbs are those [`CompactPlaintext::expand_all`] makes).
+    /// The special primes' limbs exist only in the expansion, so a
+    /// compact diagonal costs no more bytes when it is kept.
+    ///
+    /// # Errors
+    /// As [`CompactPlaintext::expand_all`].
+    pub fn expand_all_extended(
+        compact: &[&CompactPlaintext],
+        class: MemoryClass,
+    ) -> Result<Vec<Plaintext>> {
+        Self::expand_over(compact, class, true)
+    }
+
+    /// Expands over `Q_level`, or `Q_level ∪ P` when `extended`.
+    fn expand_over(
+        compact: &[&CompactPlaintext],
+        class: MemoryClass,
+        extended: bool,
+    ) -> Result<Vec<Plaintext>> {
         let Some(first) = compact.first() else {
             return Ok(Vec::new());
         };
@@ -167,7 +191,11 @@ impl CompactPlaintext {
                 }
             }
             let backend = context.backend();
-            let indices = context.params().q_indices(head.level);
+            let indices = if extended {
+                context.params().qp_indices(head.level)
+            } else {
+                context.params().q_indices(head.level)
+            };
             let mut polys = now
                 .iter()
                 .map(|_| RnsPoly::<Ntt>::allocate(backend, &indices, class, false))

@@ -80,6 +80,38 @@ impl Encoder {
         slots: usize,
         class: MemoryClass,
     ) -> Result<Plaintext> {
+        self.encode_over(values, level, scale, slots, class, false)
+    }
+
+    /// As [`Encoder::encode_at_class`], with the residues modulo the special
+    /// primes `P` as well: a plaintext over `Q_level ∪ P`
+    /// ([`Plaintext::is_extended`]) that multiplies the extended ciphertexts
+    /// of double hoisting ([`crate::eval::ExtendedCiphertext`]). Its `Q`
+    /// limbs are those [`Encoder::encode_at_class`] makes.
+    ///
+    /// # Errors
+    /// As [`Encoder::encode_at`].
+    pub fn encode_extended_at_class(
+        &self,
+        values: &[Complex64],
+        level: Level,
+        scale: Scale,
+        slots: usize,
+        class: MemoryClass,
+    ) -> Result<Plaintext> {
+        self.encode_over(values, level, scale, slots, class, true)
+    }
+
+    /// Encodes over `Q_level`, or `Q_level ∪ P` when `extended`.
+    fn encode_over(
+        &self,
+        values: &[Complex64],
+        level: Level,
+        scale: Scale,
+        slots: usize,
+        class: MemoryClass,
+        extended: bool,
+    ) -> Result<Plaintext> {
         let rounded = self.rounded_coefficients(values, level, scale, slots)?;
         let gap = self.context.params().degree().get() / (2 * slots);
         // (coefficient index, scaled value) for the 2·slots nonzero positions.
@@ -88,7 +120,7 @@ impl Encoder {
             .enumerate()
             .map(|(j, &v)| (j * gap, v))
             .collect();
-        self.encode_coefficients_with(&coefficients, level, scale, slots, class)
+        self.encode_coefficients_with(&coefficients, level, scale, slots, class, extended)
     }
 
     /// Encodes `values` as [`Encoder::encode_at_class`] would, but keeps only
@@ -185,6 +217,22 @@ impl Encoder {
         CompactPlaintext::expand_all(compact, class)
     }
 
+    /// Expands compact plaintexts over `Q_level ∪ P` (see
+    /// [`CompactPlaintext::expand_all_extended`]).
+    ///
+    /// # Errors
+    /// As [`CompactPlaintext::expand_all`].
+    pub fn expand_extended(
+        &self,
+        compact: &[&CompactPlaintext],
+        class: MemoryClass,
+    ) -> Result<Vec<Plaintext>> {
+        for c in compact {
+            self.context.check_same(c.context())?;
+        }
+        CompactPlaintext::expand_all_extended(compact, class)
+    }
+
     /// Builds a plaintext whose coefficient `i` is the integer `value` for each
     /// `(i, value)` (all others zero), tagged with `scale` and `slots`: the
     /// coefficient encoding bootstrapping tests use.
@@ -198,7 +246,14 @@ impl Encoder {
         scale: Scale,
         slots: usize,
     ) -> Result<Plaintext> {
-        self.encode_coefficients_with(coefficients, level, scale, slots, MemoryClass::Plaintext)
+        self.encode_coefficients_with(
+            coefficients,
+            level,
+            scale,
+            slots,
+            MemoryClass::Plaintext,
+            false,
+        )
     }
 
     fn encode_coefficients_with(
@@ -208,16 +263,19 @@ impl Encoder {
         scale: Scale,
         slots: usize,
         class: MemoryClass,
+        extended: bool,
     ) -> Result<Plaintext> {
         let params = self.context.params();
         let n = params.degree().get();
-        let moduli = params
+        let q_moduli = params
             .q_moduli()
             .get(..=level.0)
             .ok_or(OperandError::LevelOutOfRange {
                 level,
                 max: params.max_level(),
             })?;
+        let p_moduli = if extended { params.p_moduli() } else { &[] };
+        let moduli: Vec<_> = q_moduli.iter().chain(p_moduli).collect();
         self.check_magnitude(coefficients.iter().map(|&(_, v)| v), level)?;
         let mut words = vec![0u64; moduli.len() * n];
         words
@@ -233,7 +291,11 @@ impl Encoder {
                 }
                 Ok::<(), crate::Error>(())
             })?;
-        let indices = params.q_indices(level);
+        let indices = if extended {
+            params.qp_indices(level)
+        } else {
+            params.q_indices(level)
+        };
         let poly = RnsPoly::<Coeff>::from_words(self.context.backend(), &indices, class, &words)?;
         let poly = poly.into_ntt()?;
         if class.is_read_only() {

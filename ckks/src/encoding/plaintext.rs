@@ -45,6 +45,13 @@ impl Plaintext {
         &self.context
     }
 
+    /// Whether the plaintext also has its residues modulo the special
+    /// primes (over `Q_level ∪ P`, for double hoisting; see
+    /// [`crate::eval::ExtendedCiphertext`]).
+    pub fn is_extended(&self) -> bool {
+        self.poly.limb_count() > self.level.primes()
+    }
+
     /// The polynomial (NTT form).
     pub fn poly(&self) -> &RnsPoly<Ntt> {
         &self.poly

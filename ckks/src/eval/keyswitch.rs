@@ -80,18 +80,16 @@ fn select_limbs<'a>(
         .collect()
 }
 
-/// Applies `key` to a decomposition (after the automorphism `galois`, for
-/// hoisted rotations): returns `(k0, k1)` over `Q_l`, in `class` memory, with
-/// `k0 + k1·s ≈ c·s'` (or `σ_g(c)·s'`), plus `add[0]` and `add[1]` when
-/// given (the additions that end relinearisation and rotations, done by
-/// [`crate::backend::Backend::mod_down_add`]).
-pub(crate) fn apply_key(
+/// The key-switching inner product of a decomposition with `key` (after the
+/// automorphism `galois`, for hoisted rotations), **without** the ModDown:
+/// `(acc0, acc1)` over `Q_l ∪ P` (NTT form, `Temporary` memory) with
+/// `acc0 + acc1·s ≈ P·c·s'` (or `P·σ_g(c)·s'`). Double hoisting keeps this
+/// form ([`super::ExtendedCiphertext`]); [`apply_key`] divides it by `P`.
+pub(crate) fn inner_product(
     params: &Parameters,
     decomposition: &Decomposition,
     key: &SwitchingKey,
     galois: Option<GaloisElement>,
-    class: MemoryClass,
-    add: [Option<&RnsPoly<Ntt>>; 2],
 ) -> Result<(RnsPoly<Ntt>, RnsPoly<Ntt>)> {
     let level = decomposition.level;
     let qp = params.qp_indices(level);
@@ -143,7 +141,25 @@ pub(crate) fn apply_key(
             acc1.limbs_mut()?,
         )?,
     }
-    let q = params.q_indices(level);
+    Ok((acc0, acc1))
+}
+
+/// Applies `key` to a decomposition (after the automorphism `galois`, for
+/// hoisted rotations): returns `(k0, k1)` over `Q_l`, in `class` memory, with
+/// `k0 + k1·s ≈ c·s'` (or `σ_g(c)·s'`), plus `add[0]` and `add[1]` when
+/// given (the additions that end relinearisation and rotations, done by
+/// [`crate::backend::Backend::mod_down_add`]).
+pub(crate) fn apply_key(
+    params: &Parameters,
+    decomposition: &Decomposition,
+    key: &SwitchingKey,
+    galois: Option<GaloisElement>,
+    class: MemoryClass,
+    add: [Option<&RnsPoly<Ntt>>; 2],
+) -> Result<(RnsPoly<Ntt>, RnsPoly<Ntt>)> {
+    let (acc0, acc1) = inner_product(params, decomposition, key, galois)?;
+    let backend = acc0.backend();
+    let q = params.q_indices(decomposition.level);
     let p_count = params.p_moduli().len();
     let mut k0 = RnsPoly::<Ntt>::allocate(backend, &q, class, false)?;
     let mut k1 = RnsPoly::<Ntt>::allocate(backend, &q, class, false)?;

@@ -12,7 +12,7 @@ use crate::{KeyError, Result};
 impl Evaluator {
     /// The key rotating `slots` slots left by `k` (`0 < k < slots`), if one
     /// was generated: `5^k` or, equivalently on `slots` slots, `5^(k−slots)`.
-    fn direct_rotation_key(
+    pub(crate) fn direct_rotation_key(
         &self,
         k: usize,
         slots: usize,

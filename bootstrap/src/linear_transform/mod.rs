@@ -28,14 +28,22 @@
 //! giant step. Bootstrapping's DFTs at 2^15 slots then need 23 rotation
 //! keys instead of HEaaN's and Lattigo's 38 ([`BsgsIndex::direct_rotations`]
 //! gives that count): at FGb's top level, 15 fewer keys of 75 MiB each.
+//!
+//! The baby steps and giant steps can further be kept in the extended
+//! basis `Q_l ∪ P` (**double hoisting**, Bossuat et al., Eurocrypt 2021,
+//! Algorithm 6): [`Hoisting`] and [`crate::hoisting`]. The Horner runs work
+//! there too: every rotation of the chain stays in `Q_l ∪ P`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use num_complex::Complex64;
 
-use crate::arith::SlotArithmetic;
 use crate::dft::DiagonalMatrix;
+use crate::hoisting::ExtendedArithmetic;
+pub use crate::hoisting::Hoisting;
 use crate::{Error, Result};
+
+mod evaluate;
 
 /// The baby-step giant-step split of a set of diagonal indices.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -231,6 +239,19 @@ impl LinearTransform {
         self.index.rotations()
     }
 
+    /// The hoisting the transform is evaluated with at `level` with
+    /// `special_primes` limbs in `P`: `hoisting` with [`Hoisting::Auto`]
+    /// resolved by [`Hoisting::resolve`] from this split's rotation and
+    /// diagonal counts, as if every diagonal were expanded from compact
+    /// form. The choice depends on the transform's shape only, so compact,
+    /// encoded and mixed diagonals give bit-identical results.
+    pub fn hoisting_at(&self, hoisting: Hoisting, level: usize, special_primes: usize) -> Hoisting {
+        let babies = self.index.babies.iter().filter(|&&b| b != 0).count();
+        let giants = self.index.forward + self.index.backward + self.index.direct.len();
+        let diagonals = self.matrix.diagonals().len();
+        hoisting.resolve(level, special_primes, babies, giants, diagonals)
+    }
+
     /// The diagonal scale that takes an input at `input_scale` to
     /// `target_scale` after the one rescale by `prime` (the prime of the
     /// level the transform is evaluated at): `target · prime / input`.
@@ -240,11 +261,12 @@ impl LinearTransform {
 
     /// Pre-rotates and encodes the diagonals at `level` and `scale`
     /// (`rot_{−g}(diag_{g+b})` for each giant `g` and baby `b`), keeping
-    /// them as encoded plaintexts ([`DiagonalStorage::Encoded`]).
+    /// them as encoded plaintexts ([`DiagonalStorage::Encoded`]), for the
+    /// default [`Hoisting`].
     ///
     /// # Errors
     /// Encoding errors of `ops`.
-    pub fn encode<A: SlotArithmetic>(
+    pub fn encode<A: ExtendedArithmetic>(
         &self,
         ops: &A,
         level: usize,
@@ -258,13 +280,33 @@ impl LinearTransform {
     ///
     /// # Errors
     /// Encoding errors of `ops`.
-    pub fn encode_with<A: SlotArithmetic>(
+    pub fn encode_with<A: ExtendedArithmetic>(
         &self,
         ops: &A,
         level: usize,
         scale: f64,
         storage: DiagonalStorage,
     ) -> Result<EncodedLinearTransform<A::Plain, A::Compact>> {
+        self.encode_hoisted(ops, level, scale, storage, Hoisting::default())
+    }
+
+    /// As [`LinearTransform::encode_with`], for evaluation with `hoisting`
+    /// ([`Hoisting::Auto`] resolved here, [`LinearTransform::hoisting_at`]):
+    /// with [`Hoisting::Double`], diagonals kept encoded are encoded over
+    /// `Q_l ∪ P` (`K/(l+1)` more bytes); compact ones are the same either
+    /// way and are expanded to the basis the evaluation needs.
+    ///
+    /// # Errors
+    /// Encoding errors of `ops`.
+    pub fn encode_hoisted<A: ExtendedArithmetic>(
+        &self,
+        ops: &A,
+        level: usize,
+        scale: f64,
+        storage: DiagonalStorage,
+        hoisting: Hoisting,
+    ) -> Result<EncodedLinearTransform<A::Plain, A::Compact>> {
+        let hoisting = self.hoisting_at(hoisting, level, ops.special_primes());
         let n = self.matrix.slots();
         let diagonals = self.matrix.diagonals();
         let groups = self
@@ -284,9 +326,12 @@ impl LinearTransform {
                         let mut rotated: Vec<Complex64> = diag.clone();
                         rotated.rotate_right(giant % n);
                         let stored = match storage {
-                            DiagonalStorage::Encoded => {
-                                Diagonal::Encoded(ops.encode(&rotated, level, scale)?)
-                            }
+                            DiagonalStorage::Encoded => Diagonal::Encoded(match hoisting {
+                                Hoisting::Double => ops.encode_extended(&rotated, level, scale)?,
+                                Hoisting::Single | Hoisting::Auto => {
+                                    ops.encode(&rotated, level, scale)?
+                                }
+                            }),
                             DiagonalStorage::Compact | DiagonalStorage::Mixed { .. } => {
                                 Diagonal::Compact(ops.encode_compact(&rotated, level, scale)?)
                             }
@@ -303,6 +348,7 @@ impl LinearTransform {
             level,
             scale,
             storage,
+            hoisting,
             babies: self.index.babies.clone(),
             forward: self.index.forward,
             backward: self.index.backward,
@@ -317,7 +363,7 @@ impl LinearTransform {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum DiagonalStorage {
     /// The rounded coefficients only, one word per coefficient
-    /// ([`SlotArithmetic::encode_compact`]: `level + 1` times fewer bytes
+    /// ([`crate::arith::SlotArithmetic::encode_compact`]: `level + 1` times fewer bytes
     /// than encoded at full slots), expanded when the transform is
     /// evaluated, at most [`EXPAND_BATCH`] at a time, into scratch freed
     /// right after their products.
@@ -412,6 +458,7 @@ pub struct EncodedLinearTransform<P, C = P> {
     level: usize,
     scale: f64,
     storage: DiagonalStorage,
+    hoisting: Hoisting,
     babies: Vec<usize>,
     forward: usize,
     backward: usize,
@@ -454,6 +501,11 @@ impl<P, C> EncodedLinearTransform<P, C> {
         self.storage
     }
 
+    /// How the transform is evaluated.
+    pub fn hoisting(&self) -> Hoisting {
+        self.hoisting
+    }
+
     /// The encoded diagonals: for each giant step, its baby steps and
     /// pre-rotated diagonals.
     pub fn groups(&self) -> &[GiantGroup<P, C>] {
@@ -466,152 +518,12 @@ impl<P, C> EncodedLinearTransform<P, C> {
             .iter()
             .flat_map(|(_, g)| g.iter().map(|(_, d)| d))
     }
-
-    /// `M·x` without the final rescale: at the transform's level with scale
-    /// `s_x · s_diag`. The input is brought down to the transform's level.
-    ///
-    /// # Errors
-    /// [`Error::LevelTooLow`] for an input below the transform's level,
-    /// [`Error::SlotMismatch`], and the errors of `ops`.
-    pub fn evaluate_unrescaled<A: SlotArithmetic<Plain = P, Compact = C>>(
-        &self,
-        ops: &A,
-        x: &A::Value,
-    ) -> Result<A::Value> {
-        let slots = ops.slots(x);
-        if slots != self.n {
-            return Err(Error::SlotMismatch {
-                left: slots,
-                right: self.n,
-            });
-        }
-        let level = ops.level(x);
-        if level < self.level {
-            return Err(Error::LevelTooLow {
-                operation: "linear transform",
-                needed: self.level,
-                level,
-            });
-        }
-        let x = ops.level_down(x, self.level)?;
-        let steps: Vec<i64> = self.babies.iter().map(|&b| b as i64).collect();
-        let rotated = ops.rotate_hoisted(&x, &steps)?;
-        let baby_value = |b: usize| -> Result<&A::Value> {
-            self.babies
-                .iter()
-                .position(|&x| x == b)
-                .and_then(|i| rotated.get(i))
-                .ok_or(Error::InvalidParameter {
-                    name: "baby step",
-                    reason: "missing from the hoisted rotations",
-                })
-        };
-        // Σ_baby rot_baby(x)·diag for one giant step, accumulated in place;
-        // compact diagonals are expanded a batch at a time and dropped once
-        // multiplied.
-        let inner_sum = |plains: &[(usize, Diagonal<P, C>)]| -> Result<Option<A::Value>> {
-            let mut inner: Option<A::Value> = None;
-            for batch in plains.chunks(EXPAND_BATCH) {
-                let compact: Vec<&C> = batch.iter().filter_map(|(_, d)| d.as_compact()).collect();
-                let expanded = if compact.is_empty() {
-                    Vec::new()
-                } else {
-                    ops.expand(&compact)?
-                };
-                let mut next = expanded.iter();
-                for (baby, diagonal) in batch {
-                    let plain = match diagonal {
-                        Diagonal::Encoded(p) => p,
-                        Diagonal::Compact(_) => next.next().ok_or(Error::InvalidParameter {
-                            name: "expand",
-                            reason: "returned fewer plaintexts than it was given",
-                        })?,
-                    };
-                    let x = baby_value(*baby)?;
-                    match inner.as_mut() {
-                        None => inner = Some(ops.mul_plain(x, plain)?),
-                        Some(sum) => ops.mul_plain_add_assign(sum, x, plain)?,
-                    }
-                }
-            }
-            Ok(inner)
-        };
-        let group = |giant: usize| -> Result<Option<A::Value>> {
-            match self.groups.iter().find(|(g, _)| *g == giant) {
-                Some((_, plains)) => inner_sum(plains),
-                None => Ok(None),
-            }
-        };
-        let mut acc: Option<A::Value> = None;
-        let add = |acc: &mut Option<A::Value>, v: A::Value| -> Result<()> {
-            match acc.as_mut() {
-                None => *acc = Some(v),
-                Some(sum) => ops.add_assign(sum, &v)?,
-            }
-            Ok(())
-        };
-        if let Some(v) = group(0)? {
-            add(&mut acc, v)?;
-        }
-        for &giant in &self.direct {
-            if let Some(v) = group(giant)? {
-                add(&mut acc, ops.rotate(&v, giant as i64)?)?;
-            }
-        }
-        // Horner runs: y_K, then rot(·) + y_{K−1}, …, then one last rotation.
-        let n = self.n;
-        for (run, backward) in [(self.forward, false), (self.backward, true)] {
-            let step = if backward { n - self.n1 } else { self.n1 };
-            let mut chain: Option<A::Value> = None;
-            for k in (1..=run).rev() {
-                // Giant step ±k·N1, as stored (in 0..n).
-                let giant = if backward {
-                    (n - (k * self.n1) % n) % n
-                } else {
-                    (k * self.n1) % n
-                };
-                let y = group(giant)?.ok_or(Error::InvalidParameter {
-                    name: "giant step",
-                    reason: "a Horner run has a gap",
-                })?;
-                chain = Some(match chain {
-                    None => y,
-                    Some(c) => {
-                        let mut r = ops.rotate(&c, step as i64)?;
-                        ops.add_assign(&mut r, &y)?;
-                        r
-                    }
-                });
-            }
-            if let Some(c) = chain {
-                add(&mut acc, ops.rotate(&c, step as i64)?)?;
-            }
-        }
-        acc.ok_or(Error::InvalidParameter {
-            name: "linear transform",
-            reason: "no diagonals",
-        })
-    }
-
-    /// `M·x`, rescaled once: level `level − 1`, scale
-    /// `s_x · s_diag / q_level`.
-    ///
-    /// # Errors
-    /// As [`EncodedLinearTransform::evaluate_unrescaled`] and the rescale.
-    pub fn evaluate<A: SlotArithmetic<Plain = P, Compact = C>>(
-        &self,
-        ops: &A,
-        x: &A::Value,
-    ) -> Result<A::Value> {
-        let v = self.evaluate_unrescaled(ops, x)?;
-        ops.rescale(&v)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::arith::{PlainSimulator, RescaleRule};
+    use crate::arith::{OpCounts, PlainSimulator, RescaleRule, SlotArithmetic};
     use hemem_ckks::params::{Parameters, Preset, SecurityCheck};
     use hemem_ckks::testing::{max_abs_error, seeded_rng, unit_disk};
 
@@ -724,7 +636,9 @@ mod tests {
         sim.reset_counts();
         let b = compact.evaluate(&sim, &x).unwrap();
         assert_eq!(a, b);
-        assert_eq!(counts, sim.counts());
+        // The same work but the expansions' transforms.
+        let no_ntt = |c: OpCounts| OpCounts { ntt_limbs: 0, ..c };
+        assert_eq!(no_ntt(counts), no_ntt(sim.counts()));
         assert_eq!(
             "compact".parse::<DiagonalStorage>().unwrap(),
             DiagonalStorage::Compact
@@ -737,6 +651,77 @@ mod tests {
             DiagonalStorage::Encoded
         );
         assert!("dense".parse::<DiagonalStorage>().is_err());
+    }
+
+    /// Double hoisting gives the very values single hoisting gives (the
+    /// simulator without noise makes the same products and sums), with the
+    /// same rotations and fewer ModDowns: none per baby step, one per
+    /// giant step, a pair at the end.
+    #[test]
+    fn double_hoisting_matches_single_with_fewer_mod_downs() {
+        let params =
+            Parameters::from_preset_with(Preset::TestFGb, SecurityCheck::AllowInsecure).unwrap();
+        let sim = PlainSimulator::new(&params).with_rescale_rule(RescaleRule::Headroom);
+        let n = 1024;
+        let indices: Vec<i64> = (-31..=31).collect();
+        let lt = LinearTransform::new(random_sparse(n, &indices, 37), 0);
+        let mut rng = seeded_rng(38);
+        let x = sim
+            .value(&unit_disk(&mut rng, n), 7, 2f64.powi(40))
+            .unwrap();
+        let mut results = Vec::new();
+        for hoisting in [Hoisting::Single, Hoisting::Double] {
+            for storage in [DiagonalStorage::Compact, DiagonalStorage::Encoded] {
+                let enc = lt
+                    .encode_hoisted(&sim, 5, 2f64.powi(40), storage, hoisting)
+                    .unwrap();
+                assert_eq!(enc.hoisting(), hoisting);
+                sim.reset_counts();
+                let y = enc.evaluate(&sim, &x).unwrap();
+                results.push((hoisting, storage, y, sim.counts()));
+            }
+        }
+        let (_, _, single, single_counts) = &results[0];
+        // Babies 1…7, giants 8…24 and −8…−32 by Horner (3 + 4 rotations).
+        let (babies, giants) = (7, 7);
+        assert_eq!(single_counts.rotations, babies + giants);
+        assert_eq!(single_counts.mod_downs, 2 * (babies + giants));
+        for (hoisting, storage, y, counts) in &results {
+            assert_eq!(y, single, "{hoisting:?} {storage:?}");
+            assert_eq!(counts.rotations, babies + giants);
+            assert_eq!(counts.mul_plain, 63);
+            if *hoisting == Hoisting::Double {
+                assert_eq!(counts.mod_downs, giants + 2, "{storage:?}");
+            }
+        }
+        // Compact expansions over Q ∪ P: K more limb transforms each.
+        let k = params.p_moduli().len();
+        let ntt = |i: usize| results[i].3.ntt_limbs;
+        // The same decompositions (one for the babies, one per giant).
+        let l = 5;
+        let saved_mod_downs = (2 * (babies + giants) - (giants + 2)) * (k + l + 1);
+        assert_eq!(ntt(0) + 63 * k, ntt(2) + saved_mod_downs);
+        // An extended plaintext does not multiply an ordinary value.
+        let p = sim
+            .encode_extended(&unit_disk(&mut rng, n), 7, 2f64.powi(20))
+            .unwrap();
+        assert!(sim.mul_plain(&x, &p).is_err());
+        // Auto: double where the ModDowns saved outweigh the expansions'
+        // extra limbs. Here (K = 5): 7 babies and 7 giants save 19
+        // ModDowns of K + l + 1 limbs against 63·5 limbs of expansions.
+        assert_eq!(k, 5);
+        assert_eq!(lt.hoisting_at(Hoisting::Auto, 5, k), Hoisting::Single);
+        assert_eq!(lt.hoisting_at(Hoisting::Auto, 20, k), Hoisting::Double);
+        assert_eq!(Hoisting::Auto.resolve(0, 5, 7, 8, 63), Hoisting::Single);
+        assert_eq!(Hoisting::Auto.resolve(24, 5, 7, 8, 63), Hoisting::Double);
+        assert_eq!(Hoisting::Single.resolve(24, 5, 7, 8, 63), Hoisting::Single);
+        assert_eq!("auto".parse::<Hoisting>().unwrap(), Hoisting::Auto);
+        assert_eq!("double".parse::<Hoisting>().unwrap(), Hoisting::Double);
+        assert_eq!(
+            Hoisting::Single.name().parse::<Hoisting>().unwrap(),
+            Hoisting::Single
+        );
+        assert!("triple".parse::<Hoisting>().is_err());
     }
 
     #[test]

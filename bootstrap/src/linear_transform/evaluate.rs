@@ -1,0 +1,236 @@
+//! Evaluating an [`EncodedLinearTransform`]: the BSGS sum with single or
+//! double hoisting ([`Hoisting`]), written once over [`Step`], the handful
+//! of operations the two differ in.
+//!
+//! Single hoisting (Halevi–Shoup, ePrint 2018/244 §4) works on ordinary
+//! values: every baby-step rotation ends in a ModDown pair, and so does
+//! every giant-step rotation. Double hoisting (Bossuat et al., Eurocrypt
+//! 2021, Algorithm 6) works on values in the extended basis `Q_l ∪ P`:
+//! baby steps end without ModDown, each giant step divides one part by
+//! `P`, and one ModDown pair ends the transform ([`crate::hoisting`]).
+
+use super::{Diagonal, EXPAND_BATCH, EncodedLinearTransform};
+use crate::hoisting::{ExtendedArithmetic, Hoisting};
+use crate::{Error, Result};
+
+/// The operations of one BSGS evaluation on values `V` with plaintexts `P`
+/// expanded from compact encodings `C`.
+trait Step<P, C> {
+    /// The value the sums are taken over.
+    type V;
+    /// Expands compact diagonals into plaintexts that multiply `V`.
+    fn expand(&self, compact: &[&C]) -> Result<Vec<P>>;
+    /// `a·p`.
+    fn mul(&self, a: &Self::V, p: &P) -> Result<Self::V>;
+    /// `acc += a·p`.
+    fn mul_add(&self, acc: &mut Self::V, a: &Self::V, p: &P) -> Result<()>;
+    /// Rotation by `steps`.
+    fn rotate(&self, a: &Self::V, steps: i64) -> Result<Self::V>;
+    /// `acc += b`.
+    fn add(&self, acc: &mut Self::V, b: &Self::V) -> Result<()>;
+}
+
+/// Single hoisting: ordinary values and plaintexts over `Q_l`.
+struct Single<'a, A>(&'a A);
+
+impl<A: ExtendedArithmetic> Step<A::Plain, A::Compact> for Single<'_, A> {
+    type V = A::Value;
+    fn expand(&self, compact: &[&A::Compact]) -> Result<Vec<A::Plain>> {
+        self.0.expand(compact)
+    }
+    fn mul(&self, a: &A::Value, p: &A::Plain) -> Result<A::Value> {
+        self.0.mul_plain(a, p)
+    }
+    fn mul_add(&self, acc: &mut A::Value, a: &A::Value, p: &A::Plain) -> Result<()> {
+        self.0.mul_plain_add_assign(acc, a, p)
+    }
+    fn rotate(&self, a: &A::Value, steps: i64) -> Result<A::Value> {
+        self.0.rotate(a, steps)
+    }
+    fn add(&self, acc: &mut A::Value, b: &A::Value) -> Result<()> {
+        self.0.add_assign(acc, b)
+    }
+}
+
+/// Double hoisting: extended values and plaintexts over `Q_l ∪ P`.
+struct Double<'a, A>(&'a A);
+
+impl<A: ExtendedArithmetic> Step<A::Plain, A::Compact> for Double<'_, A> {
+    type V = A::Extended;
+    fn expand(&self, compact: &[&A::Compact]) -> Result<Vec<A::Plain>> {
+        self.0.expand_extended(compact)
+    }
+    fn mul(&self, a: &A::Extended, p: &A::Plain) -> Result<A::Extended> {
+        self.0.mul_plain_extended(a, p)
+    }
+    fn mul_add(&self, acc: &mut A::Extended, a: &A::Extended, p: &A::Plain) -> Result<()> {
+        self.0.mul_plain_extended_add_assign(acc, a, p)
+    }
+    fn rotate(&self, a: &A::Extended, steps: i64) -> Result<A::Extended> {
+        self.0.rotate_extended(a, steps)
+    }
+    fn add(&self, acc: &mut A::Extended, b: &A::Extended) -> Result<()> {
+        self.0.add_extended_assign(acc, b)
+    }
+}
+
+impl<P, C> EncodedLinearTransform<P, C> {
+    /// `M·x` without the final rescale: at the transform's level with scale
+    /// `s_x · s_diag`. The input is brought down to the transform's level.
+    /// The evaluation follows the transform's [`Hoisting`]; both give the
+    /// same message, up to their different rounding noise.
+    ///
+    /// # Errors
+    /// [`Error::LevelTooLow`] for an input below the transform's level,
+    /// [`Error::SlotMismatch`], and the errors of `ops`.
+    pub fn evaluate_unrescaled<A: ExtendedArithmetic<Plain = P, Compact = C>>(
+        &self,
+        ops: &A,
+        x: &A::Value,
+    ) -> Result<A::Value> {
+        let slots = ops.slots(x);
+        if slots != self.n {
+            return Err(Error::SlotMismatch {
+                left: slots,
+                right: self.n,
+            });
+        }
+        let level = ops.level(x);
+        if level < self.level {
+            return Err(Error::LevelTooLow {
+                operation: "linear transform",
+                needed: self.level,
+                level,
+            });
+        }
+        let x = ops.level_down(x, self.level)?;
+        let steps: Vec<i64> = self.babies.iter().map(|&b| b as i64).collect();
+        match self.hoisting {
+            // (`Auto` is resolved when the transform is encoded.)
+            Hoisting::Single | Hoisting::Auto => {
+                let rotated = ops.rotate_hoisted(&x, &steps)?;
+                self.bsgs(&Single(ops), &rotated)
+            }
+            Hoisting::Double => {
+                let rotated = ops.rotate_hoisted_extended(&x, &steps)?;
+                let sum = self.bsgs(&Double(ops), &rotated)?;
+                ops.mod_down(&sum)
+            }
+        }
+    }
+
+    /// `M·x`, rescaled once: level `level − 1`, scale
+    /// `s_x · s_diag / q_level`.
+    ///
+    /// # Errors
+    /// As [`EncodedLinearTransform::evaluate_unrescaled`] and the rescale.
+    pub fn evaluate<A: ExtendedArithmetic<Plain = P, Compact = C>>(
+        &self,
+        ops: &A,
+        x: &A::Value,
+    ) -> Result<A::Value> {
+        let v = self.evaluate_unrescaled(ops, x)?;
+        ops.rescale(&v)
+    }
+
+    /// The BSGS sum over the baby-step rotations `rotated` (in the order of
+    /// `self.babies`): each giant group's inner sum, then the giant steps,
+    /// direct or by Horner's rule.
+    fn bsgs<S: Step<P, C>>(&self, ops: &S, rotated: &[S::V]) -> Result<S::V> {
+        let baby_value = |b: usize| -> Result<&S::V> {
+            self.babies
+                .iter()
+                .position(|&x| x == b)
+                .and_then(|i| rotated.get(i))
+                .ok_or(Error::InvalidParameter {
+                    name: "baby step",
+                    reason: "missing from the hoisted rotations",
+                })
+        };
+        // Σ_baby rot_baby(x)·diag for one giant step, accumulated in place;
+        // compact diagonals are expanded a batch at a time and dropped once
+        // multiplied.
+        let inner_sum = |plains: &[(usize, Diagonal<P, C>)]| -> Result<Option<S::V>> {
+            let mut inner: Option<S::V> = None;
+            for batch in plains.chunks(EXPAND_BATCH) {
+                let compact: Vec<&C> = batch.iter().filter_map(|(_, d)| d.as_compact()).collect();
+                let expanded = if compact.is_empty() {
+                    Vec::new()
+                } else {
+                    ops.expand(&compact)?
+                };
+                let mut next = expanded.iter();
+                for (baby, diagonal) in batch {
+                    let plain = match diagonal {
+                        Diagonal::Encoded(p) => p,
+                        Diagonal::Compact(_) => next.next().ok_or(Error::InvalidParameter {
+                            name: "expand",
+                            reason: "returned fewer plaintexts than it was given",
+                        })?,
+                    };
+                    let x = baby_value(*baby)?;
+                    match inner.as_mut() {
+                        None => inner = Some(ops.mul(x, plain)?),
+                        Some(sum) => ops.mul_add(sum, x, plain)?,
+                    }
+                }
+            }
+            Ok(inner)
+        };
+        let group = |giant: usize| -> Result<Option<S::V>> {
+            match self.groups.iter().find(|(g, _)| *g == giant) {
+                Some((_, plains)) => inner_sum(plains),
+                None => Ok(None),
+            }
+        };
+        let mut acc: Option<S::V> = None;
+        let add = |acc: &mut Option<S::V>, v: S::V| -> Result<()> {
+            match acc.as_mut() {
+                None => *acc = Some(v),
+                Some(sum) => ops.add(sum, &v)?,
+            }
+            Ok(())
+        };
+        if let Some(v) = group(0)? {
+            add(&mut acc, v)?;
+        }
+        for &giant in &self.direct {
+            if let Some(v) = group(giant)? {
+                add(&mut acc, ops.rotate(&v, giant as i64)?)?;
+            }
+        }
+        // Horner runs: y_K, then rot(·) + y_{K−1}, …, then one last rotation.
+        let n = self.n;
+        for (run, backward) in [(self.forward, false), (self.backward, true)] {
+            let step = if backward { n - self.n1 } else { self.n1 };
+            let mut chain: Option<S::V> = None;
+            for k in (1..=run).rev() {
+                // Giant step ±k·N1, as stored (in 0..n).
+                let giant = if backward {
+                    (n - (k * self.n1) % n) % n
+                } else {
+                    (k * self.n1) % n
+                };
+                let y = group(giant)?.ok_or(Error::InvalidParameter {
+                    name: "giant step",
+                    reason: "a Horner run has a gap",
+                })?;
+                chain = Some(match chain {
+                    None => y,
+                    Some(c) => {
+                        let mut r = ops.rotate(&c, step as i64)?;
+                        ops.add(&mut r, &y)?;
+                        r
+                    }
+                });
+            }
+            if let Some(c) = chain {
+                add(&mut acc, ops.rotate(&c, step as i64)?)?;
+            }
+        }
+        acc.ok_or(Error::InvalidParameter {
+            name: "linear transform",
+            reason: "no diagonals",
+        })
+    }
+}
