@@ -14,6 +14,8 @@
 #              GPU, then the planned policy bootstraps with budget auto
 #   with:VAR=VAL[,VAR=VAL...]  sets HEMEM_* variables for the steps after it
 #              (their runs' names carry the setting); `with:` alone clears them
+#   args:ARG[,ARG...]  extra `hemem bootstrap` arguments for the bud/card steps
+#              after it (e.g. args:--hoisting,single); `args:` alone clears them
 # Each run's JSON lands in $OUT/runs; a one-line summary per run is printed.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -24,15 +26,15 @@ summary() { # json file
   python3 - "$1" <<'PY' 2>&1 | tail -3
 import json, sys
 r = json.load(open(sys.argv[1]))
-keys = ['preset', 'memory_policy', 'batch', 'median_ms', 'precision_bits', 'key_setup_ms', 'device_budget_bytes',
+keys = ['preset', 'memory_policy', 'batch', 'sub_batch', 'hoisting', 'streaming_plan', 'median_ms', 'precision_bits', 'key_setup_ms', 'device_budget_bytes',
         'peak_device_resident_bytes', 'pool_peak_bytes', 'streamed_bytes', 'others_peak_bytes', 'prefetched_bytes', 'stable_bytes', 'largest_step_bytes', 'planned_fetch_bytes', 'floor_fetch_bytes', 'zero_copy_uses', 'zero_copy_bytes', 'arena_bytes', 'arena_chunks', 'pool_refusals', 'refusals_resolved_after']
 print({k: r.get(k) for k in keys})
 print('runs', r.get('bootstrap_ms'), 'to_device', r.get('to_device_bytes'), 'cupti_htod', r.get('cupti_htod_bytes'), 'evictions', r.get('evictions'))
 PY
 }
-TAG=""; WITH=()
+TAG=""; WITH=(); ARGS=(); ATAG=""
 run() { # name timeout args...
-  local name=$1$TAG t=$2; shift 2
+  local name=$1$TAG$ATAG t=$2; shift 2
   echo "== $name: ${WITH[*]} hemem $*"
   env "${WITH[@]}" timeout "$t" .gpu/bin/hemem "$@" --json >"$OUT/$name.json" 2>"$OUT/$name.err"
   echo "rc=$?"; tail -3 "$OUT/$name.err"; summary "$OUT/$name.json"
@@ -65,7 +67,7 @@ for step in "$@"; do
       IFS=: read -r _ policy budget preset batch iter reserve <<<"$step"
       extra=(--cupti); [[ $budget != none ]] && extra+=(--budget "$budget")
       HEMEM_STREAMING_RESERVE=${reserve:-2} run "bud-$policy-$budget-$preset-b${batch:-1}-r${reserve:-2}" 300 bootstrap \
-        --preset "$preset" --device gpu --policy "$policy" --iterations "${iter:-5}" --batch "${batch:-1}" "${extra[@]}" ;;
+        --preset "$preset" --device gpu --policy "$policy" --iterations "${iter:-5}" --batch "${batch:-1}" "${extra[@]}" "${ARGS[@]}" ;;
     card:*) # card:FREE:PRESET[:BATCH]
       IFS=: read -r _ free preset batch <<<"$step"
       python3 scripts/ballast.py "$free" >"$OUT/ballast-$free.log" 2>&1 &
@@ -73,8 +75,11 @@ for step in "$@"; do
       for _ in $(seq 60); do grep -q "ballast:" "$OUT/ballast-$free.log" && break; sleep 1; done
       cat "$OUT/ballast-$free.log"
       run "card-$free-$preset-b${batch:-1}" 300 bootstrap --preset "$preset" --device gpu --policy planned --budget auto \
-        --iterations 7 --batch "${batch:-1}"
+        --iterations 7 --batch "${batch:-1}" "${ARGS[@]}"
       kill "$bpid"; wait "$bpid" 2>/dev/null ;;
+    args:*)
+      set=${step#args:}; ARGS=(); ATAG=""
+      if [[ -n $set ]]; then IFS=, read -r -a ARGS <<<"$set"; ATAG="-${set//[-=,]/_}"; fi ;;
     with:*)
       set=${step#with:}; WITH=(); TAG=""
       if [[ -n $set ]]; then IFS=, read -r -a WITH <<<"$set"; TAG="-${set//[=,]/_}"; fi ;;

@@ -26,7 +26,7 @@
 //! scales.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use hemem_ckks::Context;
@@ -429,6 +429,9 @@ pub struct Bootstrapper {
     stc: Mutex<Vec<(u64, Arc<StcDft>)>>,
     eval_mod: EvalMod,
     subsum: Vec<i64>,
+    /// The most ciphertexts a batch runs together: halved whenever a batch
+    /// did not fit the device budget ([`Bootstrapper::bootstrap_many`]).
+    batch_limit: AtomicUsize,
 }
 
 impl std::fmt::Debug for Bootstrapper {
@@ -511,6 +514,7 @@ impl Bootstrapper {
         progress: &dyn Progress,
     ) -> Result<Self> {
         let BootstrapOptions { storage, hoisting } = options;
+        let hoisting = hoisting_for_budget(context, &keys, hoisting);
         let params = context.params();
         if params.post_bootstrap_level().is_none() {
             return Err(Error::NotBootstrappable {
@@ -557,6 +561,7 @@ impl Bootstrapper {
             cts,
             stc: Mutex::new(Vec::with_capacity(STC_CACHE_CAPACITY + 1)),
             eval_mod,
+            batch_limit: AtomicUsize::new(usize::MAX),
         })
     }
 
@@ -793,8 +798,17 @@ impl Bootstrapper {
     /// gives one by one. Inputs at different scales are grouped by scale for
     /// SlotToCoeff (its diagonals absorb the input scale).
     ///
+    /// A batch's ciphertexts and key-switch temporaries are on the device
+    /// together, so a large batch may not fit a small budget beside one
+    /// key (FVb at 2 GiB: four ciphertexts need 1.5 GB of temporaries).
+    /// A batch the budget refuses is run again as two halves, and the
+    /// bootstrapper remembers the size that fit
+    /// ([`Bootstrapper::batch_limit`]): the results are the same, only the
+    /// transfers are shared by fewer ciphertexts.
+    ///
     /// # Errors
-    /// As [`Bootstrapper::bootstrap`], for any input.
+    /// As [`Bootstrapper::bootstrap`], for any input; `OverBudget` only when
+    /// a single ciphertext does not fit.
     pub fn bootstrap_many(&self, inputs: &[Ciphertext]) -> Result<Vec<Ciphertext>> {
         self.run_many(inputs, false)
     }
@@ -808,10 +822,24 @@ impl Bootstrapper {
         self.run_many(inputs, true)
     }
 
+    /// The most ciphertexts [`Bootstrapper::bootstrap_many`] runs together
+    /// on this bootstrapper's budget: `usize::MAX` until a batch was
+    /// refused, then the size that fit.
+    pub fn batch_limit(&self) -> usize {
+        self.batch_limit.load(Ordering::Relaxed)
+    }
+
     fn run_many(&self, inputs: &[Ciphertext], real_only: bool) -> Result<Vec<Ciphertext>> {
         for input in inputs {
             self.check_input(input)?;
         }
+        in_sub_batches(inputs, &self.batch_limit, |batch| {
+            self.run_batch(batch, real_only)
+        })
+    }
+
+    /// One batch of [`Bootstrapper::run_many`], stage by stage.
+    fn run_batch(&self, inputs: &[Ciphertext], real_only: bool) -> Result<Vec<Ciphertext>> {
         let scales: Vec<f64> = inputs.iter().map(|c| c.scale().get()).collect();
         let _phase = self.phase(real_only, &scales);
         let ops = CkksOps::new(&self.evaluator);
@@ -956,6 +984,64 @@ impl Bootstrapper {
     }
 }
 
+/// The hoisting a bootstrapper uses on `context`: [`Hoisting::Auto`]
+/// becomes [`Hoisting::Single`] when the device budget is smaller than the
+/// bootstrapping keys, so that they stream. Double hoisting keeps every baby
+/// step of a transform in the extended basis Q ∪ P — (B + 1)·(ℓ + K + 1)
+/// limbs per ciphertext where single hoisting holds ℓ + 1 — and under such
+/// a budget those temporaries take the room the streamed keys need: on the
+/// H100, FVb at 2 GiB was `OverBudget` with it (1.34 GB of temporaries) and
+/// bootstraps in 202 ms without it, for a gain of about 1 % when the keys
+/// fit (docs/BENCHMARKS.md). An explicit choice is kept.
+fn hoisting_for_budget(context: &Context, keys: &BootstrapKeys, hoisting: Hoisting) -> Hoisting {
+    let budget = context
+        .backend()
+        .allocator()
+        .residency_usage()
+        .map(|u| u.budget);
+    match (hoisting, budget) {
+        (Hoisting::Auto, Some(budget)) if budget < keys.size_bytes() as u64 => Hoisting::Single,
+        (other, _) => other,
+    }
+}
+
+/// Runs `inputs` through `run` in batches of at most `limit`, halving
+/// `limit` and running the batch again whenever the device budget refuses
+/// one of more than one input; the outputs in input order.
+fn in_sub_batches<T, U>(
+    inputs: &[T],
+    limit: &AtomicUsize,
+    mut run: impl FnMut(&[T]) -> Result<Vec<U>>,
+) -> Result<Vec<U>> {
+    let mut outputs = Vec::with_capacity(inputs.len());
+    let mut rest = inputs;
+    while !rest.is_empty() {
+        let take = rest.len().min(limit.load(Ordering::Relaxed).max(1));
+        let (batch, after) = rest.split_at(take);
+        match run(batch) {
+            Ok(done) => {
+                outputs.extend(done);
+                rest = after;
+            }
+            Err(e) if take > 1 && is_over_budget(&e) => {
+                limit.store(take / 2, Ordering::Relaxed);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(outputs)
+}
+
+/// Whether `e` is the memory system's refusal to go over the device budget.
+fn is_over_budget(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Ckks(hemem_ckks::Error::Memory(
+            hemem_memory::Error::OverBudget { .. }
+        ))
+    )
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
@@ -970,6 +1056,56 @@ mod tests {
     /// Key generation and diagonal encoding report their steps in order,
     /// ending at their totals: one per key (SSE's included), one per
     /// CoeffToSlot factor.
+    #[test]
+    fn a_refused_batch_is_halved_until_it_fits_and_keeps_the_input_order() {
+        use hemem_memory::{Error as MemoryError, InUse};
+        let over = || -> Error {
+            hemem_ckks::Error::Memory(MemoryError::OverBudget {
+                requested: 1 << 30,
+                placing: None,
+                budget: 2 << 30,
+                in_use: Box::new(InUse::default()),
+            })
+            .into()
+        };
+        let inputs: Vec<u64> = (0..11).map(|i| 1000 + 37 * i).collect();
+        for fits in [1usize, 2, 3, 8, 11] {
+            let limit = AtomicUsize::new(usize::MAX);
+            let mut sizes = Vec::new();
+            let out = in_sub_batches(&inputs, &limit, |batch| {
+                sizes.push(batch.len());
+                if batch.len() > fits {
+                    return Err(over());
+                }
+                Ok(batch.iter().map(|x| x * 3).collect())
+            })
+            .expect("a single input fits");
+            assert_eq!(out, inputs.iter().map(|x| x * 3).collect::<Vec<_>>());
+            let settled = limit.load(Ordering::Relaxed);
+            if fits >= inputs.len() {
+                assert_eq!((settled, sizes), (usize::MAX, vec![inputs.len()]));
+            } else {
+                // Halving from 11: 11, 5, 2, 1; the size that fit is kept.
+                assert!(sizes.iter().skip(1).all(|&n| n <= 5), "{fits}: {sizes:?}");
+                assert_eq!(
+                    settled,
+                    [5usize, 2, 1].into_iter().find(|&s| s <= fits).unwrap()
+                );
+            }
+        }
+        // Other errors, and a refusal of a single input, are returned.
+        let limit = AtomicUsize::new(usize::MAX);
+        let e = in_sub_batches(&inputs, &limit, |_| -> Result<Vec<u64>> { Err(over()) });
+        assert!(e.is_err_and(|e| is_over_budget(&e)));
+        assert_eq!(limit.load(Ordering::Relaxed), 1);
+        let limit = AtomicUsize::new(usize::MAX);
+        let e = in_sub_batches(&inputs, &limit, |_| -> Result<Vec<u64>> {
+            Err(Error::NonFinite)
+        });
+        assert_eq!(e, Err(Error::NonFinite));
+        assert_eq!(limit.load(Ordering::Relaxed), usize::MAX);
+    }
+
     #[test]
     fn keygen_and_encoding_report_progress() {
         let preset = Preset::TestFGb;

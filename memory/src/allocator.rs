@@ -149,6 +149,7 @@ impl Allocator {
         residency.set_streaming_arena(config.streaming_arena);
         residency.set_streaming_margin(config.streaming_margin);
         residency.set_zero_copy(config.zero_copy);
+        residency.set_streaming_plan(config.streaming_plan);
         let mut router = Router::new(Arc::clone(&policy))
             .with(
                 Placement::DevicePool,

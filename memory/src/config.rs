@@ -12,6 +12,7 @@
 //! | `HEMEM_RECORD_TRACE` | where to write this run's trace | none |
 //! | `HEMEM_MANAGED_OVERSUBSCRIPTION` | `refuse`, `allow` | `refuse` |
 //! | `HEMEM_EVICTION` | `lru`, `next-use` | `lru` |
+//! | `HEMEM_STREAMING_PLAN` | `planned`: `belady`, `window` | `belady` |
 //! | `HEMEM_STREAMING_RESERVE` | `planned`: a non-negative number | `2` |
 //! | `HEMEM_STREAMING_ARENA` | `planned`: `on`/`1`/`true`, `off`/`0`/`false` | `on` |
 //! | `HEMEM_STREAMING_MARGIN` | `planned`: an integer ≥ 1 | `32` |
@@ -26,7 +27,7 @@ use crate::policy::{
     DevicePolicy, Divergence, DynamicPolicy, ManagedPolicy, PlacementPolicy, PlannedPolicy,
     PolicyKind, ProfiledPolicy, StaticPolicy,
 };
-use crate::residency::{Eviction, ZeroCopy};
+use crate::residency::{Eviction, StreamingPlan, ZeroCopy};
 use crate::trace::{ProfileSettings, Trace};
 use crate::{ConfigError, Error, Result};
 
@@ -288,12 +289,17 @@ pub struct MemoryConfig {
     /// The residency manager's eviction order; `None` (the default) takes
     /// the policy's ([`PlacementPolicy::eviction`]).
     pub eviction: Option<Eviction>,
+    /// `planned`: how the recorded order of a phase decides what stays on
+    /// the device between uses (`HEMEM_STREAMING_PLAN`): Belady's schedule
+    /// per gap between uses, fetched ahead into a reserve (`belady`, the
+    /// default), or a fixed stable set and a sliding window (`window`).
+    pub streaming_plan: StreamingPlan,
     /// `planned`: how many times the largest operation's streamed bytes are
-    /// left free for streaming when the objects that stay on the device are
-    /// chosen (`HEMEM_STREAMING_RESERVE`, default 2: one operation's objects
-    /// in use while the next one's arrive). It is one candidate: the most
-    /// bytes a short run of operations touches is the other, and an offline
-    /// simulation of the recorded run picks the one that moves less.
+    /// left free for fetching ahead (`HEMEM_STREAMING_RESERVE`, default 2:
+    /// one operation's objects in use while the next one's arrive). With
+    /// the `window` plan it is one candidate: the most bytes a short run of
+    /// operations touches is the other, and an offline simulation of the
+    /// recorded run picks the one that moves less.
     pub streaming_reserve: f64,
     /// `planned`: whether streamed objects share an arena of their own, a
     /// few large chunks of the pool (`HEMEM_STREAMING_ARENA`, default on),
@@ -321,6 +327,7 @@ impl Default for MemoryConfig {
             record_trace: None,
             pinned_bytes: 64 * ByteSize::MIB,
             eviction: None,
+            streaming_plan: StreamingPlan::Belady,
             streaming_reserve: 2.0,
             streaming_arena: true,
             streaming_margin: 32,
@@ -403,6 +410,9 @@ impl MemoryConfig {
         }
         if let Some(mode) = var("HEMEM_ZERO_COPY") {
             config.zero_copy = mode.parse()?;
+        }
+        if let Some(plan) = var("HEMEM_STREAMING_PLAN") {
+            config.streaming_plan = plan.parse()?;
         }
         Ok(config)
     }
@@ -532,8 +542,13 @@ mod tests {
             ("HEMEM_STREAMING_ARENA", "off"),
             ("HEMEM_STREAMING_MARGIN", "16"),
             ("HEMEM_ZERO_COPY", "streaming"),
+            ("HEMEM_STREAMING_PLAN", "window"),
         ]))
         .expect("valid");
+        assert_eq!(
+            (c.streaming_plan, MemoryConfig::default().streaming_plan),
+            (StreamingPlan::Window, StreamingPlan::Belady)
+        );
         assert_eq!(
             (c.zero_copy, MemoryConfig::default().zero_copy),
             (ZeroCopy::Streaming, ZeroCopy::Fallback)
@@ -601,6 +616,14 @@ mod tests {
                 ConfigError::InvalidSetting {
                     name: "HEMEM_ZERO_COPY",
                     value: "always".into(),
+                }
+                .into(),
+            ),
+            (
+                vec![("HEMEM_STREAMING_PLAN", "lru")],
+                ConfigError::InvalidSetting {
+                    name: "HEMEM_STREAMING_PLAN",
+                    value: "lru".into(),
                 }
                 .into(),
             ),

@@ -107,7 +107,9 @@ pub use error::{
     ConfigError, DeviceError, DriverVersion, Error, InUse, Result, TraceError, TraceFault,
 };
 pub use policy::{PlacementPolicy, PolicyKind};
-pub use residency::{DriverTime, Eviction, Residency, ResidencyGuard, ResidencyUsage, ZeroCopy};
+pub use residency::{
+    DriverTime, Eviction, Residency, ResidencyGuard, ResidencyUsage, StreamingPlan, ZeroCopy,
+};
 pub use resource::{
     AllocRequest, Allocation, AllocationId, DeviceMemory, DevicePtr, Memory, MemoryResource,
     StreamId, StreamedMemory,

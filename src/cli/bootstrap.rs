@@ -103,6 +103,11 @@ struct Report {
     /// Ciphertexts per bootstrap call (`--batch`); `bootstrap_ms` is per
     /// ciphertext.
     batch: usize,
+    /// The most ciphertexts run together after the budget refused larger
+    /// batches (`bootstrap_many` halves a refused batch); absent when the
+    /// whole batch fit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sub_batch: Option<usize>,
     /// Generating the keys and encoding the DFT diagonals (without `--keys`).
     #[serde(skip_serializing_if = "Option::is_none")]
     key_setup_ms: Option<f64>,
@@ -168,6 +173,10 @@ struct Report {
     planned_fetch_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     floor_fetch_bytes: Option<u64>,
+    /// `planned`: how the recorded order is split (`belady`: per gap
+    /// between uses; `window`: a stable set and a sliding window).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    streaming_plan: Option<&'static str>,
     /// `planned`: uses of keys or diagonals read in place from pinned host
     /// memory (no device room could be made), and their bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -495,6 +504,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         complex: args.complex,
         iterations: times.len(),
         batch,
+        sub_batch: Some(bootstrapper.batch_limit()).filter(|&n| n < batch),
         key_setup_ms,
         key_load_ms,
         constant_setup_ms,
@@ -509,7 +519,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         constant_bytes: bootstrapper.constant_bytes(),
         constant_encoded_bytes: bootstrapper.constant_encoded_bytes(),
         diagonal_storage: storage.name(),
-        hoisting: hoisting.name(),
+        hoisting: bootstrapper.hoisting().name(),
         sse,
         peak_bytes_by_class,
         peak_device_bytes_by_class,
@@ -523,6 +533,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         largest_step_bytes: usage.map(|u| u.largest_step_bytes),
         planned_fetch_bytes: usage.map(|u| u.planned_bytes),
         floor_fetch_bytes: usage.map(|u| u.floor_bytes),
+        streaming_plan: usage.map(|u| u.streaming_plan.name()),
         zero_copy_uses: usage.map(|u| u.zero_copy_uses),
         zero_copy_bytes: usage.map(|u| u.zero_copy_bytes),
         arena_bytes: usage.map(|u| u.arena_bytes),

@@ -399,9 +399,9 @@ mod tests {
         use std::sync::Arc;
         use std::sync::atomic::{AtomicU64, Ordering};
 
-        use super::super::super::Residency;
         use super::super::super::driver::mock::{Call, RecordingDriver};
         use super::super::super::streamed::tests::{manager_with_arena, object};
+        use super::super::super::{Residency, StreamingPlan};
         use super::MIB;
         use crate::{AllocationId, MemoryClass, Placement};
 
@@ -429,12 +429,6 @@ mod tests {
             arena: bool,
             runs: usize,
         ) -> (u64, Arc<Residency>, RecordingDriver) {
-            let (r, d, stats) = manager_with_arena(budget, arena);
-            let slots: HashMap<u64, (Arc<AtomicU64>, u64)> = sizes
-                .iter()
-                .enumerate()
-                .map(|(n, &b)| (n as u64 + 1, (object(&r, n as u64 + 1, b), b)))
-                .collect();
             let n = sizes.len() as u64;
             let steps: Vec<Vec<AllocationId>> = (1..=n)
                 .map(|k| {
@@ -445,6 +439,27 @@ mod tests {
                     }
                 })
                 .collect();
+            let (r, d, stats) = manager_with_arena(budget, arena);
+            run_cycle(&r, &stats, sizes, &steps, runs, budget)
+                .map(|moved| (moved, r, d))
+                .expect("the cycle runs")
+        }
+
+        /// Runs the phase `steps` over objects of `sizes` on `r`; returns
+        /// the bytes fetched in the last run.
+        fn run_cycle(
+            r: &Arc<Residency>,
+            stats: &crate::statistics::StatisticsHandle,
+            sizes: &[u64],
+            steps: &[Vec<AllocationId>],
+            runs: usize,
+            budget: u64,
+        ) -> Option<u64> {
+            let slots: HashMap<u64, (Arc<AtomicU64>, u64)> = sizes
+                .iter()
+                .enumerate()
+                .map(|(n, &b)| (n as u64 + 1, (object(r, n as u64 + 1, b), b)))
+                .collect();
             let mut before = 0;
             for run in 0..runs {
                 if run + 1 == runs {
@@ -454,7 +469,7 @@ mod tests {
                         .prefetched_to_device;
                 }
                 r.begin_phase(3);
-                for step in &steps {
+                for step in steps {
                     let guard = r.prepare(step).expect("fits");
                     let mut ranges: Vec<(u64, u64)> = slots
                         .values()
@@ -482,8 +497,68 @@ mod tests {
                 .snapshot()
                 .get(MemoryClass::EvaluationKey, Placement::Streamed)
                 .prefetched_to_device;
-            d.take();
-            (after - before, r, d)
+            Some(after - before)
+        }
+
+        /// A phase shaped like a bootstrap's: `objects` keys and diagonals,
+        /// each of the first few (relinearisation, conjugation, the
+        /// small rotations) used again every few steps, the rest once or
+        /// twice a run.
+        fn reusing_steps(objects: u64) -> Vec<Vec<AllocationId>> {
+            let mut steps = Vec::new();
+            for pass in 0..2 {
+                for k in 5..=objects {
+                    if pass == 1 && k % 2 == 0 {
+                        continue;
+                    }
+                    steps.push(vec![AllocationId(k)]);
+                    if k % 3 == 0 {
+                        steps.push(vec![AllocationId(1 + k % 4)]);
+                    }
+                }
+            }
+            steps
+        }
+
+        #[test]
+        fn belady_per_gap_moves_its_plan_fetched_ahead_and_less_than_the_window() {
+            // Objects in pool slots of their own (the mock pool never
+            // fragments, so the schedule's bytes are exact; the arena's
+            // holes are tested above).
+            let sizes = sizes(40);
+            let steps = reusing_steps(40);
+            let budget = 768 * MIB;
+            let run = |plan: StreamingPlan, reserve: f64| {
+                let (r, d, stats) = manager_with_arena(budget, false);
+                r.set_streaming_plan(plan);
+                r.set_streaming_reserve(reserve);
+                let moved = run_cycle(&r, &stats, &sizes, &steps, 4, budget).expect("runs");
+                d.take();
+                (moved, r.usage())
+            };
+            let (window, _) = run(StreamingPlan::Window, 2.0);
+            for reserve in [0.0, 1.0] {
+                let (belady, usage) = run(StreamingPlan::Belady, reserve);
+                // The run moves what the schedule planned, at least the
+                // floor of the whole room.
+                assert!(
+                    belady.abs_diff(usage.planned_bytes) <= usage.planned_bytes / 50,
+                    "reserve {reserve}: moved {belady}, planned {}",
+                    usage.planned_bytes
+                );
+                assert!(usage.planned_bytes >= usage.floor_bytes, "{usage:?}");
+                // Almost every fetch of the three runs that follow the
+                // recording is made ahead of use, into the room an object
+                // leaves after its last use before a dropped gap.
+                assert!(
+                    usage.prefetched_bytes * 10 >= 3 * belady * 9,
+                    "reserve {reserve}: {} ahead of {belady} a run",
+                    usage.prefetched_bytes
+                );
+                if reserve == 0.0 {
+                    assert!(belady < window, "belady {belady} against window {window}");
+                }
+            }
         }
 
         #[test]

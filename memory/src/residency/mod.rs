@@ -70,6 +70,7 @@ use crate::statistics::{StatisticsHandle, Traffic};
 use crate::{AllocationId, DevicePtr, Error, InUse, MemoryClass, Placement, Result};
 use eviction::Uses;
 use plan::Planner;
+pub use plan::StreamingPlan;
 use streamed::StreamedState;
 pub use streamed::ZeroCopy;
 
@@ -122,6 +123,8 @@ pub struct ResidencyUsage {
     pub planned_bytes: u64,
     /// See `planned_bytes`.
     pub floor_bytes: u64,
+    /// How recordings are split into kept and streamed objects.
+    pub streaming_plan: StreamingPlan,
     /// Uses of streamed objects served in place from their pinned masters
     /// (zero-copy: no device room could be made for them), and the bytes
     /// of those objects.
@@ -226,6 +229,8 @@ struct State {
     planner: Planner,
     /// Steps' worth of the largest step's bytes kept for streaming.
     streaming_reserve: f64,
+    /// How a recording is split into kept and streamed.
+    streaming_plan: StreamingPlan,
     /// Streamed objects share the arena's chunks (else a pool slot each).
     streaming_arena: bool,
     /// The look-ahead leaves 1/`streaming_margin` of the budget free.
@@ -468,6 +473,7 @@ impl Residency {
             largest_step_bytes: s.streamed.choice.largest_step_bytes,
             planned_bytes: s.streamed.choice.planned_bytes,
             floor_bytes: s.streamed.floor_bytes,
+            streaming_plan: s.streaming_plan,
             zero_copy_uses: s.streamed.zero_copy_uses,
             zero_copy_bytes: s.streamed.zero_copy_bytes,
             pool_refusals: s.streamed.refusals,

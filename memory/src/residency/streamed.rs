@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::arena::Arena;
 use super::eviction::Uses;
+use super::plan::StreamingPlan;
 use super::{Residency, State};
 use crate::statistics::Traffic;
 use crate::{AllocationId, DevicePtr, MemoryClass, Result};
@@ -325,13 +326,17 @@ impl Residency {
         let capacity = Self::streamed_capacity(&s);
         let room = s.budget.saturating_sub(s.streamed.others_peak);
         let reserve = s.streaming_reserve;
+        let plan = s.streaming_plan;
         let State {
             planner, streamed, ..
         } = &mut *s;
         if let Some(recording) = planner.end() {
             let entries = &streamed.entries;
             let size = |id| entries.get(&id).map(|e: &StreamedEntry| e.bytes);
-            streamed.choice = recording.choose_stable(size, capacity, reserve);
+            streamed.choice = match plan {
+                StreamingPlan::Window => recording.choose_stable(size, capacity, reserve),
+                StreamingPlan::Belady => recording.choose_belady(size, capacity, reserve),
+            };
             streamed.floor_bytes = recording.floor_bytes(size, room);
         }
     }
@@ -341,6 +346,12 @@ impl Residency {
     /// arriving).
     pub fn set_streaming_reserve(&self, steps: f64) {
         self.lock().streaming_reserve = steps;
+    }
+
+    /// How a new recording is split into what stays and what streams (see
+    /// [`StreamingPlan`]).
+    pub fn set_streaming_plan(&self, plan: StreamingPlan) {
+        self.lock().streaming_plan = plan;
     }
 
     /// When kernels may read streamed objects in place (see [`ZeroCopy`]).
