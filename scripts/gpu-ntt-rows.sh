@@ -16,13 +16,13 @@ cd "$(dirname "$0")/.." || exit 2
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
 export RUST_BACKTRACE=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-HEMEM_REQUIRE_GPU=1 timeout 240 .gpu/tests/gpu_backend.test gpu_primitives gpu_evaluator \
+HEMEM_REQUIRE_GPU=1 timeout 330 .gpu/tests/gpu_backend.test gpu_primitives gpu_evaluator \
   --test-threads=1 --nocapture >"$OUT/gpu_backend.log" 2>&1
 echo "gpu_backend rc=$?"
 grep -cE "bit-identical" "$OUT/gpu_backend.log" | sed 's/^/bit-identical lines: /'
 grep -E "^test |test result|FAILED|panicked" "$OUT/gpu_backend.log" | tail -14
 echo "== ntt_rows FGb (radix8 vs radix16, one process)"
-HEMEM_MEMORY_POLICY=device timeout 200 .gpu/bin/ntt_rows FGb 7 gpu 3 >"$OUT/ntt_rows.log" 2>&1
+HEMEM_MEMORY_POLICY=device timeout 230 .gpu/bin/ntt_rows FGb 7 gpu 3 >"$OUT/ntt_rows.log" 2>&1
 echo "ntt_rows rc=$?"
 grep -vE "^bootstrap (radix8|radix16) round" "$OUT/ntt_rows.log" | tail -12
 grep -E "^bootstrap (radix8|radix16) round [1-9]" "$OUT/ntt_rows.log" | head -6
