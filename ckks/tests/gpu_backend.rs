@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use hemem_ckks::backend::{Backend, BinaryOp, Limbs, LimbsMut};
+use hemem_ckks::backend::{Backend, BinaryOp, Limbs, LimbsMut, NttRows};
 use hemem_ckks::ntt::GaloisElement;
 use hemem_ckks::prelude::*;
 use hemem_ckks::testing::{max_abs_error, seed32, seeded_rng, unit_disk};
@@ -110,12 +110,16 @@ fn assert_same(what: &str, cpu: &[u64], gpu: &[u64], n: usize) {
 }
 
 /// Every Backend primitive on random data, GPU against CPU, at one preset.
-fn primitives(name: &str, preset: Preset) {
+fn primitives(name: &str, preset: Preset, rows: NttRows) {
     let Some((cpu_ctx, gpu_ctx)) = contexts(name, preset) else {
         return;
     };
     let cpu = Arc::clone(cpu_ctx.host_backend());
     let gpu = Arc::clone(gpu_ctx.backend());
+    // Every NTT below (plain, fused conversions, ModDown and rescale
+    // epilogues) runs with these rows kernels.
+    gpu.set_ntt_rows(rows);
+    assert_eq!(gpu.ntt_rows(), Some(rows));
     let params = cpu_ctx.params().clone();
     let n = params.degree().get();
     let level = params.max_level();
@@ -618,17 +622,58 @@ fn primitives(name: &str, preset: Preset) {
 
 #[test]
 fn gpu_primitives_match_cpu_logn12() {
-    primitives("gpu_primitives_match_cpu_logn12", Preset::TestFGb);
+    primitives(
+        "gpu_primitives_match_cpu_logn12",
+        Preset::TestFGb,
+        NttRows::Radix8,
+    );
 }
 
 #[test]
 fn gpu_primitives_match_cpu_logn16() {
-    primitives("gpu_primitives_match_cpu_logn16", Preset::FGb);
+    primitives(
+        "gpu_primitives_match_cpu_logn16",
+        Preset::FGb,
+        NttRows::Radix8,
+    );
 }
 
 #[test]
 fn gpu_primitives_match_cpu_logn17() {
-    primitives("gpu_primitives_match_cpu_logn17", Preset::FVb);
+    primitives(
+        "gpu_primitives_match_cpu_logn17",
+        Preset::FVb,
+        NttRows::Radix8,
+    );
+}
+
+// The same with the 16-point rows kernels (`NttRows::Radix16`).
+
+#[test]
+fn gpu_primitives_match_cpu_logn12_rows16() {
+    primitives(
+        "gpu_primitives_match_cpu_logn12_rows16",
+        Preset::TestFGb,
+        NttRows::Radix16,
+    );
+}
+
+#[test]
+fn gpu_primitives_match_cpu_logn16_rows16() {
+    primitives(
+        "gpu_primitives_match_cpu_logn16_rows16",
+        Preset::FGb,
+        NttRows::Radix16,
+    );
+}
+
+#[test]
+fn gpu_primitives_match_cpu_logn17_rows16() {
+    primitives(
+        "gpu_primitives_match_cpu_logn17_rows16",
+        Preset::FVb,
+        NttRows::Radix16,
+    );
 }
 
 fn parts(ct: &Ciphertext) -> (Vec<u64>, Vec<u64>) {
@@ -640,10 +685,11 @@ fn parts(ct: &Ciphertext) -> (Vec<u64>, Vec<u64>) {
 
 /// Every evaluator operation with the same seeds on both devices:
 /// bit-identical ciphertexts, and decryptions within the CPU's tolerance.
-fn evaluator(name: &str, preset: Preset, min_bits: f64) {
+fn evaluator(name: &str, preset: Preset, min_bits: f64, rows: NttRows) {
     let Some((cpu_ctx, gpu_ctx)) = contexts(name, preset) else {
         return;
     };
+    gpu_ctx.backend().set_ntt_rows(rows);
     let slots = cpu_ctx.params().slots();
     let request = KeySetRequest {
         relinearization: true,
@@ -883,12 +929,42 @@ fn evaluator(name: &str, preset: Preset, min_bits: f64) {
 
 #[test]
 fn gpu_evaluator_matches_cpu_logn12() {
-    evaluator("gpu_evaluator_matches_cpu_logn12", Preset::TestFGb, 20.0);
+    evaluator(
+        "gpu_evaluator_matches_cpu_logn12",
+        Preset::TestFGb,
+        20.0,
+        NttRows::Radix8,
+    );
 }
 
 #[test]
 fn gpu_evaluator_matches_cpu_fgb() {
-    evaluator("gpu_evaluator_matches_cpu_fgb", Preset::FGb, 25.0);
+    evaluator(
+        "gpu_evaluator_matches_cpu_fgb",
+        Preset::FGb,
+        25.0,
+        NttRows::Radix8,
+    );
+}
+
+#[test]
+fn gpu_evaluator_matches_cpu_logn12_rows16() {
+    evaluator(
+        "gpu_evaluator_matches_cpu_logn12_rows16",
+        Preset::TestFGb,
+        20.0,
+        NttRows::Radix16,
+    );
+}
+
+#[test]
+fn gpu_evaluator_matches_cpu_fgb_rows16() {
+    evaluator(
+        "gpu_evaluator_matches_cpu_fgb_rows16",
+        Preset::FGb,
+        25.0,
+        NttRows::Radix16,
+    );
 }
 
 // ---------------------------------------------------------------------------

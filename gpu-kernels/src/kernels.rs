@@ -40,6 +40,10 @@ pub(crate) struct Ckks {
     pub(crate) ntt_fwd_rows: [CudaFunction; 5],
     /// Inverse rows phase, `log M` = 5 ..= 9.
     pub(crate) ntt_inv_rows: [CudaFunction; 5],
+    /// Forward rows phase, 16 points per thread, `log M` = 5 ..= 9.
+    pub(crate) ntt_fwd_rows16: [CudaFunction; 5],
+    /// Inverse rows phase, 16 points per thread, `log M` = 5 ..= 9.
+    pub(crate) ntt_inv_rows16: [CudaFunction; 5],
     pub(crate) binary_op: CudaFunction,
     pub(crate) mul_add: CudaFunction,
     pub(crate) negate: CudaFunction,
@@ -182,6 +186,21 @@ const NTT_INV_ROWS: [&str; 5] = [
     "ntt_inv_rows_9",
 ];
 
+const NTT_FWD_ROWS16: [&str; 5] = [
+    "ntt_fwd_rows16_5",
+    "ntt_fwd_rows16_6",
+    "ntt_fwd_rows16_7",
+    "ntt_fwd_rows16_8",
+    "ntt_fwd_rows16_9",
+];
+const NTT_INV_ROWS16: [&str; 5] = [
+    "ntt_inv_rows16_5",
+    "ntt_inv_rows16_6",
+    "ntt_inv_rows16_7",
+    "ntt_inv_rows16_8",
+    "ntt_inv_rows16_9",
+];
+
 fn functions<const K: usize>(
     module: &Arc<CudaModule>,
     names: [&'static str; K],
@@ -224,6 +243,8 @@ impl Kernels {
                 ntt_inv_cols: functions(&ntt, NTT_INV_COLS)?,
                 ntt_fwd_rows: functions(&ntt, NTT_FWD_ROWS)?,
                 ntt_inv_rows: functions(&ntt, NTT_INV_ROWS)?,
+                ntt_fwd_rows16: functions(&ntt, NTT_FWD_ROWS16)?,
+                ntt_inv_rows16: functions(&ntt, NTT_INV_ROWS16)?,
                 binary_op: function(&arith, "binary_op")?,
                 mul_add: function(&arith, "mul_add")?,
                 negate: function(&arith, "negate")?,

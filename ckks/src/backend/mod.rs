@@ -19,6 +19,7 @@ mod views;
 
 pub use cpu::CpuBackend;
 pub use gpu::GpuBackend;
+pub use hemem_gpu_kernels::launch::ckks::ntt::NttRows;
 use views::any_sensitive;
 pub(crate) use views::check_moduli;
 pub(crate) use views::contiguous;
@@ -126,6 +127,19 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// A failure reported by the device.
     fn synchronize(&self) -> Result<()> {
         Ok(())
+    }
+
+    /// Selects the NTT's rows-phase kernels for the operations queued from
+    /// now on (the GPU backend; a no-op on the CPU). Both variants give the
+    /// same results bit for bit: this only chooses a speed, so old and new
+    /// kernels can be timed alternately in one process.
+    fn set_ntt_rows(&self, rows: NttRows) {
+        let _ = rows;
+    }
+
+    /// The NTT's rows-phase kernels in use (`None` on the CPU).
+    fn ntt_rows(&self) -> Option<NttRows> {
+        None
     }
 
     /// Allocates room for `limbs` limbs of N words; `sensitive` for

@@ -19,11 +19,12 @@ mod tables;
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use hemem_gpu_kernels::Kernels;
 use hemem_gpu_kernels::launch::ckks::convert::CopyRows;
-use hemem_gpu_kernels::launch::ckks::ntt::{ForwardEpilogue, ForwardSource};
+use hemem_gpu_kernels::launch::ckks::ntt::{ForwardEpilogue, ForwardSource, NttGeometry, NttRows};
 use hemem_gpu_kernels::launch::ckks::{self as launch, ElementOp, LimbMap, PtrArray, Scalars};
 use hemem_memory::{Allocator, Buffer, GpuDevice, MemoryClass, StreamId};
 
@@ -77,6 +78,9 @@ pub struct GpuBackend {
     allocator: Allocator,
     degree: usize,
     geometry: launch::ntt::NttGeometry,
+    /// The rows phase with 16 points per thread ([`NttRows::Radix16`]);
+    /// read at each transform, so it can change between operations.
+    rows16: AtomicBool,
     moduli: Vec<Modulus>,
     consts: Buffer,
     twiddles: Buffer,
@@ -133,6 +137,7 @@ impl GpuBackend {
             allocator,
             degree,
             geometry,
+            rows16: AtomicBool::new(false),
             moduli,
             consts,
             twiddles,
@@ -146,6 +151,16 @@ impl GpuBackend {
     /// The GPU.
     pub fn gpu(&self) -> &GpuDevice {
         &self.device
+    }
+
+    /// The NTT geometry with the rows kernels selected now.
+    fn ntt_geometry(&self) -> NttGeometry {
+        let rows = if self.rows16.load(Ordering::Relaxed) {
+            NttRows::Radix16
+        } else {
+            NttRows::Radix8
+        };
+        self.geometry.with_rows(rows)
     }
 
     fn n(&self) -> u32 {
@@ -321,7 +336,7 @@ impl GpuBackend {
                 source,
                 self.consts()?,
                 address(&self.twiddles)?,
-                self.geometry,
+                self.ntt_geometry(),
                 epilogue,
             )
         }?;
@@ -348,7 +363,7 @@ impl GpuBackend {
                 address(&self.twiddles)?,
                 address(&self.n_inv)?,
                 y_scale,
-                self.geometry,
+                self.ntt_geometry(),
             )
         }?;
         Ok(())
@@ -926,6 +941,15 @@ impl Backend for GpuBackend {
     fn synchronize(&self) -> Result<()> {
         self.device.synchronize(StreamId::Compute)?;
         Ok(())
+    }
+
+    fn set_ntt_rows(&self, rows: NttRows) {
+        self.rows16
+            .store(rows == NttRows::Radix16, Ordering::Relaxed);
+    }
+
+    fn ntt_rows(&self) -> Option<NttRows> {
+        Some(self.ntt_geometry().rows)
     }
 
     fn write(&self, dst: LimbsMut<'_>, src: &[u64]) -> Result<()> {

@@ -1,6 +1,7 @@
 //! Launchers of `cuda/ckks_ntt.cu`: the batched negacyclic NTT, two kernels
 //! per direction (a columns phase and a rows phase), each thread keeping 8
-//! points in registers across up to 3 butterfly stages.
+//! points in registers across up to 3 butterfly stages, or, in the rows
+//! phase with [`NttRows::Radix16`], 16 points across up to 4.
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use hemem_memory::StreamId;
@@ -14,6 +15,51 @@ const BLOCK_LOG_POINTS: u32 = 11;
 const MIN_LOG_M: u32 = 5;
 const MAX_LOG_COLUMNS: u32 = 8;
 const MAX_LOG_ROWS: u32 = 9;
+
+/// The rows-phase kernels of a transform: both give the same outputs, bit
+/// for bit (the same butterflies, twiddles and lazy ranges, grouped
+/// differently); they differ only in speed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum NttRows {
+    /// 8 points per thread, radix-8 groups (3 stages per shared-memory
+    /// exchange), 256 threads per block: for N = 2^16, three groups and two
+    /// exchanges per row.
+    #[default]
+    Radix8,
+    /// 16 points per thread, radix-16 groups (4 stages per exchange), 128
+    /// threads per block: for N = 2^16, two groups and one exchange per row,
+    /// 8 independent butterflies per thread and stage (Kim, Jung, Park, Ahn,
+    /// IISWC 2020, §IV; Jung et al., TCHES 2021, §4.1).
+    Radix16,
+}
+
+impl NttRows {
+    /// `log2` of the points each thread keeps in registers.
+    pub fn log_points(self) -> u32 {
+        match self {
+            Self::Radix8 => 3,
+            Self::Radix16 => 4,
+        }
+    }
+
+    /// The name used in reports: `radix8` or `radix16`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Radix8 => "radix8",
+            Self::Radix16 => "radix16",
+        }
+    }
+
+    /// The variant named `radix8`/`8` or `radix16`/`16` (case-insensitive);
+    /// `None` for anything else.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "radix8" | "8" => Some(Self::Radix8),
+            "radix16" | "16" => Some(Self::Radix16),
+            _ => None,
+        }
+    }
+}
 
 /// Geometry of the two phases for degree `2^log_n`: `R = 2^log_r` rows of
 /// `C = 2^log_c` columns. The columns phase runs stages `0 .. log_r` on
@@ -32,6 +78,9 @@ pub struct NttGeometry {
     pub cols_log_s: u32,
     /// `log2` of the rows per block in the rows phase.
     pub rows_log_s: u32,
+    /// The rows-phase kernels (points per thread); the same rows per block
+    /// either way.
+    pub rows: NttRows,
 }
 
 impl NttGeometry {
@@ -57,7 +106,13 @@ impl NttGeometry {
             log_c,
             cols_log_s: (BLOCK_LOG_POINTS - log_r).min(log_c),
             rows_log_s: (BLOCK_LOG_POINTS - log_c).min(log_r),
+            rows: NttRows::Radix8,
         })
+    }
+
+    /// The same geometry with the rows-phase kernels `rows`.
+    pub fn with_rows(self, rows: NttRows) -> Self {
+        Self { rows, ..self }
     }
 
     /// Launch shape of the columns phase: `(blocks per limb, threads per
@@ -77,7 +132,7 @@ impl NttGeometry {
         let log_points = self.log_c + self.rows_log_s;
         (
             1 << (self.log_r - self.rows_log_s),
-            1 << (log_points - 3),
+            1 << (log_points - self.rows.log_points()),
             16 << log_points,
         )
     }
@@ -265,7 +320,7 @@ pub enum ForwardEpilogue<'a> {
 /// destination, the rows kernel transforms it in place (8·N bytes read and
 /// written per limb each, plus the rows' twiddles). Grids: `(C/S, limbs,
 /// parts)` and `(R/S, limbs, parts)` blocks of 256 threads (fewer for
-/// N < 2^11).
+/// N < 2^11; the rows phase 128 with [`NttRows::Radix16`]).
 ///
 /// # Errors
 /// [`Error::LaunchShape`] for maps of different lengths or lists of
@@ -390,7 +445,10 @@ pub unsafe fn forward_async(
     let s = kernels.device.stream(stream);
     let k = &kernels.ckks;
     let cols = kernel(&k.ntt_fwd_cols, geometry.log_r, "ntt_fwd_cols")?;
-    let rows = kernel(&k.ntt_fwd_rows, geometry.log_c, "ntt_fwd_rows")?;
+    let rows = match geometry.rows {
+        NttRows::Radix8 => kernel(&k.ntt_fwd_rows, geometry.log_c, "ntt_fwd_rows")?,
+        NttRows::Radix16 => kernel(&k.ntt_fwd_rows16, geometry.log_c, "ntt_fwd_rows16")?,
+    };
     let mut launch = s.launch_builder(cols);
     launch
         .arg(&parts)
@@ -510,7 +568,10 @@ pub unsafe fn inverse_async(
     fill(&mut parts.aux, src, "sources")?;
     let s = kernels.device.stream(stream);
     let k = &kernels.ckks;
-    let rows = kernel(&k.ntt_inv_rows, geometry.log_c, "ntt_inv_rows")?;
+    let rows = match geometry.rows {
+        NttRows::Radix8 => kernel(&k.ntt_inv_rows, geometry.log_c, "ntt_inv_rows")?,
+        NttRows::Radix16 => kernel(&k.ntt_inv_rows16, geometry.log_c, "ntt_inv_rows16")?,
+    };
     let cols = kernel(&k.ntt_inv_cols, geometry.log_r, "ntt_inv_cols")?;
     let mut launch = s.launch_builder(rows);
     launch
@@ -617,6 +678,10 @@ mod tests {
             // Every column and every row is covered exactly once, 8 points a thread.
             assert_eq!(cb * ct * 8, 1 << log_n, "columns {log_n}");
             assert_eq!(rb * rt * 8, 1 << log_n, "rows {log_n}");
+            let (rb16, rt16, rs16) = g.with_rows(NttRows::Radix16).rows_shape();
+            assert_eq!((rb16, rs16), (rb, rs));
+            assert_eq!(rb16 * rt16 * 16, 1 << log_n, "rows16 {log_n}");
+            assert!(rt16 >= 2);
             assert!(cs <= 48 * 1024 && rs <= 48 * 1024);
             assert!((32..=256).contains(&ct) && (32..=256).contains(&rt));
         }
