@@ -12,7 +12,7 @@
 //! | `HEMEM_RECORD_TRACE` | where to write this run's trace | none |
 //! | `HEMEM_MANAGED_OVERSUBSCRIPTION` | `refuse`, `allow` | `refuse` |
 //! | `HEMEM_EVICTION` | `lru`, `next-use` | `lru` |
-//! | `HEMEM_STREAMING_PLAN` | `planned`: `belady`, `window` | `belady` |
+//! | `HEMEM_STREAMING_PLAN` | `planned`: `window`, `belady` | `window` |
 //! | `HEMEM_STREAMING_RESERVE` | `planned`: a non-negative number | `2` |
 //! | `HEMEM_STREAMING_ARENA` | `planned`: `on`/`1`/`true`, `off`/`0`/`false` | `on` |
 //! | `HEMEM_STREAMING_MARGIN` | `planned`: an integer ≥ 1 | `32` |
@@ -290,9 +290,9 @@ pub struct MemoryConfig {
     /// the policy's ([`PlacementPolicy::eviction`]).
     pub eviction: Option<Eviction>,
     /// `planned`: how the recorded order of a phase decides what stays on
-    /// the device between uses (`HEMEM_STREAMING_PLAN`): Belady's schedule
-    /// per gap between uses, fetched ahead into a reserve (`belady`, the
-    /// default), or a fixed stable set and a sliding window (`window`).
+    /// the device between uses (`HEMEM_STREAMING_PLAN`): a fixed stable set
+    /// and a sliding window (`window`, the default), or Belady's schedule
+    /// per gap between uses, fetched ahead into a reserve (`belady`).
     pub streaming_plan: StreamingPlan,
     /// `planned`: how many times the largest operation's streamed bytes are
     /// left free for fetching ahead (`HEMEM_STREAMING_RESERVE`, default 2:
@@ -327,7 +327,7 @@ impl Default for MemoryConfig {
             record_trace: None,
             pinned_bytes: 64 * ByteSize::MIB,
             eviction: None,
-            streaming_plan: StreamingPlan::Belady,
+            streaming_plan: StreamingPlan::Window,
             streaming_reserve: 2.0,
             streaming_arena: true,
             streaming_margin: 32,
@@ -542,12 +542,12 @@ mod tests {
             ("HEMEM_STREAMING_ARENA", "off"),
             ("HEMEM_STREAMING_MARGIN", "16"),
             ("HEMEM_ZERO_COPY", "streaming"),
-            ("HEMEM_STREAMING_PLAN", "window"),
+            ("HEMEM_STREAMING_PLAN", "belady"),
         ]))
         .expect("valid");
         assert_eq!(
             (c.streaming_plan, MemoryConfig::default().streaming_plan),
-            (StreamingPlan::Window, StreamingPlan::Belady)
+            (StreamingPlan::Belady, StreamingPlan::Window)
         );
         assert_eq!(
             (c.zero_copy, MemoryConfig::default().zero_copy),

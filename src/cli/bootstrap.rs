@@ -177,6 +177,12 @@ struct Report {
     /// between uses; `window`: a stable set and a sliding window).
     #[serde(skip_serializing_if = "Option::is_none")]
     streaming_plan: Option<&'static str>,
+    /// `planned`: bootstraps whose operations departed from the recorded
+    /// order (the look-ahead stopped there), and the step of the last one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    plan_departures: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_departure_step: Option<usize>,
     /// `planned`: uses of keys or diagonals read in place from pinned host
     /// memory (no device room could be made), and their bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -534,6 +540,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         planned_fetch_bytes: usage.map(|u| u.planned_bytes),
         floor_fetch_bytes: usage.map(|u| u.floor_bytes),
         streaming_plan: usage.map(|u| u.streaming_plan.name()),
+        plan_departures: usage.map(|u| u.departures),
+        last_departure_step: usage.and_then(|u| u.last_departure),
         zero_copy_uses: usage.map(|u| u.zero_copy_uses),
         zero_copy_bytes: usage.map(|u| u.zero_copy_bytes),
         arena_bytes: usage.map(|u| u.arena_bytes),

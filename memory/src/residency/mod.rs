@@ -125,6 +125,12 @@ pub struct ResidencyUsage {
     pub floor_bytes: u64,
     /// How recordings are split into kept and streamed objects.
     pub streaming_plan: StreamingPlan,
+    /// Phase runs that departed from their recording (their look-ahead
+    /// stopped there), and the step at which the last one did: a run whose
+    /// operations come in another order each time is never planned.
+    pub departures: u64,
+    /// See `departures`.
+    pub last_departure: Option<usize>,
     /// Uses of streamed objects served in place from their pinned masters
     /// (zero-copy: no device room could be made for them), and the bytes
     /// of those objects.
@@ -474,6 +480,8 @@ impl Residency {
             planned_bytes: s.streamed.choice.planned_bytes,
             floor_bytes: s.streamed.floor_bytes,
             streaming_plan: s.streaming_plan,
+            departures: s.planner.departures().0,
+            last_departure: s.planner.departures().1,
             zero_copy_uses: s.streamed.zero_copy_uses,
             zero_copy_bytes: s.streamed.zero_copy_bytes,
             pool_refusals: s.streamed.refusals,
