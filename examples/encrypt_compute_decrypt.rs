@@ -1,7 +1,8 @@
 //! Encrypt, compute, decrypt: two random complex vectors are encrypted, then
 //! added, multiplied (tensor, relinearise, rescale — spelled out), rotated,
-//! squared and multiplied by a constant, and every intermediate result is
-//! decrypted and checked against the same computation in f64.
+//! squared, multiplied by a constant and by plaintext slot values, and put
+//! through a polynomial; every intermediate result is decrypted and checked
+//! against the same computation in f64.
 //!
 //! ```sh
 //! cargo run --release --example encrypt_compute_decrypt                    # test-FGb on the CPU (insecure, a second)
@@ -158,6 +159,21 @@ pub fn run(preset: Preset, device: DeviceSelection, seed: u64) -> Result<Report,
     let scaled = evaluator.mult_const(&combined, c)?;
     let expected_scaled: Vec<Complex64> = expected_combined.iter().map(|v| v * c).collect();
     check("c · (rotate(x · y, 1) + x²)", &scaled, &expected_scaled)?;
+
+    // Plaintext slot values: encoded at the ciphertext's level and at the
+    // scale that lands the rescaled product on the next default scale.
+    let w = random_values(&mut rng, slots);
+    let weighted = evaluator.mult_values(&scaled, &w)?;
+    let expected_weighted: Vec<Complex64> =
+        expected_scaled.iter().zip(&w).map(|(a, b)| a * b).collect();
+    check("w ⊙ c · (…)", &weighted, &expected_weighted)?;
+
+    // A polynomial, p(x) = x³ − x/2 + 1/4: two levels (Paterson–Stockmeyer),
+    // landing on the default scale of its level.
+    let p = Polynomial::monomial(vec![0.25, -0.5, 0.0, 1.0])?;
+    let evaluated = evaluator.evaluate_polynomial(&cx, &p)?;
+    let expected_p: Vec<Complex64> = x.iter().map(|v| v * v * v - v * 0.5 + 0.25).collect();
+    check("x³ − x/2 + 1/4", &evaluated, &expected_p)?;
 
     Ok(Report {
         device: context.device(),

@@ -47,14 +47,18 @@ fn encrypt_compute_decrypt_matches_f64() {
     for seed in [1, 2] {
         let report = encrypt_compute_decrypt::run(Preset::TestFGb, test_device(), seed).unwrap();
         let names: Vec<&str> = report.steps.iter().map(|s| s.name).collect();
-        assert_eq!(names.len(), 5, "{names:?}");
+        assert_eq!(names.len(), 7, "{names:?}");
         let params =
             Parameters::from_preset_with(Preset::TestFGb, SecurityCheck::AllowInsecure).unwrap();
         let top = params.enc_level().get();
         // add keeps the level; the product, its rotation and the sum lose
-        // one; the constant another.
+        // one; the constant another, the plaintext values another; the
+        // cubic two.
         let levels: Vec<usize> = report.steps.iter().map(|s| s.level.get()).collect();
-        assert_eq!(levels, [top, top - 1, top - 1, top - 1, top - 2]);
+        assert_eq!(
+            levels,
+            [top, top - 1, top - 1, top - 1, top - 2, top - 3, top - 2]
+        );
         for step in &report.steps {
             println!("{}: 2^{:.1}", step.name, step.max_error.log2());
             assert!(
