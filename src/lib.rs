@@ -37,9 +37,11 @@ pub use hemem_memory as memory;
 
 /// The types most programs need: the CKKS prelude ([`ckks::prelude`]:
 /// context, [`MemoryConfig`](memory::MemoryConfig), keys, encryption,
-/// evaluation, noise flooding, the serialization traits) and bootstrapping.
+/// evaluation, noise flooding, the serialization traits), polynomial
+/// evaluation as an evaluator operation, and bootstrapping.
 pub mod prelude {
     pub use hemem_bootstrap::linear_transform::DiagonalStorage;
+    pub use hemem_bootstrap::poly_eval::{EvaluatePolynomial, Polynomial};
     pub use hemem_bootstrap::schedule::{BootstrapSchedule, ScheduleChoice, recommended_choice};
     pub use hemem_bootstrap::{BootstrapKeys, Bootstrapper};
     pub use hemem_ckks::prelude::*;

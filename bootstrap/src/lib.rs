@@ -9,7 +9,9 @@
 //! - [`approx`]: Chebyshev interpolation, the scaled cosine with double
 //!   angles, the arcsine correction and their error in x-units;
 //! - [`poly_eval`]: level-optimal, scale-aware polynomial evaluation in the
-//!   Chebyshev or monomial basis;
+//!   Chebyshev or monomial basis, also an [`Evaluator`](ckks::eval::Evaluator)
+//!   operation ([`poly_eval::EvaluatePolynomial`]) that lands on the
+//!   default scale;
 //! - [`eval_mod`]: the approximate modular reduction composed from them;
 //! - [`schedule`]: each preset's levels and scales through a bootstrap
 //!   (`docs/BOOTSTRAP-SCHEDULE.md`), and [`simulate`]: the whole pipeline

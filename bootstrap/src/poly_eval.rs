@@ -36,10 +36,14 @@
 
 use std::collections::HashMap;
 
+use hemem_ckks::eval::{Ciphertext, Evaluator};
+use hemem_ckks::params::{Level, Scale};
+use hemem_memory::MemoryClass;
 use num_complex::Complex64;
 
 use crate::approx::chebyshev;
 use crate::arith::SlotArithmetic;
+use crate::ckks_ops::CkksOps;
 use crate::{Error, Result};
 
 /// The basis of a [`Polynomial`].
@@ -223,6 +227,110 @@ pub fn evaluate<A: SlotArithmetic>(
     match ev.eval(coefficients, log_degree, target_scale)? {
         Node::Value(v) => Ok(v),
         Node::Const(_) => Err(Error::InvalidDegree { degree }),
+    }
+}
+
+/// Polynomial evaluation as an operation of hemem-ckks's [`Evaluator`]
+/// (this crate sits above hemem-ckks, so the operation is an extension
+/// trait; `hemem::prelude` brings it into scope).
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use hemem_bootstrap::poly_eval::{EvaluatePolynomial, Polynomial};
+/// use hemem_ckks::prelude::*;
+/// use num_complex::Complex64;
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let params = Parameters::from_preset_with(Preset::TestFGb, SecurityCheck::AllowInsecure)?;
+/// let context = Context::new(params.clone(), DeviceSelection::Cpu)?;
+/// let keygen = KeyGenerator::new(&context)?;
+/// let secret = keygen.secret_key()?;
+/// let keys = keygen.key_set(&secret, &KeySetRequest { relinearization: true, ..Default::default() })?;
+/// let evaluator = Evaluator::with_keys(&context, Arc::new(keys));
+/// let encoder = Encoder::new(&context);
+/// let x = [Complex64::new(0.5, 0.0), Complex64::new(-0.25, 0.0)];
+/// let ct = Encryptor::new(&context)?.encrypt(&encoder.encode(&x)?, &keygen.public_key(&secret)?)?;
+///
+/// // x³ − x/2: two levels, the default scale of the level it lands on.
+/// let p = Polynomial::monomial(vec![0.0, -0.5, 0.0, 1.0])?;
+/// let y = evaluator.evaluate_polynomial(&ct, &p)?;
+/// assert_eq!(y.level().get(), ct.level().get() - 2);
+/// assert_eq!(y.scale(), params.default_scale(y.level())?);
+/// let out = encoder.decode(&Decryptor::new(&context).decrypt(&y, &secret)?)?;
+/// assert!((out[0].re - p.evaluate_f64(0.5)).abs() < 1e-6);
+/// # Ok(())
+/// # }
+/// ```
+pub trait EvaluatePolynomial {
+    /// `poly` at every slot of `x`, [`Polynomial::depth`] levels below `x`,
+    /// at that level's default scale, so that the result adds to and
+    /// multiplies with other default-scale ciphertexts directly. The
+    /// evaluator needs the relinearisation key (for degree 2 and up).
+    ///
+    /// # Errors
+    /// As [`EvaluatePolynomial::evaluate_polynomial_at_scale`].
+    fn evaluate_polynomial(&self, x: &Ciphertext, poly: &Polynomial) -> Result<Ciphertext>;
+
+    /// `poly` at every slot of `x`, landing exactly on `scale` (relative
+    /// `2^-40`) [`Polynomial::depth`] levels below `x`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidDegree`] for a constant polynomial;
+    /// [`Error::LevelTooLow`] when `x` has fewer levels than the depth;
+    /// [`Error::NonFinite`] for a bad scale;
+    /// [`hemem_ckks::OperandError::ScaleOverflow`] (through
+    /// [`Error::Ckks`]) when the last rescale would leave a scale above
+    /// twice its prime, as [`Evaluator::rescale`] refuses; and the
+    /// evaluator's errors (a missing relinearisation key, mismatched
+    /// contexts).
+    fn evaluate_polynomial_at_scale(
+        &self,
+        x: &Ciphertext,
+        poly: &Polynomial,
+        scale: Scale,
+    ) -> Result<Ciphertext>;
+}
+
+impl EvaluatePolynomial for Evaluator {
+    fn evaluate_polynomial(&self, x: &Ciphertext, poly: &Polynomial) -> Result<Ciphertext> {
+        let depth = poly.depth();
+        let level = x.level().get();
+        let out = level.checked_sub(depth).ok_or(Error::LevelTooLow {
+            operation: "polynomial evaluation",
+            needed: depth,
+            level,
+        })?;
+        let scale = self.context().params().default_scale(Level(out))?;
+        self.evaluate_polynomial_at_scale(x, poly, scale)
+    }
+
+    fn evaluate_polynomial_at_scale(
+        &self,
+        x: &Ciphertext,
+        poly: &Polynomial,
+        scale: Scale,
+    ) -> Result<Ciphertext> {
+        self.context().check_same(x.context())?;
+        let depth = poly.depth();
+        let level = x.level().get();
+        if let Some(out) = level.checked_sub(depth)
+            && depth > 0
+            && scale.0.is_finite()
+            && scale.0 > 0.0
+        {
+            // The evaluation's last rescale divides by q_{out+1}: the user
+            // rule of `Evaluator::rescale` applies to it.
+            let last = Level(out + 1);
+            let q = self.context().params().q_modulus(last)?.value() as f64;
+            self.context()
+                .params()
+                .check_rescale(last, Scale(scale.0 * q))?;
+        }
+        // The polynomial's constants are multiplied in as scalars; anything
+        // encoded would be this call's own plaintext memory.
+        let ops = CkksOps::new(self).with_constant_class(MemoryClass::Plaintext);
+        evaluate(&ops, x, poly, scale.0)
     }
 }
 

@@ -302,15 +302,30 @@ impl BootstrapSchedule {
         })
     }
 
-    /// The schedule of a HEaaN preset (or test variant) with
-    /// [`recommended_choice`] at full slots.
+    /// The schedule of parameters with a HEaaN preset's structure (the
+    /// preset, its test variant, or the same primes at another degree or
+    /// under another name: [`preset_of`]) with [`recommended_choice`] at
+    /// full slots.
     ///
     /// # Errors
     /// As [`BootstrapSchedule::new`]; [`Error::NotBootstrappable`] for
-    /// parameters that are not named after a preset.
+    /// parameters without a preset's structure.
     pub fn recommended(params: &Parameters) -> Result<Self> {
+        Self::recommended_for_slots(params, params.slots())
+    }
+
+    /// As [`BootstrapSchedule::recommended`], for ciphertexts of `slots`
+    /// slots (a power of two up to the parameters' slot count): sparse-slot
+    /// bootstrapping. The levels, scales and EvalMod are the preset's; the
+    /// DFTs are the smaller ones of `slots` slots (fewer rotation keys, see
+    /// [`BootstrapSchedule::rotation_keys`]), and CoeffToSlot folds the
+    /// subsum's `2n/N` (the bootstrapper adds the subsum's rotations).
+    ///
+    /// # Errors
+    /// As [`BootstrapSchedule::recommended`]; [`Error::InvalidSlots`].
+    pub fn recommended_for_slots(params: &Parameters, slots: usize) -> Result<Self> {
         let shape = preset_of(params)?;
-        Self::new(params, recommended_choice(shape), None)
+        Self::new(params, recommended_choice(shape), Some(slots))
     }
 
     /// `ρ` as an f64.
@@ -439,15 +454,29 @@ impl BootstrapSchedule {
     }
 }
 
-/// The preset (shape) a parameter set is named after.
+/// The HEaaN preset whose structure `params` has, at any ring degree and
+/// under any name: the same prime sizes (Q and P, in order), gadget rank,
+/// encryption and post-bootstrap levels and secret weight. The test
+/// variants (`test-FGb`, …) and [`ParametersSpec::with_log_n`](hemem_ckks::params::ParametersSpec::with_log_n)
+/// descriptions give their HEaaN preset; the name is not read.
 ///
 /// # Errors
-/// [`Error::NotBootstrappable`] for other names.
+/// [`Error::NotBootstrappable`] for parameters of no preset's structure
+/// (among them any without a post-bootstrap level).
 pub fn preset_of(params: &Parameters) -> Result<Preset> {
-    params
-        .name()
-        .parse::<Preset>()
-        .map_err(|_| Error::NotBootstrappable {
+    let spec = params.spec();
+    Preset::HEAAN
+        .into_iter()
+        .find(|preset| {
+            let own = preset.spec();
+            own.q_bits == spec.q_bits
+                && own.p_bits == spec.p_bits
+                && own.dnum == spec.dnum
+                && own.enc_level == spec.enc_level
+                && own.post_bootstrap_level == spec.post_bootstrap_level
+                && own.hamming_weight == spec.hamming_weight
+        })
+        .ok_or_else(|| Error::NotBootstrappable {
             name: params.name().to_owned(),
         })
 }
@@ -534,6 +563,74 @@ mod tests {
         let s = BootstrapSchedule::recommended(&test).unwrap();
         assert_eq!(s.post_level, 12);
         assert_eq!(s.log_slots, 11);
+    }
+
+    #[test]
+    fn recommended_for_every_slot_count() {
+        for preset in Preset::TEST {
+            let params =
+                Parameters::from_preset_with(preset, SecurityCheck::AllowInsecure).unwrap();
+            let full = BootstrapSchedule::recommended(&params).unwrap();
+            assert_eq!(full.slots(), params.slots());
+            assert_eq!(preset_of(&params).unwrap(), preset.shape_of());
+            let mut previous_keys = full.rotation_keys().unwrap().len();
+            for log_slots in (0..params.log_slots()).rev() {
+                let slots = 1usize << log_slots;
+                let s = BootstrapSchedule::recommended_for_slots(&params, slots).unwrap();
+                assert_eq!(s.slots(), slots, "{preset}");
+                assert_eq!(s.choice, full.choice, "{preset}");
+                // Levels and scales do not depend on the slot count.
+                assert_eq!(
+                    (s.post_level, s.output_scale, s.delta0, s.s_em),
+                    (full.post_level, full.output_scale, full.delta0, full.s_em),
+                    "{preset}"
+                );
+                assert_eq!(s.cts_diagonal_scales, full.cts_diagonal_scales);
+                // Smaller DFTs need no more rotation keys.
+                let keys = s.rotation_keys().unwrap();
+                assert!(keys.len() <= previous_keys, "{preset} {slots}");
+                assert!(keys.iter().all(|&k| k < slots), "{preset} {slots}");
+                previous_keys = keys.len();
+            }
+            for slots in [0, 3, 24, 2 * params.slots()] {
+                assert!(
+                    matches!(
+                        BootstrapSchedule::recommended_for_slots(&params, slots),
+                        Err(Error::InvalidSlots { .. })
+                    ),
+                    "{preset} {slots}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_preset_is_found_by_structure_not_name() {
+        let fgb = Parameters::from_preset(Preset::FGb).unwrap();
+        let expected = BootstrapSchedule::recommended(&fgb).unwrap();
+        // Renamed, and at a smaller degree: FGb's structure still.
+        let mut spec = Preset::FGb.spec().with_log_n(12);
+        spec.name = "my parameters".into();
+        let small = Parameters::new(spec, SecurityCheck::AllowInsecure).unwrap();
+        assert_eq!(preset_of(&small).unwrap(), Preset::FGb);
+        let s = BootstrapSchedule::recommended(&small).unwrap();
+        assert_eq!(
+            (s.choice, s.post_level),
+            (expected.choice, expected.post_level)
+        );
+        // Named FGb, with another structure: not FGb.
+        let mut spec = Preset::FGa.spec().with_log_n(12);
+        spec.name = "FGb".into();
+        let fga = Parameters::new(spec, SecurityCheck::AllowInsecure).unwrap();
+        assert_eq!(preset_of(&fga).unwrap(), Preset::FGa);
+        let mut spec = Preset::FGb.spec().with_log_n(12);
+        spec.name = "FGb".into();
+        spec.hamming_weight = 64;
+        let custom = Parameters::new(spec, SecurityCheck::AllowInsecure).unwrap();
+        assert!(matches!(
+            BootstrapSchedule::recommended(&custom),
+            Err(Error::NotBootstrappable { .. })
+        ));
     }
 
     #[test]

@@ -42,8 +42,11 @@ fn setup(preset: Preset, slots: Option<usize>) -> Setup {
     let keygen = KeyGenerator::with_seed(&context, seed32(preset as u64));
     let secret = keygen.secret_key().unwrap();
     let public = keygen.public_key(&secret).unwrap();
-    let schedule =
-        BootstrapSchedule::new(&params, recommended_choice(preset.shape_of()), slots).unwrap();
+    let schedule = match slots {
+        Some(slots) => BootstrapSchedule::recommended_for_slots(&params, slots),
+        None => BootstrapSchedule::recommended(&params),
+    }
+    .unwrap();
     let t = Instant::now();
     let keys = BootstrapKeys::generate(&keygen, &secret, &schedule).unwrap();
     let count = keys.len();

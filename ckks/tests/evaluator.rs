@@ -717,3 +717,108 @@ fn extended_basis_operations_decrypt_to_the_plain_results() {
         "compressed and expanded keys agree"
     );
 }
+
+/// `mult_values`, `mult_real_values`, `add_values` and `add_real_values`
+/// against f64, on full and sparse slots, on default-scale inputs and on
+/// one whose scale is not its level's default: products land on the next
+/// level's default scale, sums keep the level and scale.
+#[test]
+fn plaintext_values_land_on_default_scales() {
+    let s = Setup::new(Preset::TestFGb, 13);
+    let params = s.context.params().clone();
+    let eval = Evaluator::new(&s.context);
+    let mut rng = seeded_rng(13);
+    let enc = params.enc_level();
+    let check = |name: &str, ct: &Ciphertext, expected: &[Complex64]| {
+        let got = s.decrypt(ct);
+        let error = max_abs_error(&got[..expected.len()], expected);
+        eprintln!("{name}: level {} {:.2} bits", ct.level(), bits(error));
+        assert!(error > 0.0, "{name}: exact");
+        approx::assert_abs_diff_eq!(error, 0.0, epsilon = 2f64.powi(-22));
+    };
+    for slots in [params.slots(), 16] {
+        let x = unit_disk(&mut rng, slots);
+        let w = unit_disk(&mut rng, slots);
+        let r = hemem_ckks::testing::unit_interval(&mut rng, slots);
+        let plain = s
+            .encoder
+            .encode_at(&x, enc, params.default_scale(enc).unwrap(), slots)
+            .unwrap();
+        let cx = s.encryptor.encrypt(&plain, &s.public).unwrap();
+        assert_eq!(cx.slots(), slots);
+
+        let xw: Vec<Complex64> = x.iter().zip(&w).map(|(a, b)| a * b).collect();
+        let prod = eval.mult_values(&cx, &w).unwrap();
+        assert_eq!(prod.level(), Level(enc.get() - 1));
+        assert_eq!(prod.scale(), params.default_scale(prod.level()).unwrap());
+        check("mult_values", &prod, &xw);
+
+        let xr: Vec<Complex64> = x.iter().zip(&r).map(|(a, &b)| a * b).collect();
+        let prod = eval.mult_real_values(&cx, &r).unwrap();
+        assert_eq!(prod.scale(), params.default_scale(prod.level()).unwrap());
+        check("mult_real_values", &prod, &xr);
+
+        // Fewer values than slots: the rest are zeros.
+        let half = &w[..slots / 2];
+        let mut expected: Vec<Complex64> = x.iter().zip(half).map(|(a, b)| a * b).collect();
+        expected.resize(slots, Complex64::new(0.0, 0.0));
+        let got = s.decrypt(&eval.mult_values(&cx, half).unwrap());
+        let error = max_abs_error(&got[..slots], &expected);
+        assert!(error < 2f64.powi(-22), "padded: {error:e}");
+
+        // A scale that is not the level's default (level_down keeps Δ_enc):
+        // the product still lands on the next level's default.
+        let low = eval.level_down(&cx, Level(enc.get() - 2)).unwrap();
+        assert_ne!(low.scale(), params.default_scale(low.level()).unwrap());
+        let prod = eval.mult_values(&low, &w).unwrap();
+        assert_eq!(prod.level(), Level(enc.get() - 3));
+        assert_eq!(prod.scale(), params.default_scale(prod.level()).unwrap());
+        check("mult_values (scale off default)", &prod, &xw);
+
+        let sum = eval.add_values(&prod, &w).unwrap();
+        assert_eq!((sum.level(), sum.scale()), (prod.level(), prod.scale()));
+        let expected: Vec<Complex64> = xw.iter().zip(&w).map(|(a, b)| a + b).collect();
+        check("add_values", &sum, &expected);
+        let sum = eval.add_real_values(&cx, &r).unwrap();
+        assert_eq!((sum.level(), sum.scale()), (cx.level(), cx.scale()));
+        let expected: Vec<Complex64> = x.iter().zip(&r).map(|(a, &b)| a + b).collect();
+        check("add_real_values", &sum, &expected);
+    }
+}
+
+#[test]
+fn plaintext_values_errors_are_typed() {
+    let s = Setup::new(Preset::TestFGb, 14);
+    let slots = s.context.params().slots();
+    let eval = Evaluator::new(&s.context);
+    let x = unit_disk(&mut seeded_rng(14), slots);
+    let cx = s.encrypt(&x);
+    let e = |r: hemem_ckks::Result<Ciphertext>| r.map(|_| ()).unwrap_err();
+    let low = eval.level_down(&cx, Level(0)).unwrap();
+    assert!(matches!(
+        e(eval.mult_values(&low, &x)),
+        Error::Operand(OperandError::LevelTooLow { .. })
+    ));
+    let too_many = vec![Complex64::new(0.5, 0.0); slots + 1];
+    assert!(matches!(
+        e(eval.mult_values(&cx, &too_many)),
+        Error::Operand(OperandError::TooManyValues { .. })
+    ));
+    assert!(matches!(
+        e(eval.add_values(&cx, &too_many)),
+        Error::Operand(OperandError::TooManyValues { .. })
+    ));
+    assert!(matches!(
+        e(eval.mult_real_values(&cx, &[0.5, f64::NAN])),
+        Error::Operand(OperandError::NonFiniteValue)
+    ));
+    assert!(matches!(
+        e(eval.add_real_values(&cx, &[f64::INFINITY])),
+        Error::Operand(OperandError::NonFiniteValue)
+    ));
+    let other = Setup::new(Preset::TestFGb, 15);
+    assert!(matches!(
+        e(Evaluator::new(&other.context).mult_values(&cx, &x)),
+        Error::Operand(OperandError::ContextMismatch)
+    ));
+}

@@ -6,8 +6,8 @@ use num_complex::Complex64;
 
 use super::keyswitch::{apply_key, decompose};
 use super::{Ciphertext, Evaluator, TensoredCiphertext};
-use crate::backend::BinaryOp;
-use crate::encoding::Plaintext;
+use crate::backend::{BinaryOp, Device};
+use crate::encoding::{Encoder, Plaintext};
 use crate::params::{Level, Scale};
 use crate::poly::{Coeff, Ntt, RnsPoly};
 use crate::{OperandError, Result};
@@ -255,6 +255,93 @@ impl Evaluator {
         self.rescale(&self.mult_const_without_rescale(a, c, const_scale)?)
     }
 
+    /// `a·v` slot by slot, for plaintext slot values `v` (fewer values than
+    /// slots are padded with zeros), rescaled so that the result lands on
+    /// the default scale of level `l − 1`. The values are encoded at `a`'s
+    /// level and slot count and at the scale `Δ_{l−1}·q_l / Δ_a` that makes
+    /// this exact (`Δ_l` for a default-scale input), as
+    /// [`Evaluator::mult_const`] does for one constant; the encoding lives
+    /// only inside the call.
+    ///
+    /// # Errors
+    /// [`OperandError::LevelTooLow`] at level 0;
+    /// [`OperandError::TooManyValues`] for more values than `a`'s slots;
+    /// [`OperandError::NonFiniteValue`] for a value that is not finite or
+    /// does not fit the modulus at that scale; a ciphertext of another
+    /// context; [`OperandError::ScaleOverflow`] as [`Evaluator::rescale`].
+    pub fn mult_values(&self, a: &Ciphertext, values: &[Complex64]) -> Result<Ciphertext> {
+        self.context.check_same(&a.context)?;
+        if a.level.0 == 0 {
+            return Err(OperandError::LevelTooLow {
+                operation: "mult_values",
+                level: a.level,
+            }
+            .into());
+        }
+        let params = self.context.params();
+        let target = params.default_scale(Level(a.level.0 - 1))?;
+        let q = params.q_modulus(a.level)?.value() as f64;
+        let plain_scale = Scale(target.0 * q / a.scale.0);
+        let plain = self.encode_for(a, values, plain_scale)?;
+        self.mult_plain(a, &plain)
+    }
+
+    /// [`Evaluator::mult_values`] for real slot values.
+    ///
+    /// # Errors
+    /// As [`Evaluator::mult_values`].
+    pub fn mult_real_values(&self, a: &Ciphertext, values: &[f64]) -> Result<Ciphertext> {
+        self.mult_values(a, &as_complex(values))
+    }
+
+    /// `a + v` slot by slot, for plaintext slot values `v` (padded with
+    /// zeros), encoded at `a`'s level, scale and slot count: no level is
+    /// used and the scale is kept.
+    ///
+    /// # Errors
+    /// [`OperandError::TooManyValues`], [`OperandError::NonFiniteValue`]
+    /// and a ciphertext of another context, as [`Evaluator::mult_values`].
+    pub fn add_values(&self, a: &Ciphertext, values: &[Complex64]) -> Result<Ciphertext> {
+        self.context.check_same(&a.context)?;
+        let plain = self.encode_for(a, values, a.scale)?;
+        self.add_plain(a, &plain)
+    }
+
+    /// [`Evaluator::add_values`] for real slot values.
+    ///
+    /// # Errors
+    /// As [`Evaluator::add_values`].
+    pub fn add_real_values(&self, a: &Ciphertext, values: &[f64]) -> Result<Ciphertext> {
+        self.add_values(a, &as_complex(values))
+    }
+
+    /// `values` encoded at `a`'s level and slot count and at `scale`, on
+    /// `a`'s device, in `Temporary` memory (it lives only inside one call).
+    fn encode_for(&self, a: &Ciphertext, values: &[Complex64], scale: Scale) -> Result<Plaintext> {
+        if values.len() > a.slots {
+            return Err(OperandError::TooManyValues {
+                values: values.len(),
+                slots: a.slots,
+            }
+            .into());
+        }
+        let plain = Encoder::new(&self.context).encode_at_class(
+            values,
+            a.level,
+            scale,
+            a.slots,
+            MemoryClass::Temporary,
+        )?;
+        // Encoded on the context's device; `a` may have been moved to the host.
+        if plain.device() == a.device() {
+            Ok(plain)
+        } else if a.device() == Device::Cpu {
+            plain.to_host()
+        } else {
+            plain.to_device()
+        }
+    }
+
     /// `a·k` for an integer `k`: exact, scale and level unchanged.
     ///
     /// # Errors
@@ -324,4 +411,9 @@ impl Evaluator {
         )?
         .into_ntt()
     }
+}
+
+/// Real values as complex ones with a zero imaginary part.
+fn as_complex(values: &[f64]) -> Vec<Complex64> {
+    values.iter().map(|&v| Complex64::new(v, 0.0)).collect()
 }
