@@ -44,7 +44,7 @@
 //! expensive for another must be one or the other. The finer plan keeps
 //! Belady's decisions **per gap between two uses**: the demand schedule is
 //! simulated over the room less a streaming reserve
-//! ([`Recording::choose_belady`]), and every gap at whose end that schedule
+//! (`Recording::choose_belady`), and every gap at whose end that schedule
 //! fetches the object again is marked *dropped*; every other gap is *kept*.
 //! At run time an object in a kept gap is never evicted to fetch ahead, and
 //! an object in a dropped gap is a victim from its last use on — the moment
