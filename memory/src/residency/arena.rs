@@ -193,6 +193,11 @@ impl Arena {
     }
 
     /// The chunk `ptr` lies in.
+    /// Each chunk's base, size and holes (offset, length), in order.
+    fn layout(&self) -> impl Iterator<Item = (DevicePtr, u64, &BTreeMap<u64, u64>)> {
+        self.chunks.iter().map(|c| (c.base, c.bytes, &c.holes))
+    }
+
     pub(super) fn chunk_of(&self, ptr: DevicePtr) -> Option<usize> {
         self.chunks.iter().position(|c| c.contains(ptr))
     }
@@ -259,12 +264,95 @@ impl Residency {
                 continue;
             }
             refused = true;
-            match Self::streamed_victim(s, beyond, Some(true)) {
-                Some(victim) => self.evict_streamed(s, victim)?,
+            match Self::window_victims(s, need, beyond) {
+                Some(victims) => {
+                    for victim in victims {
+                        self.evict_streamed(s, victim)?;
+                    }
+                }
                 None if beyond.is_none() && self.grow_arena(s, chunk_bytes, need, limit)? => {}
                 None => return Ok(None),
             }
         }
+    }
+
+    /// The resident objects to evict so that `need` contiguous bytes free
+    /// up in one chunk: of every run of neighbouring holes and objects that
+    /// spans `need` bytes and holds no object an operation uses (and, when
+    /// fetching ahead `beyond` steps, only streaming objects needed later
+    /// than that), the run whose eviction costs least — the fewest objects
+    /// kept by the plan, then the latest next use among its objects
+    /// (Belady's rule over a contiguous range), then the fewest bytes.
+    /// Evicting the globally farthest objects one by one instead frees
+    /// holes scattered over the chunks, and a key-sized hole appears only
+    /// after many more evictions than it needs (measured on the H100 with
+    /// Belady's per-gap plan: 1.14 GB moved per FGb bootstrap against
+    /// 0.97 GB planned). `None` when no run qualifies.
+    fn window_victims(s: &State, need: u64, beyond: Option<usize>) -> Option<Vec<AllocationId>> {
+        // (offset, length, object) per chunk, objects by their footprint.
+        struct Object {
+            id: AllocationId,
+            eligible: bool,
+            kept: bool,
+            next: usize,
+        }
+        /// Kept objects, the soonest next use (later is cheaper), bytes.
+        type Cost = (usize, std::cmp::Reverse<usize>, u64);
+        let mut best: Option<(Cost, Vec<AllocationId>)> = None;
+        for (base, size, holes) in s.streamed.arena.layout() {
+            let mut segments: Vec<(u64, u64, Option<Object>)> =
+                holes.iter().map(|(&o, &l)| (o, l, None)).collect();
+            for (id, e) in &s.streamed.entries {
+                let Some(ptr) = e.device.filter(|_| e.in_arena && !e.zero_copy) else {
+                    continue;
+                };
+                if ptr.0 < base.0 || ptr.0 >= base.0 + size {
+                    continue;
+                }
+                let next = s.planner.next_use(*id).unwrap_or(usize::MAX);
+                let kept = s.planner.is_stable(*id);
+                let eligible = e.pins == 0 && beyond.is_none_or(|b| !kept && next > b);
+                segments.push((
+                    ptr.0 - base.0,
+                    Arena::footprint(e.bytes),
+                    Some(Object {
+                        id: *id,
+                        eligible,
+                        kept,
+                        next,
+                    }),
+                ));
+            }
+            segments.sort_unstable_by_key(|seg| seg.0);
+            for (start, &(first, ..)) in segments.iter().enumerate() {
+                let (mut span, mut kept, mut soonest, mut bytes) = (0u64, 0usize, usize::MAX, 0u64);
+                let mut victims = Vec::new();
+                for (offset, len, object) in segments.iter().skip(start) {
+                    // Runs are contiguous: stop at a gap in the layout.
+                    if first + span != *offset {
+                        break;
+                    }
+                    if let Some(o) = object {
+                        if !o.eligible {
+                            break;
+                        }
+                        victims.push(o.id);
+                        kept += usize::from(o.kept);
+                        soonest = soonest.min(o.next);
+                        bytes += len;
+                    }
+                    span += len;
+                    if span >= need {
+                        let cost = (kept, std::cmp::Reverse(soonest), bytes);
+                        if !victims.is_empty() && best.as_ref().is_none_or(|(c, _)| cost < *c) {
+                            best = Some((cost, victims.clone()));
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+        best.map(|(_, victims)| victims)
     }
 
     /// Adds a chunk of up to `chunk_bytes` (at least `need`) if the pool's
