@@ -985,22 +985,26 @@ impl Bootstrapper {
 }
 
 /// The hoisting a bootstrapper uses on `context`: [`Hoisting::Auto`]
-/// becomes [`Hoisting::Single`] when the device budget is smaller than the
-/// bootstrapping keys, so that they stream. Double hoisting keeps every baby
-/// step of a transform in the extended basis Q ∪ P — (B + 1)·(ℓ + K + 1)
-/// limbs per ciphertext where single hoisting holds ℓ + 1 — and under such
-/// a budget those temporaries take the room the streamed keys need: on the
-/// H100, FVb at 2 GiB was `OverBudget` with it (1.34 GB of temporaries) and
-/// bootstraps in 202 ms without it, for a gain of about 1 % when the keys
-/// fit (docs/BENCHMARKS.md). An explicit choice is kept.
+/// becomes [`Hoisting::Single`] when the bootstrapping keys take more than
+/// half the device budget, so that they compete for it with everything
+/// else. Double hoisting keeps every baby step of a transform in the
+/// extended basis Q ∪ P — (B + 1)·(ℓ + K + 1) limbs per ciphertext where
+/// single hoisting holds ℓ + 1 — and under such a budget those temporaries
+/// take the room the streamed keys need. Measured on the H100
+/// (docs/BENCHMARKS.md): FVb at 2 GiB was `OverBudget` with it (1.34 GB of
+/// temporaries) and bootstraps in 198–202 ms without it; FGb at 2 GiB ran
+/// 5–6 ms faster single (73.2 against 78.5 ms, 68.8 against 74.8 ms in one
+/// call), for a gain of about 1 % when the keys fit. An explicit choice is
+/// kept.
 fn hoisting_for_budget(context: &Context, keys: &BootstrapKeys, hoisting: Hoisting) -> Hoisting {
     let budget = context
         .backend()
         .allocator()
         .residency_usage()
         .map(|u| u.budget);
+    let keys = keys.size_bytes() as u64;
     match (hoisting, budget) {
-        (Hoisting::Auto, Some(budget)) if budget < keys.size_bytes() as u64 => Hoisting::Single,
+        (Hoisting::Auto, Some(budget)) if budget < keys.saturating_mul(2) => Hoisting::Single,
         (other, _) => other,
     }
 }

@@ -150,6 +150,7 @@ impl Allocator {
         residency.set_streaming_margin(config.streaming_margin);
         residency.set_zero_copy(config.zero_copy);
         residency.set_streaming_plan(config.streaming_plan);
+        residency.set_streaming_slack(config.streaming_slack);
         let mut router = Router::new(Arc::clone(&policy))
             .with(
                 Placement::DevicePool,

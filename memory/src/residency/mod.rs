@@ -237,6 +237,9 @@ struct State {
     streaming_reserve: f64,
     /// How a recording is split into kept and streamed.
     streaming_plan: StreamingPlan,
+    /// The window split may plan this much more than the fewest bytes for
+    /// more streaming room.
+    streaming_slack: f64,
     /// Streamed objects share the arena's chunks (else a pool slot each).
     streaming_arena: bool,
     /// The look-ahead leaves 1/`streaming_margin` of the budget free.
@@ -435,6 +438,7 @@ impl Residency {
                 budget,
                 eviction,
                 streaming_reserve: 2.0,
+                streaming_slack: 0.0,
                 streaming_arena: true,
                 streaming_margin: 32,
                 ..State::default()

@@ -326,6 +326,7 @@ impl Residency {
         let capacity = Self::streamed_capacity(&s);
         let room = s.budget.saturating_sub(s.streamed.others_peak);
         let reserve = s.streaming_reserve;
+        let slack = s.streaming_slack;
         let plan = s.streaming_plan;
         let State {
             planner, streamed, ..
@@ -334,7 +335,7 @@ impl Residency {
             let entries = &streamed.entries;
             let size = |id| entries.get(&id).map(|e: &StreamedEntry| e.bytes);
             streamed.choice = match plan {
-                StreamingPlan::Window => recording.choose_stable(size, capacity, reserve),
+                StreamingPlan::Window => recording.choose_stable(size, capacity, reserve, slack),
                 StreamingPlan::Belady => recording.choose_belady(size, capacity, reserve),
             };
             streamed.floor_bytes = recording.floor_bytes(size, room);
@@ -346,6 +347,13 @@ impl Residency {
     /// arriving).
     pub fn set_streaming_reserve(&self, steps: f64) {
         self.lock().streaming_reserve = steps;
+    }
+
+    /// How many more bytes than the fewest the window split may plan to
+    /// move for more streaming room (see `Recording::choose_stable`;
+    /// default 0).
+    pub fn set_streaming_slack(&self, slack: f64) {
+        self.lock().streaming_slack = slack.max(0.0);
     }
 
     /// How a new recording is split into what stays and what streams (see
