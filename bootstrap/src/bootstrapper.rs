@@ -405,7 +405,7 @@ pub const STC_CACHE_CAPACITY: usize = 2;
 pub struct BootstrapOptions {
     /// Compact (the default), encoded or mixed diagonals.
     pub storage: DiagonalStorage,
-    /// Single or double hoisting (the default) in the BSGS linear
+    /// Single (the default) or double hoisting in the BSGS linear
     /// transforms ([`crate::hoisting`]).
     pub hoisting: Hoisting,
 }
@@ -514,7 +514,6 @@ impl Bootstrapper {
         progress: &dyn Progress,
     ) -> Result<Self> {
         let BootstrapOptions { storage, hoisting } = options;
-        let hoisting = hoisting_for_budget(context, &keys, hoisting);
         let params = context.params();
         if params.post_bootstrap_level().is_none() {
             return Err(Error::NotBootstrappable {
@@ -981,31 +980,6 @@ impl Bootstrapper {
             self.schedule.output_scale,
         )?;
         Ok(out.clone_as(MemoryClass::Ciphertext)?)
-    }
-}
-
-/// The hoisting a bootstrapper uses on `context`: [`Hoisting::Auto`]
-/// becomes [`Hoisting::Single`] when the bootstrapping keys take more than
-/// half the device budget, so that they compete for it with everything
-/// else. Double hoisting keeps every baby step of a transform in the
-/// extended basis Q ∪ P — (B + 1)·(ℓ + K + 1) limbs per ciphertext where
-/// single hoisting holds ℓ + 1 — and under such a budget those temporaries
-/// take the room the streamed keys need. Measured on the H100
-/// (docs/BENCHMARKS.md): FVb at 2 GiB was `OverBudget` with it (1.34 GB of
-/// temporaries) and bootstraps in 198–202 ms without it; FGb at 2 GiB ran
-/// 5–6 ms faster single (73.2 against 78.5 ms, 68.8 against 74.8 ms in one
-/// call), for a gain of about 1 % when the keys fit. An explicit choice is
-/// kept.
-fn hoisting_for_budget(context: &Context, keys: &BootstrapKeys, hoisting: Hoisting) -> Hoisting {
-    let budget = context
-        .backend()
-        .allocator()
-        .residency_usage()
-        .map(|u| u.budget);
-    let keys = keys.size_bytes() as u64;
-    match (hoisting, budget) {
-        (Hoisting::Auto, Some(budget)) if budget < keys.saturating_mul(2) => Hoisting::Single,
-        (other, _) => other,
     }
 }
 

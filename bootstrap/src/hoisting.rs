@@ -20,6 +20,13 @@
 //! more), so the limb NTTs drop only 6 % there, and rise at low levels
 //! ([`Hoisting::Auto`] picks per transform).
 //!
+//! Single hoisting is the default. On the H100, `Auto` saves ~1.3 % of an
+//! unconstrained FGb bootstrap (57.7–58.0 against 58.7–58.8 ms), but under a
+//! 2 GiB budget its extended-basis temporaries take the streamed keys' room
+//! (FGb 74–80 against 68–73 ms, FVb `OverBudget`), and the two evaluations
+//! round differently, so choosing by the budget would make the budget change
+//! results (docs/BENCHMARKS.md).
+//!
 //! [`crate::arith::PlainSimulator`] implements the trait (with the noise of
 //! each step and a cost model: ModDowns and limb NTTs in
 //! [`crate::arith::OpCounts`]), and so does [`crate::CkksOps`] through
@@ -39,7 +46,12 @@ use crate::{CkksOps, Error, Result};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Hoisting {
     /// One shared decomposition for the baby steps; every rotation ends in
-    /// its own ModDown pair.
+    /// its own ModDown pair (the default: double hoisting saves ~1.3 % of
+    /// an unconstrained FGb bootstrap on the H100, but its extended-basis
+    /// temporaries cost 7–9 % under a 2 GiB budget and make FVb at 2 GiB
+    /// `OverBudget`; and since single and double round differently, the
+    /// choice cannot follow the budget without the budget changing results).
+    #[default]
     Single,
     /// Baby steps, inner sums and giant steps in `Q_l ∪ P`; one ModDown of
     /// one part per giant step and one pair per transform.
@@ -50,7 +62,6 @@ pub enum Hoisting {
     /// compact diagonals — at FGb, CoeffToSlot (levels 24–22: 30 limbs per
     /// ModDown, 5 more per diagonal) but not SlotToCoeff (levels 3–1: 9,
     /// 8 and 7 limbs per ModDown against 5 more per diagonal).
-    #[default]
     Auto,
 }
 

@@ -442,7 +442,7 @@ fn single_and_double_hoisting_bootstrap_alike() {
     use hemem_bootstrap::linear_transform::{DiagonalStorage, Hoisting};
     let slots = None;
     let s = setup(Preset::TestFGb, slots);
-    assert_eq!(s.bootstrapper.hoisting(), Hoisting::Auto);
+    assert_eq!(s.bootstrapper.hoisting(), Hoisting::Single);
     let values = inputs(s.bootstrapper.schedule().slots(), false, 43);
     let ct = encrypt_at(&s, &values, s.context.params().enc_level(), 43);
     let ct = Evaluator::new(&s.context)
