@@ -193,6 +193,16 @@ impl BootstrapKeys {
         Ok(())
     }
 
+    /// The context the keys were made in (or loaded into); `None` for an
+    /// empty key set.
+    pub fn context(&self) -> Option<&Context> {
+        self.keys
+            .keys()
+            .next()
+            .or_else(|| self.sse.as_ref().map(|s| &s.to_sparse))
+            .map(SwitchingKey::context)
+    }
+
     /// The key set (relinearisation, conjugation, rotations).
     pub fn key_set(&self) -> &Arc<KeySet> {
         &self.keys
@@ -993,7 +1003,11 @@ impl Bootstrapper {
 /// H100, FVb at 2 GiB was `OverBudget` with it (1.34 GB of temporaries) and
 /// bootstraps in 202 ms without it, for a gain of about 1 % when the keys
 /// fit (docs/BENCHMARKS.md). An explicit choice is kept.
-fn hoisting_for_budget(context: &Context, keys: &BootstrapKeys, hoisting: Hoisting) -> Hoisting {
+pub(crate) fn hoisting_for_budget(
+    context: &Context,
+    keys: &BootstrapKeys,
+    hoisting: Hoisting,
+) -> Hoisting {
     let budget = context
         .backend()
         .allocator()
