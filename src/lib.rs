@@ -38,12 +38,13 @@ pub use hemem_memory as memory;
 /// The types most programs need: the CKKS prelude ([`ckks::prelude`]:
 /// context, [`MemoryConfig`](memory::MemoryConfig), keys, encryption,
 /// evaluation, noise flooding, the serialization traits), polynomial
-/// evaluation as an evaluator operation, and bootstrapping.
+/// evaluation as an evaluator operation, and bootstrapping (on one device,
+/// or spread over several).
 pub mod prelude {
     pub use hemem_bootstrap::linear_transform::DiagonalStorage;
     pub use hemem_bootstrap::poly_eval::{EvaluatePolynomial, Polynomial};
     pub use hemem_bootstrap::schedule::{BootstrapSchedule, ScheduleChoice, recommended_choice};
-    pub use hemem_bootstrap::{BootstrapKeys, Bootstrapper};
+    pub use hemem_bootstrap::{BootstrapKeys, Bootstrapper, MultiBootstrapper};
     pub use hemem_ckks::prelude::*;
 }
 

@@ -231,6 +231,80 @@ fn bootstrap_command_runs_a_batch() {
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--batch and --chain"));
 }
 
+/// `--devices` with CPU contexts as logical devices: every input is
+/// bootstrapped (the shares add up to the batch, even or by chunks), the
+/// report has the throughput and each device's peak, and the outputs
+/// decrypt to the inputs.
+#[test]
+fn bootstrap_command_spreads_a_batch_over_devices() {
+    for (chunk, shares) in [(None, vec![2, 1]), (Some("1"), vec![])] {
+        let mut args = vec![
+            "bootstrap",
+            "--preset",
+            "test-FTb",
+            "--iterations",
+            "2",
+            "--batch",
+            "3",
+            "--devices",
+            "cpu,cpu",
+            "--json",
+        ];
+        if let Some(c) = chunk {
+            args.extend(["--chunk", c]);
+        }
+        let out = hemem(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(report["devices"], serde_json::json!(["cpu", "cpu"]));
+        assert_eq!(report["batch"], 3);
+        assert!(report["bootstraps_per_second"].as_f64().unwrap() > 0.0);
+        assert_eq!(report["batch_ms"].as_array().unwrap().len(), 2);
+        assert!(
+            report["precision_bits"].as_f64().unwrap() > 15.0,
+            "{report}"
+        );
+        let devices = report["per_device"].as_array().unwrap();
+        assert_eq!(devices.len(), 2);
+        let counts: Vec<u64> = devices
+            .iter()
+            .map(|d| d["bootstrapped"].as_u64().unwrap())
+            .collect();
+        assert_eq!(counts.iter().sum::<u64>(), 6, "two batches of three");
+        if !shares.is_empty() {
+            assert_eq!(counts, shares.iter().map(|s| s * 2).collect::<Vec<u64>>());
+            assert_eq!(report["split"], "even");
+        } else {
+            assert_eq!(report["split"], "stealing:1");
+        }
+        for d in devices {
+            let peaks = d["peak_bytes_by_class"].as_object().unwrap();
+            assert!(peaks["evaluation_key"].as_u64().unwrap() > 0, "{d}");
+        }
+    }
+    let text = hemem(&[
+        "bootstrap",
+        "--preset",
+        "test-FTb",
+        "--iterations",
+        "1",
+        "--batch",
+        "2",
+        "--devices",
+        "cpu,cpu",
+    ]);
+    assert!(text.status.success());
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert!(stdout.contains("bootstraps per second"), "{stdout}");
+    assert!(stdout.contains("device 1 (cpu): 1 bootstraps"), "{stdout}");
+    let refused = hemem(&["bootstrap", "--preset", "test-FTb", "--devices", "nowhere"]);
+    assert!(!refused.status.success());
+}
+
 #[test]
 fn unknown_preset_is_a_clean_error() {
     let out = hemem(&["demo", "--preset", "FGz"]);

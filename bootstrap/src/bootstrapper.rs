@@ -193,6 +193,16 @@ impl BootstrapKeys {
         Ok(())
     }
 
+    /// The context the keys were made in (or loaded into); `None` for an
+    /// empty key set.
+    pub fn context(&self) -> Option<&Context> {
+        self.keys
+            .keys()
+            .next()
+            .or_else(|| self.sse.as_ref().map(|s| &s.to_sparse))
+            .map(SwitchingKey::context)
+    }
+
     /// The key set (relinearisation, conjugation, rotations).
     pub fn key_set(&self) -> &Arc<KeySet> {
         &self.keys

@@ -1,5 +1,9 @@
 //! Errors of hemem-bootstrap.
 
+use std::ops::Range;
+
+use hemem_ckks::backend::Device;
+
 /// Errors of hemem-bootstrap.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
@@ -120,6 +124,63 @@ pub enum Error {
         /// The parameters' name.
         name: String,
     },
+    /// One or more devices of a
+    /// [`MultiBootstrapper`](crate::multi_device::MultiBootstrapper) failed:
+    /// each failure names the device, the inputs it held and the cause.
+    #[error("{} of the device group failed: {}", plural(failures.len()), list(failures))]
+    DeviceFailures {
+        /// Every failure, in input order.
+        failures: Vec<DeviceFailure>,
+    },
+    /// The host thread running the device with this index in its group
+    /// panicked (a bug; reported rather than propagated).
+    #[error("the thread of device {worker} of the group panicked")]
+    WorkerPanicked {
+        /// The device's index in its group.
+        worker: usize,
+    },
+}
+
+/// One device's failure in a
+/// [`MultiBootstrapper`](crate::multi_device::MultiBootstrapper).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceFailure {
+    /// The device's index in its group (two logical devices may share one
+    /// GPU).
+    pub index: usize,
+    /// The device.
+    pub device: Device,
+    /// The inputs (indices into the batch) the device held and did not
+    /// return; empty when it failed while being set up.
+    pub inputs: Range<usize>,
+    /// The cause.
+    pub error: Box<Error>,
+}
+
+impl std::fmt::Display for DeviceFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "device {} ({})", self.index, self.device)?;
+        if !self.inputs.is_empty() {
+            write!(f, ", inputs {}..{}", self.inputs.start, self.inputs.end)?;
+        }
+        write!(f, ": {}", self.error)
+    }
+}
+
+fn plural(n: usize) -> String {
+    if n == 1 {
+        "1 device".to_owned()
+    } else {
+        format!("{n} devices")
+    }
+}
+
+fn list(failures: &[DeviceFailure]) -> String {
+    failures
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// The result type of hemem-bootstrap.
@@ -209,6 +270,40 @@ mod tests {
                     name: "custom".to_owned(),
                 },
                 "the parameters \"custom\" are not bootstrappable",
+            ),
+            (
+                Error::DeviceFailures {
+                    failures: vec![DeviceFailure {
+                        index: 1,
+                        device: Device::Gpu(0),
+                        inputs: 4..8,
+                        error: Box::new(Error::NonFinite),
+                    }],
+                },
+                "1 device of the device group failed: device 1 (gpu:0), inputs 4..8: a value, constant or scale is not finite (or a scale is not positive)",
+            ),
+            (
+                Error::DeviceFailures {
+                    failures: vec![
+                        DeviceFailure {
+                            index: 0,
+                            device: Device::Cpu,
+                            inputs: 0..0,
+                            error: Box::new(Error::WorkerPanicked { worker: 0 }),
+                        },
+                        DeviceFailure {
+                            index: 2,
+                            device: Device::Gpu(1),
+                            inputs: 5..6,
+                            error: Box::new(Error::InvalidDegree { degree: 0 }),
+                        },
+                    ],
+                },
+                "2 devices of the device group failed: device 0 (cpu): the thread of device 0 of the group panicked; device 2 (gpu:1), inputs 5..6: invalid polynomial degree 0",
+            ),
+            (
+                Error::WorkerPanicked { worker: 3 },
+                "the thread of device 3 of the group panicked",
             ),
         ];
         for (error, message) in cases {

@@ -23,7 +23,8 @@
 //! bootstrapper encodes the DFTs of a [`schedule::BootstrapSchedule`] once
 //! (the encoded diagonals are its `BootstrapConstant` memory), and runs the
 //! stage functions of [`simulate`] around its own ModRaise, on the CPU or the
-//! GPU, wherever its context lives.
+//! GPU, wherever its context lives; [`MultiBootstrapper`] spreads batches
+//! over several devices of one host, each with its own bootstrapper.
 //!
 //! ```
 //! use hemem_bootstrap::arith::{PlainSimulator, SlotArithmetic};
@@ -73,11 +74,13 @@ pub mod eval_mod;
 pub mod hoisting;
 mod key_file;
 pub mod linear_transform;
+pub mod multi_device;
 pub mod poly_eval;
 pub mod schedule;
 pub mod simulate;
 
 pub use bootstrapper::{BootstrapKeys, BootstrapOptions, Bootstrapper, Stage};
 pub use ckks_ops::CkksOps;
-pub use error::{Error, Result};
+pub use error::{DeviceFailure, Error, Result};
 pub use hemem_ckks as ckks;
+pub use multi_device::{MultiBootstrapper, Split};

@@ -1,7 +1,10 @@
 //! `hemem bootstrap`: K bootstraps on a preset, with time per bootstrap,
 //! precision, key-set and constant sizes, and peak memory per class; with
 //! `--chain`, K successive bootstraps of one ciphertext with a
-//! multiplication between each.
+//! multiplication between each; with `--devices`, one batch spread over
+//! several devices ([`devices`]).
+
+mod devices;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -39,6 +42,17 @@ pub struct Args {
     /// whole batch; times are per ciphertext, bytes moved per batch.
     #[arg(long, default_value_t = 1, value_name = "B")]
     batch: usize,
+    /// Spread each batch of B different inputs over these devices (GPU
+    /// ordinals, or cpu / gpu:N; the same GPU twice is two logical
+    /// devices) with a `MultiBootstrapper`, one context and memory system
+    /// each (the memory flags apply to every device); reports bootstraps
+    /// per second and each device's peak. Absent: one device (--device).
+    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = devices::parse_device)]
+    devices: Option<Vec<DeviceSelection>>,
+    /// With --devices: work stealing in chunks of N inputs instead of even
+    /// shares.
+    #[arg(long, value_name = "N", requires = "devices")]
+    chunk: Option<usize>,
     /// Slot count (a power of two up to N/2; default: all).
     #[arg(long)]
     slots: Option<usize>,
@@ -244,6 +258,9 @@ struct Report {
 
 /// Runs the command.
 pub fn run(args: &Args) -> anyhow::Result<()> {
+    if let Some(devices) = &args.devices {
+        return devices::run(args, devices);
+    }
     let (preset, params) = super::preset_parameters(&args.preset)?;
     let selection = super::device_selection(&args.device, args.gpu)?;
     let memory = args.memory.config()?;

@@ -68,7 +68,8 @@ enum Command {
     #[command(after_help = "Examples:
   hemem bootstrap --preset test-FGb --iterations 2
   hemem bootstrap --preset FGb --device gpu --budget 2GiB --batch 4
-  hemem bootstrap --preset FTb --keys ftb.keys --json")]
+  hemem bootstrap --preset FTb --keys ftb.keys --json
+  hemem bootstrap --preset FGb --devices 0,1 --batch 16")]
     Bootstrap(bootstrap::Args),
     /// Benchmarks: the GPU allocation micro-benchmark (`alloc`), CKKS
     /// operations (`ckks`), the oversubscription sweep (`oversub`) and
