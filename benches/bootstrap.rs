@@ -22,15 +22,9 @@ use hemem::prelude::*;
 
 fn workload(context: &Context, preset: Preset) -> Option<BootstrapWorkload> {
     let mut sampler = Sampler::from_os().expect("OS randomness");
-    BootstrapWorkload::generate(
-        context,
-        preset,
-        None,
-        DiagonalStorage::default(),
-        &mut sampler,
-    )
-    .map_err(|e| eprintln!("SKIP bootstrap setup on {preset}: {e}"))
-    .ok()
+    BootstrapWorkload::generate(context, None, DiagonalStorage::default(), &mut sampler)
+        .map_err(|e| eprintln!("SKIP bootstrap setup on {preset}: {e}"))
+        .ok()
 }
 
 fn bench(c: &mut Criterion, id: &str, context: &Context, w: &BootstrapWorkload) {

@@ -166,13 +166,8 @@ pub fn bootstrappable(list: &[Preset]) -> Result<Vec<Preset>> {
 fn run_preset(preset: Preset, settings: &BmSettings, config: &MemoryConfig) -> Result<Measured> {
     let context = Context::with_memory(parameters(preset)?, settings.device, config)?;
     let mut sampler = Sampler::from_os()?;
-    let workload = BootstrapWorkload::generate(
-        &context,
-        preset,
-        None,
-        DiagonalStorage::default(),
-        &mut sampler,
-    )?;
+    let workload =
+        BootstrapWorkload::generate(&context, None, DiagonalStorage::default(), &mut sampler)?;
     let mut last = None;
     let times = time_runs(
         &context,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use hemem_bootstrap::linear_transform::DiagonalStorage;
-use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice};
+use hemem_bootstrap::schedule::BootstrapSchedule;
 use hemem_bootstrap::{BootstrapKeys, Bootstrapper};
 use hemem_ckks::prelude::*;
 use hemem_ckks::sampling::Sampler;
@@ -70,22 +70,25 @@ pub struct BootstrapWorkload {
 }
 
 impl BootstrapWorkload {
-    /// Sets up `preset`'s recommended bootstrapping on `context` (all slots
-    /// unless `slots` says otherwise), diagonals stored as `storage`.
+    /// Sets up the recommended bootstrapping of `context`'s parameters
+    /// ([`BootstrapSchedule::recommended_for_slots`]: the preset is found by
+    /// the parameters' structure) at all slots unless `slots` says
+    /// otherwise, diagonals stored as `storage`.
     ///
     /// # Errors
     /// [`hemem_bootstrap::Error::NotBootstrappable`]; key generation,
     /// encoding and memory errors (an `OverBudget` among them).
     pub fn generate(
         context: &Context,
-        preset: Preset,
         slots: Option<usize>,
         storage: DiagonalStorage,
         sampler: &mut Sampler,
     ) -> Result<Self> {
         let params = context.params();
-        let schedule =
-            BootstrapSchedule::new(params, recommended_choice(preset.shape_of()), slots)?;
+        let schedule = BootstrapSchedule::recommended_for_slots(
+            params,
+            slots.unwrap_or_else(|| params.slots()),
+        )?;
         let started = Instant::now();
         let keygen = KeyGenerator::new(context)?;
         let secret = keygen.secret_key()?;

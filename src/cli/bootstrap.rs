@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use hemem::bench::measure::{Snapshot, peak_rss_bytes, peaks, settle_copies};
 use hemem_bootstrap::linear_transform::{DiagonalStorage, Hoisting};
-use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice};
+use hemem_bootstrap::schedule::BootstrapSchedule;
 use hemem_bootstrap::{BootstrapKeys, BootstrapOptions, Bootstrapper};
 use hemem_ckks::prelude::*;
 use hemem_ckks::sampling::Sampler;
@@ -282,8 +282,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         memory.policy.kind().name()
     ));
 
-    let schedule =
-        BootstrapSchedule::new(&params, recommended_choice(preset.shape_of()), args.slots)?;
+    let schedule = BootstrapSchedule::recommended_for_slots(
+        &params,
+        args.slots.unwrap_or_else(|| params.slots()),
+    )?;
     let sse = schedule.choice.sse;
     let started = Instant::now();
     let (secret, public, keys, key_load_ms, key_file_bytes) = match &args.keys {

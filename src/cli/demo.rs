@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context as _;
-use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice};
+use hemem_bootstrap::schedule::BootstrapSchedule;
 use hemem_bootstrap::{BootstrapKeys, BootstrapOptions, Bootstrapper};
 use hemem_ckks::prelude::*;
 use hemem_ckks::sampling::Sampler;
@@ -221,11 +221,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     // Bootstrap, then compute again.
     if context.params().post_bootstrap_level().is_some() && !args.no_bootstrap {
         let t = Instant::now();
-        let schedule = BootstrapSchedule::new(
-            context.params(),
-            recommended_choice(preset.shape_of()),
-            None,
-        )?;
+        let schedule = BootstrapSchedule::recommended(context.params())?;
         let (keys, made) = match bootstrap_keys.take() {
             Some(keys) => (keys, "loaded"),
             None => (

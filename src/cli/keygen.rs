@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use hemem_bootstrap::BootstrapKeys;
-use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice};
+use hemem_bootstrap::schedule::BootstrapSchedule;
 use hemem_ckks::prelude::*;
 use serde::Serialize;
 
@@ -145,8 +145,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             eprintln!("{msg}");
         }
     };
-    let schedule =
-        BootstrapSchedule::new(&params, recommended_choice(preset.shape_of()), args.slots)?;
+    let schedule = BootstrapSchedule::recommended_for_slots(
+        &params,
+        args.slots.unwrap_or_else(|| params.slots()),
+    )?;
     let slots = schedule.slots();
     let sse = schedule.choice.sse;
     progress(&format!(

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use hemem_bootstrap::linear_transform::{DiagonalStorage, EncodedLinearTransform, LinearTransform};
 use hemem_bootstrap::poly_eval;
-use hemem_bootstrap::schedule::{BootstrapSchedule, preset_of, recommended_choice};
+use hemem_bootstrap::schedule::BootstrapSchedule;
 use hemem_bootstrap::{BootstrapKeys, Bootstrapper, CkksOps};
 use hemem_ckks::encoding::CompactPlaintext;
 use hemem_ckks::keys::KeyKind;
@@ -101,9 +101,7 @@ impl EncryptedNetwork {
         let (key_set, bootstrapper) = if plan.bootstrap_calls == 0 {
             (Arc::new(keygen.key_set(secret, &request)?), None)
         } else {
-            let preset = preset_of(params)?;
-            let schedule =
-                BootstrapSchedule::new(params, recommended_choice(preset.shape_of()), None)?;
+            let schedule = BootstrapSchedule::recommended(params)?;
             let keys = BootstrapKeys::generate_with(keygen, secret, &schedule, &request)?;
             let key_set = Arc::clone(keys.key_set());
             let bootstrapper = Bootstrapper::with_storage(context, schedule, keys, storage)?;

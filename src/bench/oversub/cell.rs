@@ -503,7 +503,7 @@ enum Prepared {
     Inference(Box<InferenceWorkload>),
 }
 
-fn prepare(context: &Context, preset: Preset, operation: Operation) -> Result<Prepared> {
+fn prepare(context: &Context, operation: Operation) -> Result<Prepared> {
     let mut sampler = Sampler::from_os()?;
     if operation == Operation::Inference {
         let shape = NetworkShape::resnet20_for_slots(context.params().slots());
@@ -511,13 +511,8 @@ fn prepare(context: &Context, preset: Preset, operation: Operation) -> Result<Pr
         return Ok(Prepared::Inference(Box::new(workload)));
     }
     if operation.is_bootstrap() {
-        let workload = BootstrapWorkload::generate(
-            context,
-            preset,
-            None,
-            DiagonalStorage::default(),
-            &mut sampler,
-        )?;
+        let workload =
+            BootstrapWorkload::generate(context, None, DiagonalStorage::default(), &mut sampler)?;
         return Ok(Prepared::Bootstrap(Box::new(workload)));
     }
     let keygen = KeyGenerator::new(context)?;
@@ -621,7 +616,7 @@ fn measure(cell: &Cell, settings: &CellSettings, traces: &TraceFiles) -> Result<
     };
     let context = Context::with_memory(params, settings.device, &config)?;
     record.device = context.device().to_string();
-    let prepared = prepare(&context, cell.preset, cell.operation)?;
+    let prepared = prepare(&context, cell.operation)?;
     run_operation(&context, &prepared, cell.operation, settings.warmup)?;
     if let Some(c) = &counters {
         c.collect(&context)?;
