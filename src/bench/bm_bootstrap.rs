@@ -139,12 +139,10 @@ struct Measured {
 }
 
 fn parameters(preset: Preset) -> Result<Parameters> {
-    let check = if preset.is_test() {
-        SecurityCheck::AllowInsecure
-    } else {
-        SecurityCheck::Enforce
-    };
-    Ok(Parameters::from_preset_with(preset, check)?)
+    Ok(Parameters::from_preset_with(
+        preset,
+        SecurityCheck::for_preset(preset),
+    )?)
 }
 
 /// The presets of `list` that can be bootstrapped, in order.

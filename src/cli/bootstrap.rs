@@ -19,6 +19,7 @@ use hemem_memory::MemoryClass;
 use num_complex::Complex64;
 use serde::Serialize;
 
+use super::device::DeviceArgs;
 use super::memory::MemoryArgs;
 use super::report::{human_bytes, max_abs_error, precision_bits};
 
@@ -28,12 +29,8 @@ pub struct Args {
     /// Parameter preset (bootstrappable: FGa, FGb, FVa, FVb, FVc, FTa, FTb, test-*).
     #[arg(long, default_value = "FGb")]
     preset: String,
-    /// cpu, gpu (GPU 0, or --gpu N), gpu:N or auto.
-    #[arg(long, default_value = "cpu")]
-    device: String,
-    /// The GPU to use with --device gpu.
-    #[arg(long, value_name = "N")]
-    gpu: Option<usize>,
+    #[command(flatten)]
+    device: DeviceArgs,
     /// Bootstraps to run (timed one by one).
     #[arg(long, default_value_t = 3)]
     iterations: usize,
@@ -47,7 +44,7 @@ pub struct Args {
     /// devices) with a `MultiBootstrapper`, one context and memory system
     /// each (the memory flags apply to every device); reports bootstraps
     /// per second and each device's peak. Absent: one device (--device).
-    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = devices::parse_device)]
+    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = super::device::parse_listed)]
     devices: Option<Vec<DeviceSelection>>,
     /// With --devices: work stealing in chunks of N inputs instead of even
     /// shares.
@@ -262,7 +259,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         return devices::run(args, devices);
     }
     let (preset, params) = super::preset_parameters(&args.preset)?;
-    let selection = super::device_selection(&args.device, args.gpu)?;
+    let selection = args.device.selection()?;
     let memory = args.memory.config()?;
     // CUPTI must see the context being made.
     let cupti = if args.cupti {

@@ -15,6 +15,7 @@ use hemem_memory::{MemoryClass, Placement};
 use num_complex::Complex64;
 use serde::Serialize;
 
+use super::device::DeviceArgs;
 use super::memory::MemoryArgs;
 use super::report::{human_bytes, max_abs_error, precision_bits};
 
@@ -30,13 +31,8 @@ pub struct Args {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
-    /// Where to run: cpu, gpu (GPU 0, or --gpu N), gpu:N, or auto (the GPU
-    /// when one is usable, else the CPU).
-    #[arg(long, default_value = "cpu")]
-    device: String,
-    /// The GPU to use with --device gpu.
-    #[arg(long, value_name = "N")]
-    gpu: Option<usize>,
+    #[command(flatten)]
+    device: DeviceArgs,
     /// Skip the bootstrap step (its keys take seconds to minutes and, on the
     /// real presets, gigabytes).
     #[arg(long)]
@@ -95,7 +91,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     // profiled policy's trace is read and analysed) but only host memory is
     // placed, and a recorded trace holds the CPU backend's allocations.
     let memory = args.memory.config()?;
-    let selection = super::device_selection(&args.device, args.gpu)?;
+    let selection = args.device.selection()?;
     let context = Context::with_memory(params, selection, &memory)?;
     let allocator = context.backend().allocator().clone();
     let slots = context.params().slots();

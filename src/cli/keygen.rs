@@ -17,6 +17,7 @@ use hemem_bootstrap::schedule::BootstrapSchedule;
 use hemem_ckks::prelude::*;
 use serde::Serialize;
 
+use super::device::DeviceArgs;
 use super::report::human_bytes;
 
 /// Arguments of `hemem keygen`.
@@ -39,12 +40,8 @@ pub struct Args {
     /// and FILE.secret.
     #[arg(long, value_name = "FILE")]
     out: PathBuf,
-    /// Where to generate: cpu, gpu (GPU 0, or --gpu N), gpu:N or auto.
-    #[arg(long, default_value = "cpu")]
-    device: String,
-    /// The GPU to use with --device gpu.
-    #[arg(long, value_name = "N")]
-    gpu: Option<usize>,
+    #[command(flatten)]
+    device: DeviceArgs,
     /// Slot count the keys serve (a power of two up to N/2; default: all).
     #[arg(long)]
     slots: Option<usize>,
@@ -137,7 +134,7 @@ struct Report {
 /// Runs the command.
 pub fn run(args: &Args) -> anyhow::Result<()> {
     let (preset, params) = super::preset_parameters(&args.preset)?;
-    let selection = super::device_selection(&args.device, args.gpu)?;
+    let selection = args.device.selection()?;
     let memory = MemoryConfig::from_env().context("reading HEMEM_* variables")?;
     let context = Context::with_memory(params.clone(), selection, &memory)?;
     let progress = |msg: &str| {

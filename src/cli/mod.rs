@@ -12,6 +12,7 @@ macro_rules! out {
 mod bench;
 mod bootstrap;
 mod demo;
+mod device;
 mod keygen;
 mod memory;
 mod params;
@@ -20,7 +21,6 @@ mod report;
 mod trace;
 
 use clap::{Parser, Subcommand};
-use hemem_ckks::backend::DeviceSelection;
 use hemem_ckks::params::{Parameters, Preset, SecurityCheck};
 
 /// CKKS homomorphic encryption with a hybrid CPU/GPU memory system.
@@ -98,29 +98,18 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 /// A preset by name and its parameters: the insecure `test-*` presets are
-/// allowed (they are named as such), every other one is security-checked.
+/// allowed (they are named as such), every other one is security-checked
+/// ([`SecurityCheck::for_preset`]). Every command that takes `--preset`
+/// goes through here.
 fn preset_parameters(name: &str) -> anyhow::Result<(Preset, Parameters)> {
     let preset: Preset = name.parse()?;
-    let check = if preset.is_test() {
-        SecurityCheck::AllowInsecure
-    } else {
-        SecurityCheck::Enforce
-    };
-    Ok((preset, Parameters::from_preset_with(preset, check)?))
-}
-
-/// The device from `--device` and `--gpu N` (`--gpu` picks the GPU when the
-/// device is `gpu`).
-fn device_selection(device: &str, gpu: Option<usize>) -> anyhow::Result<DeviceSelection> {
-    Ok(match (device, gpu) {
-        ("gpu", Some(ordinal)) => DeviceSelection::Gpu(ordinal),
-        (name, _) => name.parse()?,
-    })
+    let params = Parameters::from_preset_with(preset, SecurityCheck::for_preset(preset))?;
+    Ok((preset, params))
 }
 
 #[cfg(test)]
 mod tests {
-    use clap::CommandFactory as _;
+    use clap::{CommandFactory as _, Parser as _};
 
     use super::Cli;
 
@@ -147,5 +136,50 @@ mod tests {
         cli.build();
         check(&cli, "hemem");
         cli.debug_assert();
+    }
+
+    /// Every command that runs a workload takes the one `--device`/`--gpu`
+    /// pair ([`super::device::DeviceArgs`]): the benchmarks default to the
+    /// GPU, the others to the CPU.
+    #[test]
+    fn one_device_argument_with_its_default() {
+        let mut cli = Cli::command();
+        cli.build();
+        let find = |path: &[&str]| -> clap::Command {
+            let mut command = cli.clone();
+            for name in path {
+                command = command
+                    .find_subcommand(name)
+                    .unwrap_or_else(|| panic!("no subcommand {name}"))
+                    .clone();
+            }
+            command
+        };
+        let cases: [(&[&str], &str); 7] = [
+            (&["demo"], "cpu"),
+            (&["bootstrap"], "cpu"),
+            (&["keygen"], "cpu"),
+            (&["bench", "ckks"], "gpu"),
+            (&["bench", "oversub"], "gpu"),
+            (&["bench", "oversub-cell"], "gpu"),
+            (&["bench", "bm-bootstrap"], "gpu"),
+        ];
+        for (path, default) in cases {
+            let command = find(path);
+            for id in ["device", "gpu"] {
+                assert!(
+                    command.get_arguments().any(|a| a.get_id() == id),
+                    "{path:?}: no --{id}"
+                );
+            }
+            let device = command
+                .get_arguments()
+                .find(|a| a.get_id() == "device")
+                .map(|a| a.get_default_values().to_vec());
+            assert_eq!(device, Some(vec![default.into()]), "{path:?}");
+        }
+        // The parsed value goes through DeviceArgs's parser.
+        let parsed = super::Cli::try_parse_from(["hemem", "demo", "--device", "gpu:x"]);
+        assert!(parsed.is_err());
     }
 }

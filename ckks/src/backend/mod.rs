@@ -83,6 +83,18 @@ impl FromStr for DeviceSelection {
     }
 }
 
+impl fmt::Display for DeviceSelection {
+    /// Writes the selection as its [`FromStr`] reads it:
+    /// `cpu`, `gpu:N` or `auto`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Cpu => f.write_str("cpu"),
+            Self::Gpu(n) => write!(f, "gpu:{n}"),
+            Self::Auto => f.write_str("auto"),
+        }
+    }
+}
+
 /// An unparseable device name.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("unknown device {name:?} (expected cpu, gpu, gpu:N or auto)")]
@@ -691,4 +703,36 @@ pub(crate) fn tensor_by_parts<B: Backend + ?Sized>(
     backend.binary(BinaryOp::Mul, a0, b1, d1.reborrow())?;
     backend.mul_add_assign(d1, a1, b0)?;
     backend.binary(BinaryOp::Mul, a1, b1, d2)
+}
+
+#[cfg(test)]
+mod tests {
+    use rand_core::{Rng as _, SeedableRng as _};
+
+    use super::DeviceSelection;
+
+    /// Every selection prints as a name that parses back to it (random GPU
+    /// ordinals), and the short name `gpu` is GPU 0.
+    #[test]
+    fn device_selections_print_as_they_parse() {
+        let seed = 0x5e1ec7;
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
+        let mut selections = vec![DeviceSelection::Cpu, DeviceSelection::Auto];
+        selections.extend((0..32).map(|_| DeviceSelection::Gpu(rng.next_u64() as usize % 1024)));
+        for s in selections {
+            let name = s.to_string();
+            assert_eq!(
+                name.parse::<DeviceSelection>(),
+                Ok(s),
+                "seed {seed}: {name}"
+            );
+        }
+        assert_eq!(
+            "gpu".parse::<DeviceSelection>(),
+            Ok(DeviceSelection::Gpu(0))
+        );
+        for bad in ["", "GPU", "gpu:", "gpu:-1", "cuda:0"] {
+            assert!(bad.parse::<DeviceSelection>().is_err(), "{bad}");
+        }
+    }
 }

@@ -30,6 +30,20 @@ pub enum SecurityCheck {
     AllowInsecure,
 }
 
+impl SecurityCheck {
+    /// The decision a preset's name already states: the insecure `test-*`
+    /// presets say what they are, so they are allowed; every other preset
+    /// is checked. For programs that take a preset by name (the CLI, the
+    /// benchmarks) and must not make each user opt in twice.
+    pub const fn for_preset(preset: Preset) -> Self {
+        if preset.is_test() {
+            Self::AllowInsecure
+        } else {
+            Self::Enforce
+        }
+    }
+}
+
 /// A description of a parameter set, from a [`Preset`] or written by hand.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParametersSpec {
@@ -553,6 +567,34 @@ fn fingerprint(spec: &ParametersSpec, q: &[Modulus], p: &[Modulus]) -> u64 {
 mod tests {
     use super::*;
     use crate::Error;
+
+    /// `for_preset` lets exactly the test presets through: every test
+    /// preset builds under it, and every HEaaN preset is enforced (so a
+    /// HEaaN preset's spec made insecure by hand is still refused).
+    #[test]
+    fn security_for_a_preset_follows_its_name() {
+        for preset in Preset::TEST {
+            assert_eq!(
+                SecurityCheck::for_preset(preset),
+                SecurityCheck::AllowInsecure
+            );
+            assert!(
+                Parameters::from_preset_with(preset, SecurityCheck::for_preset(preset)).is_ok()
+            );
+            assert!(Parameters::from_preset(preset).is_err(), "{preset}");
+        }
+        for preset in Preset::HEAAN {
+            assert_eq!(SecurityCheck::for_preset(preset), SecurityCheck::Enforce);
+            let spec = preset.spec().with_log_n(12);
+            assert!(
+                matches!(
+                    Parameters::new(spec, SecurityCheck::for_preset(preset)),
+                    Err(Error::Parameters(ParametersError::Insecure { .. }))
+                ),
+                "{preset}"
+            );
+        }
+    }
 
     /// The `fnv` crate's hasher is the FNV-1a the format was written with
     /// (offset basis 0xcbf29ce484222325, prime 0x100000001b3, byte by byte),

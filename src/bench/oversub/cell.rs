@@ -291,15 +291,6 @@ impl Default for CellSettings {
     }
 }
 
-/// The device selection as `--device` writes it.
-pub(crate) fn device_name(device: DeviceSelection) -> String {
-    match device {
-        DeviceSelection::Cpu => "cpu".into(),
-        DeviceSelection::Gpu(n) => format!("gpu:{n}"),
-        DeviceSelection::Auto => "auto".into(),
-    }
-}
-
 /// The allocation traces of a `profiled` cell: the recording run writes
 /// `record`; the replay reads `replay`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -384,7 +375,7 @@ impl CellRecord {
             policy,
             op,
             status,
-            device: device_name(settings.device),
+            device: settings.device.to_string(),
             warmup: settings.warmup,
             iterations: settings.iterations,
             median_ms: None,
@@ -424,12 +415,10 @@ impl CellRecord {
 /// The preset's parameters: test presets allowed (they say so in their
 /// name), the others checked.
 fn parameters(preset: Preset) -> Result<Parameters> {
-    let check = if preset.is_test() {
-        SecurityCheck::AllowInsecure
-    } else {
-        SecurityCheck::Enforce
-    };
-    Ok(Parameters::from_preset_with(preset, check)?)
+    Ok(Parameters::from_preset_with(
+        preset,
+        SecurityCheck::for_preset(preset),
+    )?)
 }
 
 /// The memory settings of `cell`: the `HEMEM_*` variables, then the cell's

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use hemem_memory::policy::{Divergence, PolicyKind};
 
-use super::cell::{Cell, CellRecord, CellSettings, CellStatus, TraceFiles, device_name};
+use super::cell::{Cell, CellRecord, CellSettings, CellStatus, TraceFiles};
 use crate::{Error, Result};
 
 /// Runs one cell and says how it went; never fails (a failure is a status).
@@ -109,7 +109,7 @@ impl ChildProcessRunner {
             "--iterations".into(),
             s.iterations.to_string(),
             "--device".into(),
-            device_name(s.device),
+            s.device.to_string(),
             "--on-divergence".into(),
             match s.on_divergence {
                 Divergence::Error => "error".into(),

@@ -12,10 +12,12 @@ use hemem::bench::oversub::Budget;
 use hemem_ckks::prelude::Preset;
 use hemem_memory::policy::{Divergence, PolicyKind};
 
+use crate::cli::device::DeviceArgs;
 use crate::cli::memory::OnDivergence;
 
 /// Arguments of `hemem bench bm-bootstrap`.
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("device", |a| a.default_value("gpu")))]
 pub struct Args {
     /// Presets in workload order (comma-separated); those that cannot
     /// bootstrap are skipped.
@@ -25,9 +27,8 @@ pub struct Args {
         default_value = "FGa,FGb,FVa,FVb,FVc,FTa,FTb"
     )]
     presets: Vec<String>,
-    /// cpu, gpu, gpu:N or auto.
-    #[arg(long, default_value = "gpu")]
-    device: String,
+    #[command(flatten)]
+    device: DeviceArgs,
     /// Device budget (a byte size, or none for the card's free memory minus
     /// 512 MiB).
     #[arg(long, default_value = "none")]
@@ -69,7 +70,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
     let settings = BmSettings {
         presets,
-        device: super::super::device_selection(&args.device, None)?,
+        device: args.device.selection()?,
         budget: args.budget.parse::<Budget>()?,
         policy: args.policy.parse::<PolicyKind>()?,
         iterations: args.iterations.max(1),

@@ -22,17 +22,18 @@ use hemem_memory::{MemoryClass, PolicyConfig, policy::PolicyKind};
 use num_complex::Complex64;
 use serde::Serialize;
 
+use crate::cli::device::DeviceArgs;
 use crate::cli::memory::MemoryArgs;
 
 /// Arguments of `hemem bench ckks`.
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("device", |a| a.default_value("gpu")))]
 pub struct Args {
     /// Parameter preset.
     #[arg(long, default_value = "FGb")]
     preset: String,
-    /// cpu, gpu, gpu:N or auto.
-    #[arg(long, default_value = "gpu")]
-    device: String,
+    #[command(flatten)]
+    device: DeviceArgs,
     /// Timed repetitions of each operation.
     #[arg(long, default_value_t = 20)]
     iterations: usize,
@@ -359,14 +360,8 @@ fn run_policy(
 
 /// Runs the benchmark.
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    let preset: Preset = args.preset.parse()?;
-    let check = if preset.is_test() {
-        SecurityCheck::AllowInsecure
-    } else {
-        SecurityCheck::Enforce
-    };
-    let params = Parameters::from_preset_with(preset, check)?;
-    let selection: DeviceSelection = args.device.parse()?;
+    let (preset, params) = crate::cli::preset_parameters(&args.preset)?;
+    let selection = args.device.selection()?;
     if let Some(list) = &args.ops
         && let Some(bad) = list.split(',').map(str::trim).find(|o| !OPS.contains(o))
     {
@@ -385,13 +380,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     for policy in policies {
         if !args.json {
             eprintln!(
-                "hemem bench ckks: {preset} on {}, policy {}",
-                args.device,
+                "hemem bench ckks: {preset} on {selection}, policy {}",
                 policy.unwrap_or("(configured)")
             );
         }
         let run = run_policy(&params, selection, args, policy)?;
-        device = args.device.clone();
+        device = selection.to_string();
         runs.push(run);
     }
     let report = Report {

@@ -15,10 +15,12 @@ use hemem::bench::oversub::{
 use hemem_ckks::prelude::Preset;
 use hemem_memory::policy::{Divergence, PolicyKind};
 
+use crate::cli::device::DeviceArgs;
 use crate::cli::memory::OnDivergence;
 
 /// Arguments of `hemem bench oversub`.
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("device", |a| a.default_value("gpu")))]
 pub struct Args {
     /// Presets (comma-separated; any preset by name, test-* included).
     #[arg(long, value_delimiter = ',', default_value = "FGa,FGb,FVb")]
@@ -50,9 +52,8 @@ pub struct Args {
     /// Timed runs per cell (median, min, max).
     #[arg(long, default_value_t = 5)]
     iterations: usize,
-    /// cpu, gpu, gpu:N or auto.
-    #[arg(long, default_value = "gpu")]
-    device: String,
+    #[command(flatten)]
+    device: DeviceArgs,
     /// Seconds a cell may run before it is killed and marked timeout (a
     /// profiled cell's recording run gets as long again).
     #[arg(long, default_value_t = 900.0, value_name = "SECONDS")]
@@ -77,6 +78,7 @@ pub struct Args {
 /// Arguments of the hidden `hemem bench oversub-cell`: one cell, one JSON
 /// line on standard output.
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("device", |a| a.default_value("gpu")))]
 pub struct CellArgs {
     #[arg(long)]
     preset: String,
@@ -90,8 +92,8 @@ pub struct CellArgs {
     warmup: usize,
     #[arg(long, default_value_t = 5)]
     iterations: usize,
-    #[arg(long, default_value = "gpu")]
-    device: String,
+    #[command(flatten)]
+    device: DeviceArgs,
     #[arg(long)]
     no_cupti: bool,
     #[arg(long, value_enum, default_value_t = OnDivergence::Error)]
@@ -152,7 +154,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         operations: parse_all::<Operation>(&args.ops)?,
     };
     let settings = CellSettings {
-        device: super::super::device_selection(&args.device, None)?,
+        device: args.device.selection()?,
         warmup: args.warmup,
         iterations: args.iterations.max(1),
         cupti: !args.no_cupti,
@@ -218,7 +220,7 @@ pub fn run_cell(args: &CellArgs) -> anyhow::Result<()> {
         operation: args.op.parse()?,
     };
     let settings = CellSettings {
-        device: super::super::device_selection(&args.device, None)?,
+        device: args.device.selection()?,
         warmup: args.warmup,
         iterations: args.iterations.max(1),
         cupti: !args.no_cupti,

@@ -17,15 +17,6 @@ use serde::Serialize;
 use super::super::report::{human_bytes, max_abs_error, precision_bits};
 use super::Args;
 
-/// A `--devices` entry: a GPU ordinal (`0`), or any `--device` name
-/// (`cpu`, `gpu:N`), so that CPU contexts can stand in for devices.
-pub fn parse_device(s: &str) -> Result<DeviceSelection, String> {
-    match s.trim().parse::<usize>() {
-        Ok(ordinal) => Ok(DeviceSelection::Gpu(ordinal)),
-        Err(_) => s.trim().parse().map_err(|e| format!("{e}")),
-    }
-}
-
 /// One device's part of the run.
 #[derive(Debug, Serialize)]
 struct DeviceReport {
