@@ -104,7 +104,7 @@ pub fn save(
     let encoder = Encoder::new(&context);
     let ct = Encryptor::new(&context)?.encrypt(&encoder.encode(values)?, &public)?;
 
-    std::fs::write(dir.join(PARAMETERS), params.to_bytes())?;
+    params.save_to_path(dir.join(PARAMETERS))?;
     // Owner-only (0600 on Unix) from the moment the file exists.
     secret.save_to_path(dir.join(SECRET_KEY))?;
     public.save_to_path(dir.join(PUBLIC_KEY))?;
@@ -129,7 +129,7 @@ pub fn load_and_compute(
 ) -> Result<Report, Box<dyn Error>> {
     // The parameters are judged again on loading: a test preset still needs
     // the explicit opt-in.
-    let params = Parameters::from_bytes(&std::fs::read(dir.join(PARAMETERS))?, check)?;
+    let params = Parameters::load_from_path(dir.join(PARAMETERS), check)?;
     let context = Context::new(params.clone(), device)?;
     let secret = SecretKey::load_from_path(&context, dir.join(SECRET_KEY))?;
     let public = PublicKey::load_from_path(&context, dir.join(PUBLIC_KEY))?;

@@ -116,7 +116,7 @@ fn params_file_security_is_decided_by_hemem_not_by_the_file() {
     // The real FGb, saved and loaded: matched to the preset again.
     let real = dir.path().join("fgb.params");
     let fgb = hemem::ckks::params::Parameters::from_preset(hemem::ckks::params::Preset::FGb);
-    std::fs::write(&real, fgb.unwrap().to_bytes()).unwrap();
+    hemem::ckks::serialize::Save::save_to_path(&fgb.unwrap(), &real).unwrap();
     let out = hemem(&["params", "--file", real.to_str().unwrap(), "--json"]);
     assert!(out.status.success());
     let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -18,18 +18,16 @@
 //! destination on the context's device.
 
 use std::io::{Read, Write};
-use std::path::Path;
 use std::sync::Arc;
 
 use hemem_ckks::keys::{KeyKind, SwitchingKey};
-use hemem_ckks::serialize::{FileMode, Kind, Reader, Writer, open_file, write_file};
+use hemem_ckks::serialize::{Kind, Load, Reader, Save, Writer, keys_fingerprint};
 use hemem_ckks::{Context, SerializationError};
 
-use crate::Result;
 use crate::bootstrapper::{BootstrapKeys, SseKeys};
 
-fn invalid(field: &'static str) -> crate::Error {
-    hemem_ckks::Error::from(SerializationError::InvalidField { field }).into()
+fn invalid(field: &'static str) -> hemem_ckks::Error {
+    SerializationError::InvalidField { field }.into()
 }
 
 impl BootstrapKeys {
@@ -39,7 +37,14 @@ impl BootstrapKeys {
             .keys()
             .chain(self.sse.iter().flat_map(|s| [&s.to_sparse, &s.to_dense]))
     }
+}
 
+/// Bootstrap keys save and load through hemem-ckks's [`Save`] and [`Load`]
+/// like every other object (`save`, `save_to_path`, `to_bytes`; `load`,
+/// `load_from_path`, `from_bytes`): see [`hemem_ckks::serialize`]. The
+/// errors are [`hemem_ckks::Error`]s, which convert into [`crate::Error`]
+/// and `hemem::Error` with `?`.
+impl Save for BootstrapKeys {
     /// Writes the keys to `w`: one polynomial at a time, downloaded a few
     /// limbs at a time when the keys live on a GPU; nothing the size of a
     /// key is copied.
@@ -52,31 +57,12 @@ impl BootstrapKeys {
     /// records (dense → sparse, sparse → dense). Every key is compact: `b`
     /// and its seed, at its level.
     ///
-    /// # Errors
-    /// [`SerializationError::InvalidField`] (`"key count"`) for an empty
-    /// key set; [`SerializationError::ParameterMismatch`] for keys of mixed
-    /// parameters; transfer errors; [`SerializationError::Io`].
-    pub fn save<W: Write>(&self, w: W) -> Result<()> {
-        Ok(self.write_to(w)?)
-    }
-
-    fn write_to<W: Write>(&self, w: W) -> hemem_ckks::Result<()> {
-        let fingerprint = self
-            .all_keys()
-            .next()
-            .map(|k| k.context().params().fingerprint())
-            .ok_or(SerializationError::InvalidField { field: "key count" })?;
-        if let Some(found) = self
-            .all_keys()
-            .map(|k| k.context().params().fingerprint())
-            .find(|&f| f != fingerprint)
-        {
-            return Err(SerializationError::ParameterMismatch {
-                expected: fingerprint,
-                found,
-            }
-            .into());
-        }
+    /// Its errors are [`Save`]'s, with [`SerializationError::InvalidField`]
+    /// (`"key count"`) when there is no key at all and
+    /// [`SerializationError::ParameterMismatch`] for keys of mixed
+    /// parameters ([`keys_fingerprint`]).
+    fn save<W: Write>(&self, w: W) -> hemem_ckks::Result<()> {
+        let fingerprint = keys_fingerprint(self.all_keys())?;
         let mut w = Writer::new(w, Kind::BootstrapKeys, fingerprint)?;
         w.u8(u8::from(self.sse.is_some()))?;
         w.key_set(&self.keys)?;
@@ -87,37 +73,23 @@ impl BootstrapKeys {
         w.finish()?;
         Ok(())
     }
+}
 
-    /// [`BootstrapKeys::save`] to a file (written under a temporary name
-    /// and renamed into place; public material, the default mode).
-    ///
-    /// # Errors
-    /// As [`BootstrapKeys::save`].
-    pub fn save_to_path(&self, path: impl AsRef<Path>) -> Result<()> {
-        Ok(write_file(path.as_ref(), FileMode::Shared, |f| {
-            self.write_to(f)
-        })?)
-    }
-
-    /// Loads keys saved by [`BootstrapKeys::save`] into `context` (on its
-    /// device), one polynomial at a time straight into its destination.
-    ///
-    /// # Errors
-    /// [`SerializationError`] (through [`crate::Error::Ckks`]): data of
-    /// other parameters, another kind or format version, truncated or
-    /// corrupted data, any field out of place; allocation and transfer
-    /// errors.
-    pub fn load<R: Read>(context: &Context, r: R) -> Result<Self> {
+impl Load for BootstrapKeys {
+    /// Loads keys saved by [`Save::save`] into `context` (on its device),
+    /// one polynomial at a time straight into its destination. Its errors
+    /// are [`Load`]'s: data of other parameters, another kind or format
+    /// version, truncated or corrupted data, any field out of place;
+    /// allocation and transfer errors.
+    fn load<R: Read>(context: &Context, r: R) -> hemem_ckks::Result<Self> {
         let (header, mut r) = Reader::open(r, Kind::BootstrapKeys)?;
         let expected = context.params().fingerprint();
         if header.fingerprint != expected {
-            return Err(
-                hemem_ckks::Error::from(SerializationError::ParameterMismatch {
-                    expected,
-                    found: header.fingerprint,
-                })
-                .into(),
-            );
+            return Err(SerializationError::ParameterMismatch {
+                expected,
+                found: header.fingerprint,
+            }
+            .into());
         }
         let has_sse = match r.u8()? {
             0 => false,
@@ -144,15 +116,9 @@ impl BootstrapKeys {
             sse,
         })
     }
+}
 
-    /// [`BootstrapKeys::load`] from a file.
-    ///
-    /// # Errors
-    /// As [`BootstrapKeys::load`].
-    pub fn load_from_path(context: &Context, path: impl AsRef<Path>) -> Result<Self> {
-        Self::load(context, open_file(path.as_ref())?)
-    }
-
+impl BootstrapKeys {
     /// Whether the sparse-secret encapsulation keys are present.
     pub fn has_sse_keys(&self) -> bool {
         self.sse.is_some()

@@ -63,9 +63,9 @@ fn saved(keys: &BootstrapKeys) -> Vec<u8> {
     out
 }
 
-fn serialization_error<T: std::fmt::Debug>(r: hemem_bootstrap::Result<T>) -> SerializationError {
+fn serialization_error<T: std::fmt::Debug>(r: hemem_ckks::Result<T>) -> SerializationError {
     match r {
-        Err(hemem_bootstrap::Error::Ckks(CkksError::Serialization(e))) => e,
+        Err(CkksError::Serialization(e)) => e,
         other => panic!("expected a serialization error, got {other:?}"),
     }
 }
@@ -225,9 +225,7 @@ fn refuses_damaged_and_foreign_files(w: &World, keys: &BootstrapKeys, file: &[u8
     ));
     // Another kind either way.
     assert!(matches!(
-        serialization_error(load(
-            &keys.key_set().to_bytes_compressed(&w.context).unwrap()
-        )),
+        serialization_error(load(&keys.key_set().to_bytes_compressed().unwrap())),
         SerializationError::WrongKind {
             expected: "bootstrap key set",
             found: "key set"
@@ -249,7 +247,7 @@ fn refuses_damaged_and_foreign_files(w: &World, keys: &BootstrapKeys, file: &[u8
         invalid("sse flag")
     );
     let payload = payload_for_tests(&file);
-    let key_set_bytes = payload_for_tests(&keys.key_set().to_bytes_compressed(&w.context).unwrap());
+    let key_set_bytes = payload_for_tests(&keys.key_set().to_bytes_compressed().unwrap());
     let sse_kind = 1 + key_set_bytes.len();
     assert_eq!(payload[sse_kind], 3, "a generic key's kind byte");
     assert_eq!(

@@ -68,14 +68,14 @@ fn mutated_objects_are_refused_without_panics_or_large_allocations() {
         Target::new(
             "parameters",
             Kind::Parameters,
-            c.params().to_bytes(),
+            c.params().to_bytes().unwrap(),
             n,
             |b| Parameters::from_bytes(b, SecurityCheck::AllowInsecure).map(drop),
         ),
         Target::new(
             "secret key",
             Kind::SecretKey,
-            secret.to_bytes().to_vec(),
+            secret.to_bytes().unwrap().to_vec(),
             n,
             |b| SecretKey::from_bytes(c, b).map(drop),
         ),
@@ -103,7 +103,7 @@ fn mutated_objects_are_refused_without_panics_or_large_allocations() {
         Target::new(
             "key set",
             Kind::KeySet,
-            keys.to_bytes_compressed(c).unwrap(),
+            keys.to_bytes_compressed().unwrap(),
             n,
             |b| KeySet::from_bytes(c, b).map(drop),
         ),

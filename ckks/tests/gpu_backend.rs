@@ -1326,20 +1326,23 @@ fn gpu_key_files_round_trip_through_device_staging() {
     let (cpu_secret, cpu_public, cpu_keys) = make(&cpu);
     let (gpu_secret, gpu_public, gpu_keys) = make(&gpu);
     let mut from_cpu = Vec::new();
-    cpu_keys.save(&cpu, &mut from_cpu).unwrap();
+    cpu_keys.save(&mut from_cpu).unwrap();
     let mut from_gpu = Vec::new();
-    gpu_keys.save(&gpu, &mut from_gpu).unwrap();
+    gpu_keys.save(&mut from_gpu).unwrap();
     assert_eq!(from_gpu, from_cpu, "the same keys from either backend");
     let on_gpu = KeySet::load(&gpu, from_cpu.as_slice()).unwrap();
-    assert_eq!(on_gpu.to_bytes_compressed(&gpu).unwrap(), from_cpu);
+    assert_eq!(on_gpu.to_bytes_compressed().unwrap(), from_cpu);
     assert_eq!(
         gpu_public.to_bytes().unwrap(),
         cpu_public.to_bytes().unwrap()
     );
     let public = PublicKey::from_bytes(&gpu, &cpu_public.to_bytes().unwrap()).unwrap();
     assert_eq!(public.to_bytes().unwrap(), cpu_public.to_bytes().unwrap());
-    assert_eq!(*gpu_secret.to_bytes(), *cpu_secret.to_bytes());
-    let secret = SecretKey::from_bytes(&gpu, &cpu_secret.to_bytes()).unwrap();
+    assert_eq!(
+        *gpu_secret.to_bytes().unwrap(),
+        *cpu_secret.to_bytes().unwrap()
+    );
+    let secret = SecretKey::from_bytes(&gpu, &cpu_secret.to_bytes().unwrap()).unwrap();
     assert_eq!(secret.coefficients(), cpu_secret.coefficients());
 }
 

@@ -72,21 +72,22 @@ fn words(p: &hemem_ckks::poly::RnsPoly<hemem_ckks::poly::Ntt>) -> Vec<u64> {
 fn every_object_round_trips() {
     let w = world(1);
     let params = w.context.params();
-    let p2 = Parameters::from_bytes(&params.to_bytes(), SecurityCheck::AllowInsecure).unwrap();
+    let p2 =
+        Parameters::from_bytes(&params.to_bytes().unwrap(), SecurityCheck::AllowInsecure).unwrap();
     assert_eq!(&p2, params);
     assert!(matches!(
-        Parameters::from_bytes(&params.to_bytes(), SecurityCheck::Enforce),
+        Parameters::from_bytes(&params.to_bytes().unwrap(), SecurityCheck::Enforce),
         Err(Error::Parameters(
             hemem_ckks::ParametersError::Insecure { .. }
         ))
     ));
     let real = Parameters::from_preset(Preset::FTb).unwrap();
     assert_eq!(
-        Parameters::from_bytes(&real.to_bytes(), SecurityCheck::Enforce).unwrap(),
+        Parameters::from_bytes(&real.to_bytes().unwrap(), SecurityCheck::Enforce).unwrap(),
         real
     );
 
-    let sk = SecretKey::from_bytes(&w.context, &w.secret.to_bytes()).unwrap();
+    let sk = SecretKey::from_bytes(&w.context, &w.secret.to_bytes().unwrap()).unwrap();
     assert_eq!(sk.coefficients(), w.secret.coefficients());
     assert_eq!(words(sk.poly()), words(w.secret.poly()));
 
@@ -118,12 +119,12 @@ fn every_object_round_trips() {
     );
 
     // Key sets, compressed (as made) and expanded; both give the same results.
-    let compressed = w.keys.to_bytes(&w.context).unwrap();
+    let compressed = w.keys.to_bytes().unwrap();
     let mut expanded = KeySet::from_bytes(&w.context, &compressed).unwrap();
     for key in expanded.keys_mut() {
         key.expand().unwrap();
     }
-    let full = expanded.to_bytes(&w.context).unwrap();
+    let full = expanded.to_bytes().unwrap();
     assert!(
         compressed.len() * 2 < full.len() + 4096,
         "{} vs {}",
@@ -178,15 +179,15 @@ fn load_all(context: &Context, bytes: &[u8]) -> Vec<Result<(), Error>> {
 fn truncated_and_corrupted_data_give_errors_never_panics() {
     let w = world(2);
     let blobs: Vec<Vec<u8>> = vec![
-        w.context.params().to_bytes(),
-        w.secret.to_bytes().to_vec(),
+        w.context.params().to_bytes().unwrap(),
+        w.secret.to_bytes().unwrap().to_vec(),
         w.public.to_bytes().unwrap(),
         w.keys
             .relinearization_key()
             .unwrap()
             .to_bytes_compressed()
             .unwrap(),
-        w.keys.to_bytes_compressed(&w.context).unwrap(),
+        w.keys.to_bytes_compressed().unwrap(),
         w.plaintext.to_bytes().unwrap(),
         w.ciphertext.to_bytes().unwrap(),
     ];
@@ -289,7 +290,7 @@ fn out_of_range_values_with_valid_checksums_are_refused() {
     let bad = patch_payload_for_tests(&ct, 4 + 8 + 4 + 4 + 4, &7u32.to_le_bytes());
     assert_eq!(load_ct(&bad), invalid("modulus index"));
     // A secret coefficient that is not ternary.
-    let sk = patch_payload_for_tests(&w.secret.to_bytes(), 4 + 40, &[7]);
+    let sk = patch_payload_for_tests(&w.secret.to_bytes().unwrap(), 4 + 40, &[7]);
     assert_eq!(
         SecretKey::from_bytes(&w.context, &sk).map(|_| ()),
         invalid("secret coefficient")
@@ -356,7 +357,7 @@ fn key_sets_stream_in_compact_form_bit_identical() {
     let w = world(4);
     let params = w.context.params();
     let mut file = Vec::new();
-    w.keys.save(&w.context, &mut file).unwrap();
+    w.keys.save(&mut file).unwrap();
     // Compact: b and the seed only, whatever the keys hold in memory.
     let n = params.degree().get();
     let b_bytes: usize = w
@@ -379,7 +380,7 @@ fn key_sets_stream_in_compact_form_bit_identical() {
     }
     // Saving the loaded set gives the same bytes: every limb came back.
     let mut again = Vec::new();
-    loaded.save(&w.context, &mut again).unwrap();
+    loaded.save(&mut again).unwrap();
     assert_eq!(again, file);
     // Through a reader that returns a few bytes at a time.
     let trickled = KeySet::load(
@@ -390,9 +391,9 @@ fn key_sets_stream_in_compact_form_bit_identical() {
         },
     )
     .unwrap();
-    assert_eq!(trickled.to_bytes_compressed(&w.context).unwrap(), file);
+    assert_eq!(trickled.to_bytes_compressed().unwrap(), file);
     // Loaded keys compute exactly what the originals compute.
-    let original = KeySet::from_bytes(&w.context, &w.keys.to_bytes(&w.context).unwrap()).unwrap();
+    let original = KeySet::from_bytes(&w.context, &w.keys.to_bytes().unwrap()).unwrap();
     assert_eq!(
         rotate_words(&w.context, loaded, &w.ciphertext),
         rotate_words(&w.context, original, &w.ciphertext)
@@ -406,7 +407,7 @@ fn key_files_round_trip_through_paths_with_secret_mode() {
     let keys = dir.path().join("keys.hemem");
     let secret = dir.path().join("keys.hemem.secret");
     let public = dir.path().join("keys.hemem.public");
-    w.keys.save_to_path(&w.context, &keys).unwrap();
+    w.keys.save_to_path(&keys).unwrap();
     w.secret.save_to_path(&secret).unwrap();
     w.public.save_to_path(&public).unwrap();
     // Nothing else left behind (the temporary files were renamed).
@@ -437,7 +438,7 @@ fn key_files_round_trip_through_paths_with_secret_mode() {
     assert_eq!(words(pk.parts().1), words(w.public.parts().1));
     let loaded = KeySet::load_from_path(&w.context, &keys).unwrap();
     assert_eq!(
-        loaded.to_bytes_compressed(&w.context).unwrap(),
+        loaded.to_bytes_compressed().unwrap(),
         std::fs::read(&keys).unwrap()
     );
     // A missing file is a typed I/O error.
@@ -447,6 +448,99 @@ fn key_files_round_trip_through_paths_with_secret_mode() {
             kind: std::io::ErrorKind::NotFound
         })
     );
+}
+
+/// One API for every object (`serialize`'s table): saving takes no
+/// context, through a writer, a path or bytes alike, and loading takes the
+/// context (parameters take the security decision instead); an empty key
+/// set and a set of mixed parameters are refused, and the secret key keeps
+/// its owner-only, zeroizing writer.
+#[test]
+fn every_object_saves_without_a_context_through_one_api() {
+    let w = world(13);
+    let dir = tempfile::tempdir().unwrap();
+
+    // Writer, path and bytes give the same bytes for each object.
+    fn same_three_ways<T: Save>(object: &T, path: &std::path::Path) -> Vec<u8> {
+        let mut written = Vec::new();
+        object.save(&mut written).unwrap();
+        object.save_to_path(path).unwrap();
+        assert_eq!(std::fs::read(path).unwrap(), written);
+        assert_eq!(object.to_bytes().unwrap(), written);
+        written
+    }
+    let params = same_three_ways(w.context.params(), &dir.path().join("params"));
+    let from_reader = Parameters::load(params.as_slice(), SecurityCheck::AllowInsecure).unwrap();
+    let from_path =
+        Parameters::load_from_path(dir.path().join("params"), SecurityCheck::AllowInsecure)
+            .unwrap();
+    assert_eq!(&from_reader, w.context.params());
+    assert_eq!(from_path, from_reader);
+
+    let set = same_three_ways(&w.keys, &dir.path().join("keys"));
+    let loaded = <KeySet as Load>::load_from_path(&w.context, dir.path().join("keys")).unwrap();
+    assert_eq!(loaded.to_bytes().unwrap(), set);
+    // Keys generated compressed: saved as held is the compact form.
+    assert_eq!(w.keys.to_bytes_compressed().unwrap(), set);
+    let ct = same_three_ways(&w.ciphertext, &dir.path().join("ct"));
+    assert_eq!(
+        Ciphertext::from_bytes(&w.context, &ct)
+            .unwrap()
+            .to_bytes()
+            .unwrap(),
+        ct
+    );
+
+    // The secret key: the same shapes, through Load to read.
+    let mut written = Vec::new();
+    w.secret.save(&mut written).unwrap();
+    assert_eq!(*w.secret.to_bytes().unwrap(), written);
+    let sk = <SecretKey as FromBytes>::from_bytes(&w.context, &written).unwrap();
+    assert_eq!(sk.coefficients(), w.secret.coefficients());
+
+    // The empty set has no parameters: refused, as an empty key file is.
+    for result in [
+        KeySet::new().to_bytes(),
+        KeySet::new().to_bytes_compressed(),
+        KeySet::new().save(&mut Vec::new()).map(|()| Vec::new()),
+    ] {
+        assert_eq!(
+            result.unwrap_err(),
+            Error::Serialization(SerializationError::InvalidField { field: "key count" })
+        );
+    }
+    // An empty set written before (a key count of 0) still loads.
+    let other = Context::new(
+        Parameters::from_preset_with(Preset::TestFGb, SecurityCheck::AllowInsecure).unwrap(),
+        DeviceSelection::Cpu,
+    )
+    .unwrap();
+    let mut empty = Vec::new();
+    let mut writer =
+        Writer::new(&mut empty, Kind::KeySet, w.context.params().fingerprint()).unwrap();
+    writer.u32(0).unwrap();
+    writer.finish().unwrap();
+    assert!(KeySet::from_bytes(&w.context, &empty).unwrap().is_empty());
+    // Keys of two parameter sets in one set: refused.
+    let foreign = KeyGenerator::with_seed(&other, seed32(130));
+    let foreign_secret = foreign.secret_key().unwrap();
+    let mut mixed = KeySet::new();
+    mixed
+        .insert(foreign.conjugation_key(&foreign_secret).unwrap())
+        .unwrap();
+    mixed
+        .insert(
+            KeyGenerator::with_seed(&w.context, seed32(131))
+                .relinearization_key(&w.secret)
+                .unwrap(),
+        )
+        .unwrap();
+    assert!(matches!(
+        mixed.to_bytes(),
+        Err(Error::Serialization(
+            SerializationError::ParameterMismatch { .. }
+        ))
+    ));
 }
 
 fn serialization_error(r: Result<KeySet, Error>) -> SerializationError {
@@ -465,7 +559,7 @@ fn key_set_files_refuse_corruption_truncation_and_other_parameters() {
         .insert(keygen.relinearization_key(&w.secret).unwrap())
         .unwrap();
     let mut file = Vec::new();
-    small.save(&w.context, &mut file).unwrap();
+    small.save(&mut file).unwrap();
     let starts = frame_starts(&file);
     assert!(starts.len() >= 4, "several frames and the end marker");
     let load = |bytes: &[u8]| KeySet::load(&w.context, bytes);
@@ -573,7 +667,7 @@ fn key_records_with_valid_checksums_are_checked_field_by_field() {
         .insert(keygen.relinearization_key(&w.secret).unwrap())
         .unwrap();
     let mut file = Vec::new();
-    small.save(&w.context, &mut file).unwrap();
+    small.save(&mut file).unwrap();
     let load = |bytes: &[u8]| KeySet::load(&w.context, bytes).map(|_| ());
     let invalid = |field: &'static str| {
         Err::<(), _>(Error::Serialization(SerializationError::InvalidField {
@@ -671,15 +765,15 @@ fn refusal<T: std::fmt::Debug>(r: Result<T, Error>) -> SerializationError {
 /// One object of every kind the ckks loaders read, in `load_all`'s order.
 fn every_blob(w: &World) -> Vec<Vec<u8>> {
     vec![
-        w.context.params().to_bytes(),
-        w.secret.to_bytes().to_vec(),
+        w.context.params().to_bytes().unwrap(),
+        w.secret.to_bytes().unwrap().to_vec(),
         w.public.to_bytes().unwrap(),
         w.keys
             .relinearization_key()
             .unwrap()
             .to_bytes_compressed()
             .unwrap(),
-        w.keys.to_bytes_compressed(&w.context).unwrap(),
+        w.keys.to_bytes_compressed().unwrap(),
         w.plaintext.to_bytes().unwrap(),
         w.ciphertext.to_bytes().unwrap(),
     ]
@@ -718,7 +812,7 @@ fn every_loader_refuses_unknown_flags() {
 #[test]
 fn secret_keys_need_the_parameters_hamming_weight() {
     let w = world(9);
-    let sk = w.secret.to_bytes();
+    let sk = w.secret.to_bytes().unwrap();
     let h = w.context.params().hamming_weight();
     let coefficients = w.secret.coefficients().to_vec();
     assert_eq!(w.secret.hamming_weight(), h);
@@ -880,7 +974,7 @@ fn scales_outside_one_to_the_level_modulus_are_refused() {
     };
     let eval = Evaluator::with_keys(
         &w.context,
-        Arc::new(KeySet::from_bytes(&w.context, &w.keys.to_bytes(&w.context).unwrap()).unwrap()),
+        Arc::new(KeySet::from_bytes(&w.context, &w.keys.to_bytes().unwrap()).unwrap()),
     );
     // Not rescaled: scale Δ², the largest the evaluator leaves on purpose.
     let product = eval
@@ -948,9 +1042,9 @@ fn scales_outside_one_to_the_level_modulus_are_refused() {
 fn objects_are_refused_by_parameters_that_differ_in_any_field() {
     let w = world(11);
     let blobs: Vec<(&str, Vec<u8>)> = vec![
-        ("secret key", w.secret.to_bytes().to_vec()),
+        ("secret key", w.secret.to_bytes().unwrap().to_vec()),
         ("public key", w.public.to_bytes().unwrap()),
-        ("key set", w.keys.to_bytes(&w.context).unwrap()),
+        ("key set", w.keys.to_bytes().unwrap()),
         ("plaintext", w.plaintext.to_bytes().unwrap()),
         ("ciphertext", w.ciphertext.to_bytes().unwrap()),
     ];
@@ -1095,11 +1189,11 @@ fn full_keys_uniform_halves_must_match_their_seed() {
     );
 
     // A key set of full keys: the last word is the last key's last digit.
-    let mut set = KeySet::from_bytes(&w.context, &w.keys.to_bytes(&w.context).unwrap()).unwrap();
+    let mut set = KeySet::from_bytes(&w.context, &w.keys.to_bytes().unwrap()).unwrap();
     for key in set.keys_mut() {
         key.expand().unwrap();
     }
-    let set_bytes = set.to_bytes(&w.context).unwrap();
+    let set_bytes = set.to_bytes().unwrap();
     let load_set = |bytes: &[u8]| KeySet::from_bytes(&w.context, bytes).map(|_| ());
     assert_eq!(load_set(&set_bytes), Ok(()));
     let set_payload = payload_for_tests(&set_bytes);

@@ -75,16 +75,14 @@ fn row(p: &Parameters) -> Row {
 
 /// Loads a parameter file, under the security check `args` asks for.
 fn load(path: &PathBuf, allow_insecure: bool) -> anyhow::Result<Parameters> {
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_FILE_BYTES).read_to_end(&mut bytes))
-        .with_context(|| format!("reading {}", path.display()))?;
+    let file = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
     let check = if allow_insecure {
         SecurityCheck::AllowInsecure
     } else {
         SecurityCheck::Enforce
     };
-    Parameters::from_bytes(&bytes, check).with_context(|| format!("loading {}", path.display()))
+    Parameters::load(file.take(MAX_FILE_BYTES), check)
+        .with_context(|| format!("loading {}", path.display()))
 }
 
 /// Prints every HEaaN preset, or the parameter set of `--file`.

@@ -81,7 +81,7 @@ use hemem_ckks::backend::Device;
 use hemem_ckks::eval::Ciphertext;
 use hemem_ckks::params::Scale;
 use hemem_ckks::progress::{NoProgress, Progress};
-use hemem_ckks::serialize::{FromBytes, ToBytes};
+use hemem_ckks::serialize::{FromBytes, Load, Save, ToBytes};
 use hemem_memory::MemoryClass;
 
 pub use split::Split;
@@ -240,8 +240,8 @@ impl MultiBootstrapper {
                 return Ok(keys);
             }
             match input {
-                Some(KeyInput::Bytes(bytes)) => BootstrapKeys::load(context, bytes),
-                Some(KeyInput::File(path)) => BootstrapKeys::load_from_path(context, path),
+                Some(KeyInput::Bytes(bytes)) => Ok(BootstrapKeys::load(context, bytes)?),
+                Some(KeyInput::File(path)) => Ok(BootstrapKeys::load_from_path(context, path)?),
                 None => Err(Error::InvalidParameter {
                     name: "keys",
                     reason: "no key source for this device",

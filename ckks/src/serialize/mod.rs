@@ -44,7 +44,37 @@
 //! Galois element (u64, 0 but for rotations), 32-byte seed, level (u32),
 //! digit count (u32), whether the uniform halves follow (u8), then its `b`
 //! polynomials (over `q_0..q_level` and the special primes) and, if kept,
-//! its `a` ones. Key sets and files are written compact: `b` and the seed.
+//! its `a` ones. A key or key set is saved as held (compact, `b` and the
+//! seed, unless it was expanded); `to_bytes_compressed` and hemem-bootstrap's
+//! key files always write the compact form.
+//!
+//! # One API for every object
+//!
+//! | | write | read |
+//! |---|---|---|
+//! | to a [`Write`] / from a [`Read`] | [`Save::save`]`(w)` | [`Load::load`]`(context, r)` |
+//! | a file | [`Save::save_to_path`]`(path)` | [`Load::load_from_path`]`(context, path)` |
+//! | bytes | [`ToBytes::to_bytes`]`()` | [`FromBytes::from_bytes`]`(context, bytes)` |
+//!
+//! Every object a program saves implements [`Save`] and [`Load`] (and so
+//! [`ToBytes`] and [`FromBytes`]): [`PublicKey`](crate::keys::PublicKey),
+//! [`SwitchingKey`](crate::keys::SwitchingKey), [`KeySet`](crate::keys::KeySet),
+//! [`Plaintext`](crate::encoding::Plaintext),
+//! [`Ciphertext`](crate::eval::Ciphertext), and hemem-bootstrap's
+//! `BootstrapKeys`. Objects carry their parameters, so saving never takes a
+//! context; loading takes the context the object goes into (and whose
+//! parameters it must have). Two types differ, on purpose:
+//! - [`Parameters`](crate::params::Parameters) implement [`Save`], but they
+//!   make the context rather than load into one: they read with
+//!   `Parameters::load(r, check)`, `load_from_path(path, check)` and
+//!   `from_bytes(bytes, check)`, the security decision taking the
+//!   context's place.
+//! - [`SecretKey`](crate::keys::SecretKey) implements [`Load`] but not
+//!   [`Save`]: its own `save`, `save_to_path` (owner-only file mode) and
+//!   `to_bytes` (zeroized on drop) keep the same names and shapes.
+//!
+//! An empty [`KeySet`](crate::keys::KeySet) has no parameters to write and
+//! is refused by [`Save`] (see its implementation); loading accepts one.
 
 mod files;
 mod format;
@@ -55,6 +85,7 @@ use std::path::Path;
 
 pub use files::{FileMode, open_file, write_file};
 pub use format::{FORMAT_VERSION, Header, Kind, MAGIC, Reader, Writer};
+pub use objects::keys_fingerprint;
 
 use crate::Result;
 use crate::context::Context;

@@ -204,20 +204,6 @@ impl Parameters {
         write_opt(w, spec.bootstrap_rotation_keys)
     }
 
-    /// The parameters' description in hemem's binary format.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        let written = Writer::new(&mut out, Kind::Parameters, self.fingerprint())
-            .and_then(|mut w| {
-                self.write_body(&mut w)?;
-                w.finish()
-            })
-            .is_ok();
-        // Writing to a vector cannot fail.
-        debug_assert!(written);
-        out
-    }
-
     /// The security-claim slot of the file format: a matched preset's claim,
     /// written so that older readers see what they expect, and checked on
     /// loading against hemem's own decision.
@@ -226,9 +212,14 @@ impl Parameters {
         security.preset.map(|_| security.bits as usize)
     }
 
-    /// Loads parameters, rebuilding the primes and checking the fingerprint.
-    /// The security level is decided again, exactly as for
+    /// Loads parameters from `r`, rebuilding the primes and checking the
+    /// fingerprint. The security level is decided again, exactly as for
     /// [`Parameters::new`]: nothing in the file can claim it.
+    ///
+    /// Every other object loads into a context ([`Load`]); parameters make
+    /// the context, so in its place they take the security decision, last,
+    /// as every constructor of [`Parameters`] does (`new(spec, check)`,
+    /// `from_preset_with(preset, check)`).
     ///
     /// # Errors
     /// A [`SerializationError`] for malformed data (among them
@@ -237,8 +228,8 @@ impl Parameters {
     /// fields do not give the header's fingerprint: a field was edited —
     /// every field counts, see [`Parameters::fingerprint`]); the errors of [`Parameters::new`] (insecure parameters
     /// need `check` to allow them).
-    pub fn from_bytes(bytes: &[u8], check: SecurityCheck) -> Result<Self> {
-        let (header, mut r) = Reader::open(bytes, Kind::Parameters)?;
+    pub fn load<R: Read>(r: R, check: SecurityCheck) -> Result<Self> {
+        let (header, mut r) = Reader::open(r, Kind::Parameters)?;
         let name_len = r.u32()? as usize;
         if name_len > 256 {
             return Err(invalid("name"));
@@ -292,8 +283,43 @@ impl Parameters {
         }
         Ok(params)
     }
+
+    /// [`Parameters::load`] from a file.
+    ///
+    /// # Errors
+    /// As [`Parameters::load`].
+    pub fn load_from_path(path: impl AsRef<Path>, check: SecurityCheck) -> Result<Self> {
+        Self::load(open_file(path.as_ref())?, check)
+    }
+
+    /// [`Parameters::load`] from bytes.
+    ///
+    /// # Errors
+    /// As [`Parameters::load`].
+    pub fn from_bytes(bytes: &[u8], check: SecurityCheck) -> Result<Self> {
+        Self::load(bytes, check)
+    }
 }
 
+impl Save for Parameters {
+    /// Writes the parameters' description (every field of their spec, and
+    /// the security-claim slot); the primes are rebuilt on loading.
+    fn save<W: Write>(&self, w: W) -> Result<()> {
+        let mut w = Writer::new(w, Kind::Parameters, self.fingerprint())?;
+        self.write_body(&mut w)?;
+        w.finish()?;
+        Ok(())
+    }
+}
+
+/// The secret key implements [`Load`] (and so [`crate::serialize::FromBytes`])
+/// like every other object, but deliberately not [`Save`]: its inherent
+/// [`SecretKey::save`], [`SecretKey::save_to_path`] and
+/// [`SecretKey::to_bytes`] have the same names and shapes, and in addition
+/// write files readable by their owner only and zeroize every buffer. A
+/// [`Save`] implementation would hand generic code a `save_to_path` with the
+/// default file mode and a `to_bytes` that leaves the key in an ordinary
+/// vector.
 impl SecretKey {
     /// Writes the secret key in hemem's binary format: one byte per ternary
     /// coefficient. Every buffer the writer uses is zeroed afterwards; what
@@ -314,13 +340,15 @@ impl SecretKey {
 
     /// The secret key in hemem's binary format ([`SecretKey::save`] into
     /// memory). The result is secret material: it is zeroized on drop.
-    pub fn to_bytes(&self) -> Zeroizing<Vec<u8>> {
+    ///
+    /// # Errors
+    /// None in practice (the key is on the host and a vector takes any
+    /// write); the `Result` keeps the shape of every `to_bytes`.
+    pub fn to_bytes(&self) -> Result<Zeroizing<Vec<u8>>> {
         let n = self.coefficients.len();
         let mut out = Zeroizing::new(Vec::with_capacity(stream_bytes(4 + n)));
-        let written = self.save(&mut *out).is_ok();
-        // Writing to a vector cannot fail.
-        debug_assert!(written);
-        out
+        self.save(&mut *out)?;
+        Ok(out)
     }
 
     /// Writes the secret key to a file readable by its owner only (mode
@@ -331,16 +359,15 @@ impl SecretKey {
     pub fn save_to_path(&self, path: impl AsRef<Path>) -> Result<()> {
         write_file(path.as_ref(), FileMode::OwnerOnly, |f| self.save(f))
     }
+}
 
-    /// Loads a secret key into `context` (on its device).
-    ///
-    /// # Errors
-    /// A [`SerializationError`]: malformed data, other parameters, a
-    /// coefficient outside {−1, 0, 1}
-    /// ([`SerializationError::InvalidField`]), a key whose Hamming weight is
-    /// not exactly the parameters' ([`SerializationError::SecretKeyWeight`]:
-    /// the all-zero key, say).
-    pub fn load<R: Read>(context: &Context, r: R) -> Result<Self> {
+impl Load for SecretKey {
+    /// Loads a secret key into `context` (on its device). Its errors are
+    /// [`Load`]'s, among them a coefficient outside {−1, 0, 1}
+    /// ([`SerializationError::InvalidField`]) and a key whose Hamming
+    /// weight is not exactly the parameters'
+    /// ([`SerializationError::SecretKeyWeight`]: the all-zero key, say).
+    fn load<R: Read>(context: &Context, r: R) -> Result<Self> {
         let mut r = open(r, Kind::SecretKey, context)?;
         let n = context.params().degree().get();
         if r.u32()? as usize != n {
@@ -363,22 +390,6 @@ impl SecretKey {
             return Err(SerializationError::SecretKeyWeight { expected }.into());
         }
         SecretKey::from_coefficients(context, coefficients)
-    }
-
-    /// Loads a secret key from bytes ([`SecretKey::load`]).
-    ///
-    /// # Errors
-    /// As [`SecretKey::load`].
-    pub fn from_bytes(context: &Context, bytes: &[u8]) -> Result<Self> {
-        Self::load(context, bytes)
-    }
-
-    /// Loads a secret key from a file.
-    ///
-    /// # Errors
-    /// As [`SecretKey::load`].
-    pub fn load_from_path(context: &Context, path: impl AsRef<Path>) -> Result<Self> {
-        Self::load(context, open_file(path.as_ref())?)
     }
 }
 
@@ -651,92 +662,87 @@ impl Load for SwitchingKey {
     }
 }
 
-impl KeySet {
-    fn save_as<W: Write>(&self, context: &Context, w: W, keep_uniform: bool) -> Result<()> {
-        let fingerprint = context.params().fingerprint();
-        if let Some(other) = self
-            .keys()
-            .map(|k| k.context().params().fingerprint())
-            .find(|&f| f != fingerprint)
-        {
-            return Err(SerializationError::ParameterMismatch {
-                expected: fingerprint,
-                found: other,
-            }
-            .into());
+/// The parameters' fingerprint shared by `keys`, for objects made of
+/// switching keys (a [`KeySet`], hemem-bootstrap's key files): the keys
+/// carry their parameters, so saving them needs no context.
+///
+/// # Errors
+/// [`SerializationError::InvalidField`] (`"key count"`) when there is no
+/// key: nothing says which parameters the object belongs to (an empty set
+/// is made by [`KeySet::new`], not loaded); [`SerializationError::ParameterMismatch`]
+/// for keys of different parameters.
+pub fn keys_fingerprint<'a>(mut keys: impl Iterator<Item = &'a SwitchingKey>) -> Result<u64> {
+    let first = keys
+        .next()
+        .map(|k| k.context().params().fingerprint())
+        .ok_or(SerializationError::InvalidField { field: "key count" })?;
+    match keys
+        .map(|k| k.context().params().fingerprint())
+        .find(|&f| f != first)
+    {
+        Some(found) => Err(SerializationError::ParameterMismatch {
+            expected: first,
+            found,
         }
+        .into()),
+        None => Ok(first),
+    }
+}
+
+impl KeySet {
+    fn save_as<W: Write>(&self, w: W, keep_uniform: bool) -> Result<()> {
+        let fingerprint = keys_fingerprint(self.keys())?;
         let mut w = Writer::new(w, Kind::KeySet, fingerprint)?;
         write_key_set(&mut w, self, keep_uniform)?;
         w.finish()?;
         Ok(())
     }
 
-    /// Writes every key of the set in compact form (`b` and the seed), one
-    /// polynomial at a time (downloaded a few limbs at a time from a device).
+    /// Every key of the set in compact form (`b` and the seed), in memory:
+    /// what [`Save`] writes for keys held compressed, and half the bytes of
+    /// expanded ones.
     ///
     /// # Errors
-    /// [`SerializationError::ParameterMismatch`] for keys of other
-    /// parameters than `context`'s; transfer errors;
-    /// [`SerializationError::Io`].
-    pub fn save<W: Write>(&self, context: &Context, w: W) -> Result<()> {
-        self.save_as(context, w, false)
-    }
-
-    /// [`KeySet::save`] to a file, through a temporary file renamed into place.
-    ///
-    /// # Errors
-    /// As [`KeySet::save`].
-    pub fn save_to_path(&self, context: &Context, path: impl AsRef<Path>) -> Result<()> {
-        write_file(path.as_ref(), FileMode::Shared, |f| self.save(context, f))
-    }
-
-    /// Every key of the set, compressed, in memory.
-    ///
-    /// # Errors
-    /// Transfer errors.
-    pub fn to_bytes_compressed(&self, context: &Context) -> Result<Vec<u8>> {
+    /// As the set's [`Save`].
+    pub fn to_bytes_compressed(&self) -> Result<Vec<u8>> {
         let mut out = Vec::new();
-        self.save_as(context, &mut out, false)?;
+        self.save_as(&mut out, false)?;
         Ok(out)
     }
+}
 
-    /// Every key of the set as held, in memory.
-    ///
-    /// # Errors
-    /// Transfer errors.
-    pub fn to_bytes(&self, context: &Context) -> Result<Vec<u8>> {
-        let mut out = Vec::new();
-        self.save_as(context, &mut out, true)?;
-        Ok(out)
+/// A key set saves itself without a context: its keys carry their
+/// parameters.
+///
+/// **The empty set** has no parameters to write, so saving it is refused
+/// ([`SerializationError::InvalidField`] `"key count"`, as for an empty
+/// hemem-bootstrap key file): it would have to be written under a
+/// fingerprint it does not have, and [`KeySet::new`] makes one without a
+/// file. Loading still accepts an empty set written by an earlier version
+/// (the format is unchanged: a key count of 0).
+impl Save for KeySet {
+    /// Writes every key as held, one polynomial at a time (downloaded a few
+    /// limbs at a time from a device): compressed keys compact, expanded
+    /// ones in full, as [`SwitchingKey`]'s [`Save`];
+    /// [`KeySet::to_bytes_compressed`] always writes the compact form. Its
+    /// errors are [`Save`]'s, with [`SerializationError::InvalidField`]
+    /// (`"key count"`) for an empty set and
+    /// [`SerializationError::ParameterMismatch`] for keys of different
+    /// parameters.
+    fn save<W: Write>(&self, w: W) -> Result<()> {
+        self.save_as(w, true)
     }
+}
 
+impl Load for KeySet {
     /// Loads a key set into `context`, one polynomial at a time straight
-    /// into its destination.
-    ///
-    /// # Errors
-    /// As [`SwitchingKey`]'s [`Load`], and a generic key inside a set, or a
-    /// key twice.
-    pub fn load<R: Read>(context: &Context, r: R) -> Result<Self> {
+    /// into its destination. Its errors are [`SwitchingKey`]'s [`Load`]
+    /// errors, and a generic key inside a set, or a key twice.
+    fn load<R: Read>(context: &Context, r: R) -> Result<Self> {
         let mut r = open(r, Kind::KeySet, context)?;
         let set = read_key_set(&mut r, context)?;
         r.finish()?;
         Ok(set)
-    }
-
-    /// [`KeySet::load`] from a file.
-    ///
-    /// # Errors
-    /// As [`KeySet::load`].
-    pub fn load_from_path(context: &Context, path: impl AsRef<Path>) -> Result<Self> {
-        Self::load(context, open_file(path.as_ref())?)
-    }
-
-    /// Loads a key set from bytes.
-    ///
-    /// # Errors
-    /// As [`KeySet::load`].
-    pub fn from_bytes(context: &Context, bytes: &[u8]) -> Result<Self> {
-        Self::load(context, bytes)
     }
 }
 
@@ -851,6 +857,7 @@ impl Load for Ciphertext {
 mod tests {
     use super::*;
     use crate::params::Preset;
+    use crate::serialize::ToBytes as _;
     use crate::{Error, ParametersError};
 
     /// A parameter file written field by field, with whatever the writer
@@ -927,7 +934,8 @@ mod tests {
     #[test]
     fn a_loaded_preset_is_matched_again() {
         let real = Parameters::from_preset(Preset::FTb).unwrap();
-        let loaded = Parameters::from_bytes(&real.to_bytes(), SecurityCheck::Enforce).unwrap();
+        let loaded =
+            Parameters::from_bytes(&real.to_bytes().unwrap(), SecurityCheck::Enforce).unwrap();
         assert_eq!(loaded, real);
         assert_eq!(loaded.security().bits, 128);
         // FTb's structure with its claim slot emptied: the slot must say what
