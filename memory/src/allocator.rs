@@ -1056,6 +1056,46 @@ pub(crate) mod tests {
         assert_eq!(in_use.total(), (3 * MIB) as u64);
     }
 
+    /// A budget already used up when a setup allocation comes (issue 15:
+    /// the refusal once read "0 bytes requested"): the error names the
+    /// request's own bytes and class, for random sizes and classes.
+    #[test]
+    fn an_exhausted_budget_names_what_it_refused() {
+        use rand_core::{Rng as _, SeedableRng as _};
+
+        use crate::residency::NullDriver;
+        let seed = 0x0b_0d6e7;
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
+        for _ in 0..8 {
+            let budget = MIB * (1 + rng.next_u64() as usize % 8);
+            let a = fake_gpu(Arc::new(DevicePolicy), budget as u64, Box::new(NullDriver));
+            // The whole budget is taken before the request.
+            let _setup = a
+                .allocate(MemoryClass::Constant, budget)
+                .expect("the budget itself fits");
+            let bytes = 1 + rng.next_u64() as usize % (4 * MIB);
+            let class = *MemoryClass::ALL
+                .get(rng.next_u64() as usize % MemoryClass::ALL.len())
+                .expect("a class");
+            let err = a.allocate(class, bytes).expect_err("no room left");
+            let Error::OverBudget {
+                requested, placing, ..
+            } = &err
+            else {
+                panic!("seed {seed}: expected OverBudget, got {err:?}");
+            };
+            assert_eq!(*requested, bytes as u64, "seed {seed}");
+            assert_eq!(*placing, Some(class), "seed {seed}");
+            let message = err.to_string();
+            assert!(
+                message.starts_with(&format!(
+                    "over the device budget: {bytes} bytes of class {class} requested"
+                )),
+                "seed {seed}: {message}"
+            );
+        }
+    }
+
     #[test]
     fn budgeted_pool_allocations_evict_managed_buffers() {
         use crate::residency::driver::mock::{Call, RecordingDriver};
