@@ -1,0 +1,418 @@
+//! The keys a bootstrap needs ([`BootstrapKeys`]): what a schedule asks
+//! for, at which levels, generated, merged with a workload's own, and
+//! checked when a bootstrapper is built.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use hemem_ckks::Context;
+use hemem_ckks::keys::{KeyGenerator, KeyKind, KeySet, KeySetRequest, SecretKey, SwitchingKey};
+use hemem_ckks::ntt::GaloisElement;
+use hemem_ckks::params::{Level, Parameters};
+use hemem_ckks::progress::{NoProgress, Progress};
+
+use crate::schedule::{BootstrapSchedule, INPUT_LEVEL, SSE_HAMMING_WEIGHT};
+use crate::{Error, Result};
+
+/// The switching keys of sparse-secret encapsulation: dense → sparse (used
+/// at level 0, before ModRaise) and sparse → dense (at the top level, after).
+#[derive(Debug)]
+pub struct SseKeys {
+    pub(crate) to_sparse: SwitchingKey,
+    pub(crate) to_dense: SwitchingKey,
+}
+
+/// Every key a bootstrap needs: relinearisation, conjugation and the DFTs'
+/// (and SubSum's) rotations, plus the SSE keys when the schedule uses it.
+#[derive(Debug)]
+pub struct BootstrapKeys {
+    pub(crate) keys: Arc<KeySet>,
+    pub(crate) sse: Option<SseKeys>,
+}
+
+impl BootstrapKeys {
+    /// Generates the keys `schedule` needs for `secret`.
+    ///
+    /// # Errors
+    /// Key-generation errors.
+    pub fn generate(
+        keygen: &KeyGenerator,
+        secret: &SecretKey,
+        schedule: &BootstrapSchedule,
+    ) -> Result<Self> {
+        Self::generate_with(keygen, secret, schedule, &KeySetRequest::default())
+    }
+
+    /// As [`BootstrapKeys::generate`], with the keys `extra` asks for in the
+    /// same key set: a workload that bootstraps between its own rotations
+    /// and multiplications (an encrypted network) then holds each key once,
+    /// made for the highest level either use needs, and evaluates with
+    /// [`BootstrapKeys::key_set`].
+    ///
+    /// # Errors
+    /// Key-generation errors.
+    pub fn generate_with(
+        keygen: &KeyGenerator,
+        secret: &SecretKey,
+        schedule: &BootstrapSchedule,
+        extra: &KeySetRequest,
+    ) -> Result<Self> {
+        Self::build(keygen, secret, schedule, extra, &NoProgress)
+    }
+
+    /// As [`BootstrapKeys::generate`], reporting each key made to
+    /// `progress` (the SSE keys are the last two steps).
+    ///
+    /// # Errors
+    /// As [`BootstrapKeys::generate`].
+    pub fn generate_with_progress(
+        keygen: &KeyGenerator,
+        secret: &SecretKey,
+        schedule: &BootstrapSchedule,
+        progress: &dyn Progress,
+    ) -> Result<Self> {
+        Self::build(
+            keygen,
+            secret,
+            schedule,
+            &KeySetRequest::default(),
+            progress,
+        )
+    }
+
+    /// The keys of `schedule` and `extra`, each reported to `progress`.
+    fn build(
+        keygen: &KeyGenerator,
+        secret: &SecretKey,
+        schedule: &BootstrapSchedule,
+        extra: &KeySetRequest,
+        progress: &dyn Progress,
+    ) -> Result<Self> {
+        let params = keygen.context().params();
+        let sse_keys = if schedule.choice.sse { 2 } else { 0 };
+        let set_total = AtomicU64::new(0);
+        let in_set = |done: u64, total: u64| {
+            set_total.store(total, Ordering::Relaxed);
+            progress.update(done, total + sse_keys);
+        };
+        let request = merge_requests(key_request(schedule, params)?, extra, params);
+        let keys = keygen.key_set_with_progress(secret, &request, &in_set)?;
+        let sse = if schedule.choice.sse {
+            // Dense → sparse runs at level 0 (before ModRaise), sparse →
+            // dense at the top level (after it).
+            let total = set_total.load(Ordering::Relaxed) + sse_keys;
+            let sparse = keygen.secret_key_with_weight(SSE_HAMMING_WEIGHT)?;
+            let to_sparse = keygen.switching_key_at(secret, &sparse, Level(0))?;
+            progress.update(total - 1, total);
+            let to_dense = keygen.switching_key_at(&sparse, secret, Level(schedule.top_level))?;
+            progress.update(total, total);
+            Some(SseKeys {
+                to_sparse,
+                to_dense,
+            })
+        } else {
+            None
+        };
+        Ok(Self {
+            keys: Arc::new(keys),
+            sse,
+        })
+    }
+
+    /// The bytes [`BootstrapKeys::generate`] makes for `schedule` (compressed,
+    /// level-aware keys; the SSE keys included), computed without making
+    /// them.
+    ///
+    /// # Errors
+    /// As [`key_request`].
+    pub fn planned_bytes(schedule: &BootstrapSchedule, params: &Parameters) -> Result<u64> {
+        let sse = if schedule.choice.sse {
+            params.switching_key_bytes_at(Level(0), false)
+                + params.switching_key_bytes_at(Level(schedule.top_level), false)
+        } else {
+            0
+        };
+        Ok(key_request(schedule, params)?.key_bytes(params) + sse)
+    }
+
+    /// Regenerates and keeps every key's uniform halves (twice the bytes):
+    /// key switches then read `a` instead of generating it, for a device
+    /// with memory to spare ([`SwitchingKey::expand`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] when the key set is shared (an
+    /// evaluator holds it); allocation errors.
+    pub fn expand(&mut self) -> Result<()> {
+        let keys = Arc::get_mut(&mut self.keys).ok_or(Error::InvalidParameter {
+            name: "keys",
+            reason: "the key set is shared; expand the keys before building a bootstrapper",
+        })?;
+        for key in keys.keys_mut() {
+            key.expand()?;
+        }
+        if let Some(sse) = &mut self.sse {
+            sse.to_sparse.expand()?;
+            sse.to_dense.expand()?;
+        }
+        Ok(())
+    }
+
+    /// The context the keys were made in (or loaded into); `None` for an
+    /// empty key set.
+    pub fn context(&self) -> Option<&Context> {
+        self.keys
+            .keys()
+            .next()
+            .or_else(|| self.sse.as_ref().map(|s| &s.to_sparse))
+            .map(SwitchingKey::context)
+    }
+
+    /// The key set (relinearisation, conjugation, rotations).
+    pub fn key_set(&self) -> &Arc<KeySet> {
+        &self.keys
+    }
+
+    /// Number of switching keys, SSE keys included.
+    pub fn len(&self) -> usize {
+        self.keys.len() + if self.sse.is_some() { 2 } else { 0 }
+    }
+
+    /// Whether there are no keys.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes of every key as held.
+    pub fn size_bytes(&self) -> usize {
+        self.keys.size_bytes()
+            + self
+                .sse
+                .as_ref()
+                .map_or(0, |s| s.to_sparse.size_bytes() + s.to_dense.size_bytes())
+    }
+}
+
+/// The rotation steps of SubSum for `slots` of `max_slots`: `slots·2^i`
+/// (full-slot rotations) while below `max_slots`.
+pub(super) fn subsum_steps(slots: usize, max_slots: usize) -> Vec<i64> {
+    let mut steps = Vec::new();
+    let mut k = slots;
+    while k < max_slots {
+        steps.push(k as i64);
+        k *= 2;
+    }
+    steps
+}
+
+/// The evaluation keys `schedule` needs, as a request: relinearisation,
+/// conjugation, the DFTs' rotations and, for sparse slots, SubSum's — each
+/// for the highest level the bootstrap uses it at (level-aware keys): a
+/// CoeffToSlot rotation at its factor's level (`L`, `L−1`, `L−2`), a
+/// SlotToCoeff-only rotation at levels 3…1 (a few percent of a full key),
+/// SubSum at `L`, conjugation (the real/imaginary split) and
+/// relinearisation (EvalMod) at `L−3`, raised to the parameters' encryption
+/// level so that the same keys serve user computation.
+///
+/// # Errors
+/// [`Error::InvalidSlots`] for a schedule of more slots than `params` have.
+pub fn key_request(schedule: &BootstrapSchedule, params: &Parameters) -> Result<KeySetRequest> {
+    let n = params.degree().get();
+    let mut levels: BTreeMap<KeyKind, Level> = BTreeMap::new();
+    let mut need = |kind: KeyKind, level: usize| {
+        let entry = levels.entry(kind).or_insert(Level(level));
+        *entry = (*entry).max(Level(level));
+    };
+    let mut rotations = BTreeSet::new();
+    let dfts = [
+        (schedule.cts_dft()?, schedule.top_level),
+        (schedule.stc_dft()?, INPUT_LEVEL),
+    ];
+    for (dft, start) in &dfts {
+        for (i, transform) in dft
+            .linear_transforms(schedule.log_bsgs_ratio)
+            .iter()
+            .enumerate()
+        {
+            for step in transform.rotations() {
+                let step = step as i64;
+                rotations.insert(step);
+                need(
+                    KeyKind::Rotation(GaloisElement::rotation(step, n)),
+                    start - i,
+                );
+            }
+        }
+    }
+    for step in subsum_steps(schedule.slots(), params.slots()) {
+        rotations.insert(step);
+        need(
+            KeyKind::Rotation(GaloisElement::rotation(step, n)),
+            schedule.top_level,
+        );
+    }
+    let user = params.enc_level().0;
+    need(KeyKind::Conjugation, schedule.eval_mod_level.max(user));
+    need(KeyKind::Relinearization, schedule.eval_mod_level.max(user));
+    Ok(KeySetRequest {
+        relinearization: true,
+        conjugation: true,
+        rotations: rotations.into_iter().collect(),
+        levels,
+    })
+}
+
+/// `base` with `extra`'s keys added, each kind made for the higher of the
+/// two levels that ask for it (a kind without a level serves the top).
+fn merge_requests(
+    mut base: KeySetRequest,
+    extra: &KeySetRequest,
+    params: &Parameters,
+) -> KeySetRequest {
+    let n = params.degree().get();
+    let top = params.max_level();
+    let mut kinds = Vec::new();
+    if extra.relinearization {
+        kinds.push(KeyKind::Relinearization);
+    }
+    if extra.conjugation {
+        kinds.push(KeyKind::Conjugation);
+    }
+    kinds.extend(
+        extra
+            .rotations
+            .iter()
+            .map(|&k| KeyKind::Rotation(GaloisElement::rotation(k, n))),
+    );
+    for kind in kinds {
+        let wanted = extra.level_of(kind, top);
+        let requested = match kind {
+            KeyKind::Relinearization => base.relinearization,
+            KeyKind::Conjugation => base.conjugation,
+            KeyKind::Rotation(g) => base
+                .rotations
+                .iter()
+                .any(|&k| GaloisElement::rotation(k, n) == g),
+            KeyKind::Generic => false,
+        };
+        let level = if requested {
+            base.level_of(kind, top).max(wanted)
+        } else {
+            wanted
+        };
+        base.levels.insert(kind, level);
+    }
+    base.relinearization |= extra.relinearization;
+    base.conjugation |= extra.conjugation;
+    for &k in &extra.rotations {
+        if !base.rotations.contains(&k) {
+            base.rotations.push(k);
+        }
+    }
+    base
+}
+
+/// Checks that `keys` hold every key `request` names, each serving its level.
+pub(super) fn check_keys(
+    keys: &KeySet,
+    request: &KeySetRequest,
+    params: &Parameters,
+) -> Result<()> {
+    let n = params.degree().get();
+    let top = params.max_level();
+    let check = |key: &SwitchingKey| -> Result<()> {
+        let needed = request.level_of(key.kind(), top);
+        if key.level() < needed {
+            return Err(
+                hemem_ckks::Error::from(hemem_ckks::KeyError::KeyLevelTooLow {
+                    kind: key.kind().name(),
+                    needed: needed.0,
+                    level: key.level().0,
+                })
+                .into(),
+            );
+        }
+        Ok(())
+    };
+    check(keys.relinearization_key()?)?;
+    check(keys.conjugation_key()?)?;
+    for &step in &request.rotations {
+        let key = keys
+            .rotation_key(GaloisElement::rotation(step, n))
+            .ok_or_else(|| {
+                hemem_ckks::Error::from(hemem_ckks::KeyError::MissingRotationKey { step })
+            })?;
+        check(key)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+    use hemem_ckks::Context;
+    use hemem_ckks::backend::DeviceSelection;
+    use hemem_ckks::params::{Preset, SecurityCheck};
+    use hemem_ckks::testing::seed32;
+
+    use super::*;
+    use crate::Bootstrapper;
+    use crate::schedule::{ScheduleChoice, recommended_choice};
+
+    /// Each bootstrap key is made for the highest level the schedule uses
+    /// it at, and a key set made for lower levels is refused when the
+    /// bootstrapper is built (not halfway through a bootstrap).
+    #[test]
+    fn keys_are_made_and_checked_at_their_levels() {
+        let preset = Preset::TestFGb;
+        let params = Parameters::from_preset_with(preset, SecurityCheck::AllowInsecure).unwrap();
+        let context = Context::new(params.clone(), DeviceSelection::Cpu).unwrap();
+        let keygen = KeyGenerator::with_seed(&context, seed32(5));
+        let secret = keygen.secret_key().unwrap();
+        let schedule =
+            BootstrapSchedule::new(&params, recommended_choice(preset.shape_of()), Some(1 << 5))
+                .unwrap();
+        let request = key_request(&schedule, &params).unwrap();
+        let n = params.degree().get();
+        let top = params.max_level();
+        // CoeffToSlot's rotations at the top, SlotToCoeff-only ones low.
+        for &step in &request.rotations {
+            let level = request.level_of(KeyKind::Rotation(GaloisElement::rotation(step, n)), top);
+            assert!(level.0 >= 1 && level <= top, "step {step}: {level:?}");
+        }
+        let relin = request.level_of(KeyKind::Relinearization, top);
+        assert_eq!(relin.0, schedule.eval_mod_level.max(params.enc_level().0));
+
+        // The same request with every key one level too low is refused.
+        let mut low = request.clone();
+        for level in low.levels.values_mut() {
+            *level = Level(level.0.saturating_sub(1));
+        }
+        low.levels.insert(KeyKind::Conjugation, Level(0));
+        low.levels.insert(KeyKind::Relinearization, Level(0));
+        let keys = BootstrapKeys {
+            keys: Arc::new(keygen.key_set(&secret, &low).unwrap()),
+            sse: None,
+        };
+        let schedule_no_sse = BootstrapSchedule::new(
+            &params,
+            ScheduleChoice {
+                sse: false,
+                ..recommended_choice(preset.shape_of())
+            },
+            Some(1 << 5),
+        )
+        .unwrap();
+        let err = Bootstrapper::new(&context, schedule_no_sse, keys).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Ckks(hemem_ckks::Error::Key(
+                    hemem_ckks::KeyError::KeyLevelTooLow { .. }
+                ))
+            ),
+            "{err:?}"
+        );
+    }
+}

@@ -1,0 +1,96 @@
+//! [`Bootstrapper`]: SlotToCoeff-first CKKS bootstrapping on real
+//! ciphertexts, for the HEaaN presets' structure (BOOTSTRAP-NOTES §1,
+//! `docs/BOOTSTRAP-SCHEDULE.md`):
+//!
+//! 1. drop the input to level 3, keeping its scale;
+//! 2. **SlotToCoeff** (levels 3 → 0), whose diagonal scales absorb the
+//!    input scale and land on `Δ0 = q0·2^−ρ`;
+//! 3. *(sparse-secret encapsulation)* switch to an ephemeral secret of
+//!    Hamming weight 32 at level 0 (Bossuat et al., ePrint 2022/024);
+//! 4. **ModRaise** to the top level, read at scale `q0`; *(SSE)* switch back
+//!    to the dense secret;
+//! 5. *(sparse slots)* SubSum: the trace onto the slots' subring;
+//! 6. **CoeffToSlot** (levels `L → L−3`), one conjugation to split real and
+//!    imaginary parts;
+//! 7. **EvalMod** (scaled cosine, double angles, arcsine) on each part,
+//!    recombined and relabelled to the post-bootstrap level's default scale.
+//!
+//! Written once over [`SlotArithmetic`](crate::arith::SlotArithmetic) (through [`CkksOps`](crate::CkksOps)), so it runs
+//! wherever its ciphertexts live. Intermediates are `Temporary` memory, the
+//! encoded DFT diagonals `BootstrapConstant`, the keys `EvaluationKey`.
+//!
+//! The diagonals are kept compact by default ([`DiagonalStorage::Compact`]:
+//! one word per coefficient, expanded into `Temporary` memory a few at a
+//! time as each transform runs); SlotToCoeff's, which absorb the input
+//! scale, are cached for the [`STC_CACHE_CAPACITY`] most recent input
+//! scales.
+//!
+//! The code is split by idea: [`Bootstrapper`] is here; `setup` builds it
+//! (options, key checks, CoeffToSlot's diagonals), `diagonals` keeps the
+//! DFT diagonals (SlotToCoeff's cache by input scale), `single` runs one
+//! bootstrap stage by stage, `batch` runs many together (halving a batch
+//! the device budget refuses), `stages` holds the steps both share
+//! (ModRaise, SubSum, the EvalMod finish), and `keys` the keys a schedule
+//! needs.
+
+mod batch;
+mod diagonals;
+mod keys;
+mod setup;
+mod single;
+mod stages;
+
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex};
+
+use hemem_ckks::Context;
+use hemem_ckks::encoding::{CompactPlaintext, Plaintext};
+use hemem_ckks::eval::Evaluator;
+
+pub use diagonals::STC_CACHE_CAPACITY;
+use diagonals::StcDft;
+pub use keys::{BootstrapKeys, SseKeys, key_request};
+pub use setup::BootstrapOptions;
+pub use single::Stage;
+
+use crate::dft::EncodedDft;
+use crate::eval_mod::EvalMod;
+use crate::hoisting::Hoisting;
+use crate::linear_transform::DiagonalStorage;
+use crate::schedule::BootstrapSchedule;
+
+/// Refreshes ciphertexts: see the [module documentation](self).
+///
+/// Inputs must be at level 3 or above, with the schedule's slot count, and
+/// their slot values within the unit disk (|Re|, |Im| ≤ 1): values beyond
+/// it are reduced modulo 1 by EvalMod and come out wrong — this cannot be
+/// detected without the secret key. The output is at the preset's
+/// post-bootstrap level with exactly that level's default scale.
+pub struct Bootstrapper {
+    context: Context,
+    schedule: BootstrapSchedule,
+    evaluator: Evaluator,
+    sse: Option<SseKeys>,
+    storage: DiagonalStorage,
+    hoisting: Hoisting,
+    cts: EncodedDft<Plaintext, CompactPlaintext>,
+    /// SlotToCoeff by input scale (bits), most recently used first.
+    stc: Mutex<Vec<(u64, Arc<StcDft>)>>,
+    eval_mod: EvalMod,
+    subsum: Vec<i64>,
+    /// The most ciphertexts a batch runs together: halved whenever a batch
+    /// did not fit the device budget ([`Bootstrapper::bootstrap_many`]).
+    batch_limit: AtomicUsize,
+}
+
+impl std::fmt::Debug for Bootstrapper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bootstrapper")
+            .field("parameters", &self.context.params().name())
+            .field("slots", &self.schedule.slots())
+            .field("sse", &self.sse.is_some())
+            .field("storage", &self.storage)
+            .field("hoisting", &self.hoisting)
+            .finish_non_exhaustive()
+    }
+}
