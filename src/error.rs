@@ -1,23 +1,45 @@
-//! Errors of the `hemem` facade's own library code: the benchmark engines
-//! and the plots.
+//! One error type for a program written against [`crate::prelude`], and
+//! the errors of the facade's own library code (the benchmark engines, the
+//! plots, the encrypted network).
+//!
+//! Every error a prelude call returns converts into [`Error`] with `?`:
+//! the crates' errors ([`hemem_ckks::Error`] and its sub-enums,
+//! [`hemem_bootstrap::Error`], [`hemem_memory::Error`] and its sub-enums)
+//! and the device-name parser's [`DeviceParseError`]. Each fault lands
+//! under the layer it belongs to, whichever layer handed it up: a memory
+//! fault is always [`Error::Memory`] (not a CKKS error wrapping it), a CKKS
+//! fault from a bootstrap is [`Error::Ckks`]. The crates' own enums are
+//! unchanged.
 
 use std::path::PathBuf;
 
-/// Errors of the benchmark engines ([`crate::bench`]) and plots
-/// ([`crate::plot`]).
+use hemem_ckks::backend::DeviceParseError;
+
+/// Every error of hemem, for users of the `hemem` crate.
+///
+/// Every error a [`crate::prelude`] call returns converts into it with `?`:
+/// the crates' errors ([`hemem_ckks::Error`] and its sub-enums,
+/// [`hemem_bootstrap::Error`], [`hemem_memory::Error`] and its sub-enums)
+/// and [`DeviceParseError`]. Each fault lands under the layer it belongs
+/// to, whichever layer handed it up: a memory fault is always
+/// [`Error::Memory`], a CKKS fault from a bootstrap [`Error::Ckks`].
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The CKKS layer failed (parameters, keys, an operation, the memory
-    /// system below it).
+    /// The CKKS layer failed (parameters, keys, an operation,
+    /// serialization).
     #[error(transparent)]
-    Ckks(#[from] hemem_ckks::Error),
-    /// Bootstrapping failed.
+    Ckks(hemem_ckks::Error),
+    /// Bootstrapping failed (its own faults; the CKKS and memory faults
+    /// underneath are [`Error::Ckks`] and [`Error::Memory`]).
     #[error(transparent)]
-    Bootstrap(#[from] hemem_bootstrap::Error),
+    Bootstrap(hemem_bootstrap::Error),
     /// The memory system failed (configuration, budget, trace, driver).
     #[error(transparent)]
-    Memory(#[from] hemem_memory::Error),
+    Memory(hemem_memory::Error),
+    /// A device name that does not parse (`--device`, a config).
+    #[error(transparent)]
+    Device(#[from] DeviceParseError),
     /// A file could not be read or written.
     #[error("{op} {path}: {source}")]
     Io {
@@ -108,6 +130,59 @@ pub enum Error {
         axis: &'static str,
     },
 }
+
+impl From<hemem_memory::Error> for Error {
+    fn from(e: hemem_memory::Error) -> Self {
+        Self::Memory(e)
+    }
+}
+
+impl From<hemem_ckks::Error> for Error {
+    /// A memory fault the CKKS layer handed up is filed as
+    /// [`Error::Memory`].
+    fn from(e: hemem_ckks::Error) -> Self {
+        match e {
+            hemem_ckks::Error::Memory(m) => Self::Memory(m),
+            other => Self::Ckks(other),
+        }
+    }
+}
+
+impl From<hemem_bootstrap::Error> for Error {
+    /// A CKKS (or memory) fault the bootstrapping layer handed up is filed
+    /// under its own layer.
+    fn from(e: hemem_bootstrap::Error) -> Self {
+        match e {
+            hemem_bootstrap::Error::Ckks(c) => Self::from(c),
+            other => Self::Bootstrap(other),
+        }
+    }
+}
+
+/// The sub-enums some calls return directly (`"FGz".parse::<Preset>()`
+/// gives a [`hemem_ckks::ParametersError`]), filed through their crate's
+/// error.
+macro_rules! through {
+    ($crate_error:ty: $($sub:ty),+) => {$(
+        impl From<$sub> for Error {
+            fn from(e: $sub) -> Self {
+                Self::from(<$crate_error>::from(e))
+            }
+        }
+    )+};
+}
+through!(hemem_ckks::Error:
+    hemem_ckks::ParametersError,
+    hemem_ckks::KeyError,
+    hemem_ckks::SerializationError,
+    hemem_ckks::OperandError,
+    hemem_gpu_kernels::Error
+);
+through!(hemem_memory::Error:
+    hemem_memory::DeviceError,
+    hemem_memory::ConfigError,
+    hemem_memory::TraceError
+);
 
 impl Error {
     /// The memory system's error underneath, if this is one (through the
@@ -226,6 +301,10 @@ mod tests {
             source: Box::new(std::io::Error::other("no room")),
         };
         assert_eq!(plot.to_string(), "plotting f.png: no room");
+        assert_eq!(
+            Error::from(hemem_ckks::backend::DeviceParseError { name: "tpu".into() }).to_string(),
+            "unknown device \"tpu\" (expected cpu, gpu, gpu:N or auto)"
+        );
     }
 
     #[test]
@@ -243,5 +322,151 @@ mod tests {
         assert!(Error::Ckks(hemem_ckks::Error::Memory(over())).is_over_budget());
         assert!(!wrapped.is_out_of_memory());
         assert!(!Error::Font.is_over_budget());
+        // Converted with `?`, the same fault lands in one place whichever
+        // layer handed it up.
+        for converted in [
+            Error::from(over()),
+            Error::from(hemem_ckks::Error::Memory(over())),
+            Error::from(hemem_bootstrap::Error::Ckks(hemem_ckks::Error::Memory(
+                over(),
+            ))),
+        ] {
+            assert!(
+                matches!(
+                    converted,
+                    Error::Memory(hemem_memory::Error::OverBudget { .. })
+                ),
+                "{converted:?}"
+            );
+        }
+    }
+
+    /// A program written against the prelude needs no other error type:
+    /// every kind of fallible call it makes (parsers, constructors,
+    /// loaders fed random bytes, evaluation, bootstrapping's own checks)
+    /// converts into [`Error`] with `?`, each fault filed under its layer.
+    #[test]
+    fn every_prelude_error_converts_with_the_question_mark() {
+        use num_complex::Complex64;
+        use rand_core::{Rng as _, SeedableRng as _};
+
+        use crate::Result;
+        use crate::prelude::*;
+
+        fn preset(name: &str) -> Result<Preset> {
+            Ok(name.parse::<Preset>()?)
+        }
+        fn device(name: &str) -> Result<DeviceSelection> {
+            Ok(name.parse::<DeviceSelection>()?)
+        }
+        fn storage(name: &str) -> Result<DiagonalStorage> {
+            Ok(name.parse::<DiagonalStorage>()?)
+        }
+        fn memory(policy: &str) -> Result<MemoryConfig> {
+            let policy = policy.to_owned();
+            Ok(MemoryConfig::from_vars(|name| {
+                (name == "HEMEM_MEMORY_POLICY").then(|| policy.clone())
+            })?)
+        }
+        fn params(bytes: &[u8]) -> Result<Parameters> {
+            Ok(Parameters::from_bytes(bytes, SecurityCheck::Enforce)?)
+        }
+        fn ciphertext(context: &Context, bytes: &[u8]) -> Result<Ciphertext> {
+            Ok(Ciphertext::from_bytes(context, bytes)?)
+        }
+        fn keys(context: &Context, bytes: &[u8]) -> Result<BootstrapKeys> {
+            Ok(BootstrapKeys::from_bytes(context, bytes)?)
+        }
+        fn schedule(params: &Parameters, slots: usize) -> Result<BootstrapSchedule> {
+            Ok(BootstrapSchedule::recommended_for_slots(params, slots)?)
+        }
+        fn polynomial(coefficients: Vec<f64>) -> Result<Polynomial> {
+            Ok(Polynomial::monomial(coefficients)?)
+        }
+
+        let seed = 0x0e_4404;
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
+        let mut garbage = vec![0u8; 64 + (rng.next_u64() % 512) as usize];
+        rng.fill_bytes(&mut garbage);
+
+        assert!(matches!(
+            preset("FGz"),
+            Err(Error::Ckks(hemem_ckks::Error::Parameters(
+                hemem_ckks::ParametersError::UnknownPreset { .. }
+            )))
+        ));
+        assert!(matches!(device("tpu:0"), Err(Error::Device(_))));
+        assert!(matches!(storage("sideways"), Err(Error::Bootstrap(_))));
+        assert!(matches!(memory("sideways"), Err(Error::Memory(_))));
+        for bytes in [&garbage[..], &garbage[..7]] {
+            assert!(
+                matches!(
+                    params(bytes),
+                    Err(Error::Ckks(hemem_ckks::Error::Serialization(_)))
+                ),
+                "seed {seed}"
+            );
+        }
+
+        let test =
+            Parameters::from_preset_with(Preset::TestFTb, SecurityCheck::AllowInsecure).unwrap();
+        // A sparse schedule of 3 slots: bootstrapping's own check.
+        assert!(matches!(
+            schedule(&test, 3),
+            Err(Error::Bootstrap(
+                hemem_bootstrap::Error::InvalidSlots { .. }
+            ))
+        ));
+        let context = Context::new(test, DeviceSelection::Cpu).unwrap();
+        for result in [
+            ciphertext(&context, &garbage).map(drop),
+            keys(&context, &garbage).map(drop),
+        ] {
+            assert!(
+                matches!(
+                    result,
+                    Err(Error::Ckks(hemem_ckks::Error::Serialization(_)))
+                ),
+                "seed {seed}: {result:?}"
+            );
+        }
+        assert!(matches!(
+            polynomial(vec![1.0, f64::NAN]),
+            Err(Error::Bootstrap(hemem_bootstrap::Error::NonFinite))
+        ));
+
+        // Evaluation: a missing key is a CKKS fault; a constant polynomial
+        // is refused by the polynomial evaluator.
+        let keygen = KeyGenerator::new(&context).unwrap();
+        let secret = keygen.secret_key().unwrap();
+        let public = keygen.public_key(&secret).unwrap();
+        let values: Vec<Complex64> = (0..context.params().slots())
+            .map(|_| Complex64::new((rng.next_u64() % 1000) as f64 / 1000.0, 0.0))
+            .collect();
+        let encoder = Encoder::new(&context);
+        let ct = Encryptor::new(&context)
+            .unwrap()
+            .encrypt(&encoder.encode(&values).unwrap(), &public)
+            .unwrap();
+        let evaluator = Evaluator::new(&context);
+        let rotate = || -> Result<Ciphertext> { Ok(evaluator.rotate(&ct, 1)?) };
+        assert!(
+            matches!(rotate(), Err(Error::Ckks(hemem_ckks::Error::Key(_)))),
+            "{:?}",
+            rotate()
+        );
+        let constant = || -> Result<Ciphertext> {
+            Ok(evaluator.evaluate_polynomial(&ct, &polynomial(vec![0.5])?)?)
+        };
+        assert!(
+            matches!(
+                constant(),
+                Err(Error::Bootstrap(
+                    hemem_bootstrap::Error::InvalidDegree { .. }
+                ))
+            ),
+            "{:?}",
+            constant()
+        );
     }
 }

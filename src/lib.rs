@@ -8,12 +8,13 @@
 //! [`bootstrap`]; [`prelude`] gathers what most programs need. Its own code
 //! is the benchmark engines the `hemem bench` commands drive
 //! ([`mod@bench`]), their PNG plots ([`plot`]) and the encrypted-inference
-//! workload ([`inference`]).
+//! workload ([`inference`]). One error type, [`Error`], takes every error
+//! the crates return (with `?`).
 //!
 //! ```
 //! use hemem::prelude::*;
 //!
-//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # fn main() -> hemem::Result<()> {
 //! let params = Parameters::from_preset_with(Preset::TestFGb, SecurityCheck::AllowInsecure)?;
 //! // Defaults, whatever the environment says; `MemoryConfig::from_env()`
 //! // opts in to the HEMEM_* variables.
