@@ -129,6 +129,35 @@ fn params_file_security_is_decided_by_hemem_not_by_the_file() {
     );
 }
 
+/// The text report prints every class's peak in human sizes, the same
+/// figures `--json` gives in bytes.
+#[test]
+fn demo_text_prints_the_peaks_by_class() {
+    let text = hemem(&["demo", "--preset", "test-FTb", "--no-bootstrap"]);
+    assert!(text.status.success());
+    let text = String::from_utf8(text.stdout).unwrap();
+    let json = hemem(&["demo", "--preset", "test-FTb", "--no-bootstrap", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let peaks = report["peak_bytes_by_class"].as_object().unwrap();
+    assert!(!peaks.is_empty());
+    let section: Vec<&str> = text
+        .lines()
+        .skip_while(|l| *l != "peak memory by class:")
+        .skip(1)
+        .take(peaks.len())
+        .collect();
+    assert_eq!(section.len(), peaks.len(), "{text}");
+    for (line, (class, bytes)) in section.iter().zip(peaks) {
+        let bytes = bytes.as_u64().unwrap();
+        let (name, size) = line.trim().split_once(' ').unwrap();
+        assert_eq!(name, class, "{text}");
+        // The two runs are alike, not identical: compare the unit only.
+        let unit = |s: &str| s.trim().rsplit(' ').next().unwrap().to_owned();
+        let expected = hemem::memory::ByteSize(bytes).to_string();
+        assert_eq!(unit(size), unit(&expected), "{line}");
+    }
+}
+
 #[test]
 fn demo_reports_precision_as_json() {
     let out = hemem(&["demo", "--preset", "test-FGb", "--json"]);

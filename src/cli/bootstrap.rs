@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use super::device::DeviceArgs;
 use super::memory::MemoryArgs;
-use super::report::{human_bytes, max_abs_error, precision_bits};
+use super::report::{human_bytes, max_abs_error, precision_bits, print_by_class};
 
 /// Arguments of `hemem bootstrap`.
 #[derive(Debug, clap::Args)]
@@ -617,10 +617,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 report.chain.len()
             );
         }
-        out!("peak memory by class:");
-        for (class, bytes) in &report.peak_bytes_by_class {
-            out!("  {class:<20} {}", human_bytes(bytes.as_u64().unwrap_or(0)));
-        }
+        print_by_class("peak memory by class:", &report.peak_bytes_by_class)?;
         if let Some(rss) = report.peak_rss_bytes {
             out!("peak resident set (host): {}", human_bytes(rss));
         }

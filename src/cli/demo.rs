@@ -7,17 +7,17 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context as _;
+use hemem::bench::measure::peaks;
 use hemem_bootstrap::schedule::BootstrapSchedule;
 use hemem_bootstrap::{BootstrapKeys, BootstrapOptions, Bootstrapper};
 use hemem_ckks::prelude::*;
 use hemem_ckks::sampling::Sampler;
-use hemem_memory::{MemoryClass, Placement};
 use num_complex::Complex64;
 use serde::Serialize;
 
 use super::device::DeviceArgs;
 use super::memory::MemoryArgs;
-use super::report::{human_bytes, max_abs_error, precision_bits};
+use super::report::{human_bytes, max_abs_error, precision_bits, print_by_class};
 
 /// The rotation the demo shows.
 const ROTATION: i64 = 1;
@@ -246,23 +246,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         measure("square", &next, &expected, ms)?;
     }
 
-    let peaks = context
-        .memory_statistics()
-        .peak_bytes_by_class()
-        .into_iter()
-        .map(|(class, bytes)| (class.name().to_owned(), serde_json::Value::from(bytes)))
-        .collect();
-    let statistics = context.memory_statistics();
-    let device_peaks = matches!(context.device(), Device::Gpu(_)).then(|| {
-        MemoryClass::ALL
-            .into_iter()
-            .map(|class| {
-                let bytes = statistics.get(class, Placement::DevicePool).bytes.peak
-                    + statistics.get(class, Placement::Managed).bytes.peak;
-                (class.name().to_owned(), serde_json::Value::from(bytes))
-            })
-            .collect()
-    });
+    let (peaks, device_peaks) = peaks(
+        &context.memory_statistics(),
+        matches!(context.device(), Device::Gpu(_)),
+    );
     let trace_written = allocator
         .write_trace()?
         .map(|path| path.display().to_string());
@@ -298,15 +285,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 s.ms
             );
         }
-        out!("peak memory by class:");
-        for (class, bytes) in &report.peak_bytes_by_class {
-            out!("  {class:<20} {}", human_bytes(bytes.as_u64().unwrap_or(0)));
-        }
+        print_by_class("peak memory by class:", &report.peak_bytes_by_class)?;
         if let Some(device) = &report.peak_device_bytes_by_class {
-            out!("peak device bytes by class (pooled + managed):");
-            for (class, bytes) in device {
-                out!("  {class:<20} {}", human_bytes(bytes.as_u64().unwrap_or(0)));
-            }
+            print_by_class("peak device bytes by class (pooled + managed):", device)?;
         }
         out!("memory policy: {}", report.memory_policy);
         if let Some(path) = &report.trace_written {

@@ -27,6 +27,22 @@ pub fn human_bytes(bytes: u64) -> String {
     ByteSize(bytes).to_string()
 }
 
+/// Prints `title`, then one line per class of `by_class` (a report's
+/// `peak_bytes_by_class`-style map of byte counts) in human sizes.
+///
+/// # Errors
+/// A closed standard output.
+pub fn print_by_class(
+    title: &str,
+    by_class: &serde_json::Map<String, serde_json::Value>,
+) -> anyhow::Result<()> {
+    out!("{title}");
+    for (class, bytes) in by_class {
+        out!("  {class:<20} {}", human_bytes(bytes.as_u64().unwrap_or(0)));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
