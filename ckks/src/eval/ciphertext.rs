@@ -141,36 +141,22 @@ impl Ciphertext {
         slots: usize,
         device: Device,
     ) -> Result<()> {
-        self.context.check_same(context)?;
-        if self.device() != device {
-            return Err(OperandError::DeviceMismatch {
-                left: self.device(),
-                right: device,
-            }
-            .into());
-        }
-        if self.level != level {
-            return Err(OperandError::LevelMismatch {
-                left: self.level,
-                right: level,
-            }
-            .into());
-        }
-        if !self.scale.matches(scale) {
-            return Err(OperandError::ScaleMismatch {
-                left_log2: self.scale.log2(),
-                right_log2: scale.log2(),
-            }
-            .into());
-        }
-        if self.slots != slots {
-            return Err(OperandError::SlotsMismatch {
-                left: self.slots,
-                right: slots,
-            }
-            .into());
-        }
-        Ok(())
+        check_operands(
+            Operand {
+                context: &self.context,
+                device: self.device(),
+                level: self.level,
+                scale: self.scale,
+                slots: self.slots,
+            },
+            Operand {
+                context,
+                device,
+                level,
+                scale,
+                slots,
+            },
+        )
     }
 }
 
@@ -202,4 +188,52 @@ impl TensoredCiphertext {
     pub fn slots(&self) -> usize {
         self.slots
     }
+}
+
+/// What two operands must share to be combined (a [`Ciphertext`] or an
+/// extended ciphertext of double hoisting, and the other operand).
+pub(crate) struct Operand<'a> {
+    pub(crate) context: &'a Context,
+    pub(crate) device: Device,
+    pub(crate) level: Level,
+    pub(crate) scale: Scale,
+    pub(crate) slots: usize,
+}
+
+/// Checks that `right` agrees with `left` in context, device, level, scale
+/// and slot count.
+///
+/// # Errors
+/// The matching [`OperandError`].
+pub(crate) fn check_operands(left: Operand<'_>, right: Operand<'_>) -> Result<()> {
+    left.context.check_same(right.context)?;
+    if left.device != right.device {
+        return Err(OperandError::DeviceMismatch {
+            left: left.device,
+            right: right.device,
+        }
+        .into());
+    }
+    if left.level != right.level {
+        return Err(OperandError::LevelMismatch {
+            left: left.level,
+            right: right.level,
+        }
+        .into());
+    }
+    if !left.scale.matches(right.scale) {
+        return Err(OperandError::ScaleMismatch {
+            left_log2: left.scale.log2(),
+            right_log2: right.scale.log2(),
+        }
+        .into());
+    }
+    if left.slots != right.slots {
+        return Err(OperandError::SlotsMismatch {
+            left: left.slots,
+            right: right.slots,
+        }
+        .into());
+    }
+    Ok(())
 }

@@ -24,6 +24,7 @@
 
 use hemem_memory::MemoryClass;
 
+use super::ciphertext::{Operand, check_operands};
 use super::keyswitch::{decompose, inner_product};
 use super::{Ciphertext, Evaluator};
 use crate::backend::{BinaryOp, Device};
@@ -31,7 +32,7 @@ use crate::context::Context;
 use crate::encoding::Plaintext;
 use crate::params::{Level, Parameters, Scale};
 use crate::poly::{Ntt, RnsPoly};
-use crate::{Error, KeyError, OperandError, Result};
+use crate::{Error, KeyError, Result};
 
 /// A ciphertext over the extended basis `Q_l ∪ P` (NTT form) holding `P`
 /// times its message: `c0 + c1·s ≈ P·Δ·m` — the form a key switch has
@@ -87,36 +88,22 @@ impl ExtendedCiphertext {
         slots: usize,
         device: Device,
     ) -> Result<()> {
-        self.context.check_same(context)?;
-        if self.device() != device {
-            return Err(OperandError::DeviceMismatch {
-                left: self.device(),
-                right: device,
-            }
-            .into());
-        }
-        if self.level != level {
-            return Err(OperandError::LevelMismatch {
-                left: self.level,
-                right: level,
-            }
-            .into());
-        }
-        if !self.scale.matches(scale) {
-            return Err(OperandError::ScaleMismatch {
-                left_log2: self.scale.log2(),
-                right_log2: scale.log2(),
-            }
-            .into());
-        }
-        if self.slots != slots {
-            return Err(OperandError::SlotsMismatch {
-                left: self.slots,
-                right: slots,
-            }
-            .into());
-        }
-        Ok(())
+        check_operands(
+            Operand {
+                context: &self.context,
+                device: self.device(),
+                level: self.level,
+                scale: self.scale,
+                slots: self.slots,
+            },
+            Operand {
+                context,
+                device,
+                level,
+                scale,
+                slots,
+            },
+        )
     }
 }
 
