@@ -384,26 +384,10 @@ impl MemoryConfig {
             config.eviction = Some(eviction.trim().parse()?);
         }
         if let Some(reserve) = var("HEMEM_STREAMING_RESERVE") {
-            config.streaming_reserve = reserve
-                .trim()
-                .parse::<f64>()
-                .ok()
-                .filter(|r| r.is_finite() && *r >= 0.0)
-                .ok_or(ConfigError::InvalidSetting {
-                    name: "HEMEM_STREAMING_RESERVE",
-                    value: reserve.clone(),
-                })?;
+            config.streaming_reserve = non_negative("HEMEM_STREAMING_RESERVE", &reserve)?;
         }
         if let Some(slack) = var("HEMEM_STREAMING_SLACK") {
-            config.streaming_slack = slack
-                .trim()
-                .parse::<f64>()
-                .ok()
-                .filter(|r| r.is_finite() && *r >= 0.0)
-                .ok_or(ConfigError::InvalidSetting {
-                    name: "HEMEM_STREAMING_SLACK",
-                    value: slack.clone(),
-                })?;
+            config.streaming_slack = non_negative("HEMEM_STREAMING_SLACK", &slack)?;
         }
         if let Some(arena) = var("HEMEM_STREAMING_ARENA") {
             config.streaming_arena = match arena.trim() {
@@ -467,6 +451,22 @@ impl MemoryConfig {
         }
         Ok(budget)
     }
+}
+
+/// A finite, non-negative number from the variable `name`.
+fn non_negative(name: &'static str, value: &str) -> Result<f64> {
+    value
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|r| r.is_finite() && *r >= 0.0)
+        .ok_or_else(|| {
+            ConfigError::InvalidSetting {
+                name,
+                value: value.to_owned(),
+            }
+            .into()
+        })
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@
 
 use std::collections::BTreeMap;
 
+use super::streamed::evictable_ahead;
 use super::{Residency, State};
 use crate::{AllocationId, DevicePtr, Result};
 
@@ -193,9 +194,9 @@ impl Arena {
     }
 
     /// The chunk `ptr` lies in.
-    /// Each chunk's base, size and holes (offset, length), in order.
-    fn layout(&self) -> impl Iterator<Item = (DevicePtr, u64, &BTreeMap<u64, u64>)> {
-        self.chunks.iter().map(|c| (c.base, c.bytes, &c.holes))
+    /// Each chunk's base and holes (offset, length), in order.
+    fn layout(&self) -> impl Iterator<Item = (DevicePtr, &BTreeMap<u64, u64>)> {
+        self.chunks.iter().map(|c| (c.base, &c.holes))
     }
 
     pub(super) fn chunk_of(&self, ptr: DevicePtr) -> Option<usize> {
@@ -289,40 +290,43 @@ impl Residency {
     /// Belady's per-gap plan: 1.14 GB moved per FGb bootstrap against
     /// 0.97 GB planned). `None` when no run qualifies.
     fn window_victims(s: &State, need: u64, beyond: Option<usize>) -> Option<Vec<AllocationId>> {
-        // (offset, length, object) per chunk, objects by their footprint.
         struct Object {
             id: AllocationId,
             eligible: bool,
             kept: bool,
             next: usize,
         }
+        /// A hole or an object (by its footprint): offset, length.
+        type Segment = (u64, u64, Option<Object>);
         /// Kept objects, the soonest next use (later is cheaper), bytes.
         type Cost = (usize, std::cmp::Reverse<usize>, u64);
+        let arena = &s.streamed.arena;
+        let mut chunks: Vec<(DevicePtr, Vec<Segment>)> = arena
+            .layout()
+            .map(|(base, holes)| (base, holes.iter().map(|(&o, &l)| (o, l, None)).collect()))
+            .collect();
+        for (id, e) in &s.streamed.entries {
+            let Some(ptr) = e.device.filter(|_| e.in_arena && !e.zero_copy) else {
+                continue;
+            };
+            let Some((base, segments)) = arena.chunk_of(ptr).and_then(|i| chunks.get_mut(i)) else {
+                continue;
+            };
+            let next = s.planner.next_use(*id).unwrap_or(usize::MAX);
+            let kept = s.planner.is_stable(*id);
+            segments.push((
+                ptr.0 - base.0,
+                Arena::footprint(e.bytes),
+                Some(Object {
+                    id: *id,
+                    eligible: e.pins == 0 && evictable_ahead(beyond, kept, next),
+                    kept,
+                    next,
+                }),
+            ));
+        }
         let mut best: Option<(Cost, Vec<AllocationId>)> = None;
-        for (base, size, holes) in s.streamed.arena.layout() {
-            let mut segments: Vec<(u64, u64, Option<Object>)> =
-                holes.iter().map(|(&o, &l)| (o, l, None)).collect();
-            for (id, e) in &s.streamed.entries {
-                let Some(ptr) = e.device.filter(|_| e.in_arena && !e.zero_copy) else {
-                    continue;
-                };
-                if ptr.0 < base.0 || ptr.0 >= base.0 + size {
-                    continue;
-                }
-                let next = s.planner.next_use(*id).unwrap_or(usize::MAX);
-                let kept = s.planner.is_stable(*id);
-                let eligible = e.pins == 0 && beyond.is_none_or(|b| !kept && next > b);
-                segments.push((
-                    ptr.0 - base.0,
-                    Arena::footprint(e.bytes),
-                    Some(Object {
-                        id: *id,
-                        eligible,
-                        kept,
-                        next,
-                    }),
-                ));
-            }
+        for (_, mut segments) in chunks {
             segments.sort_unstable_by_key(|seg| seg.0);
             for (start, &(first, ..)) in segments.iter().enumerate() {
                 let (mut span, mut kept, mut soonest, mut bytes) = (0u64, 0usize, usize::MAX, 0u64);

@@ -463,7 +463,7 @@ impl Residency {
                 let stable = s.planner.is_stable(*id);
                 (id, !stable, next, e.uses.last())
             })
-            .filter(|&(_, streaming, next, _)| beyond.is_none_or(|b| streaming && next > b))
+            .filter(|&(_, streaming, next, _)| evictable_ahead(beyond, !streaming, next))
             .max_by_key(|&(id, streaming, next, last)| {
                 (streaming, next, Reverse(last), Reverse(*id))
             })
@@ -733,6 +733,14 @@ impl Residency {
         }
         Ok(true)
     }
+}
+
+/// Whether an unpinned resident object may leave to make room: always for
+/// an object needed now (`beyond` is `None`), and when fetching ahead
+/// `beyond` steps, only an object the plan does not keep (`kept`) whose
+/// next use is later than that (`next`, in steps).
+pub(super) fn evictable_ahead(beyond: Option<usize>, kept: bool, next: usize) -> bool {
+    beyond.is_none_or(|b| !kept && next > b)
 }
 
 #[cfg(test)]
