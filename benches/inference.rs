@@ -22,7 +22,9 @@ use hemem::memory::PolicyKind;
 use hemem::prelude::*;
 
 fn workload(context: &Context, shape: &NetworkShape) -> Option<InferenceWorkload> {
-    InferenceWorkload::generate(context, shape, DiagonalStorage::default())
+    // Compact, not `Fit`: the network's own diagonals are encoded after
+    // the bootstrapper, so `Fit` could not weigh them.
+    InferenceWorkload::generate(context, shape, DiagonalStorage::Compact)
         .map_err(|e| eprintln!("SKIP inference setup on {}: {e}", context.params().name()))
         .ok()
 }

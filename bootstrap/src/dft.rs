@@ -318,6 +318,19 @@ fn stage(n: usize, s: u32, inverse: bool) -> Result<DiagonalMatrix> {
     DiagonalMatrix::from_diagonals(n, [(0, main), (h as i64, up), (-(h as i64), down)])
 }
 
+/// One DFT factor's diagonals in bytes, kept compact and kept encoded
+/// ([`HomomorphicDft::encoded_sizes`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FactorBytes {
+    /// How many diagonals (all of one size).
+    pub diagonals: u64,
+    /// One word per coefficient ([`DiagonalStorage::Compact`]).
+    pub compact: u64,
+    /// Every limb of the factor's level, in NTT form
+    /// ([`DiagonalStorage::Encoded`]).
+    pub encoded: u64,
+}
+
 /// A level-collapsed homomorphic DFT: the factors of `E·R` (SlotToCoeff) or
 /// of its inverse (CoeffToSlot), in the order they are applied, one level
 /// each.
@@ -488,6 +501,41 @@ impl HomomorphicDft {
             .collect()
     }
 
+    /// The bytes of each factor's diagonals encoded from `start_level` down
+    /// (factor `i` at level `start_level − i`), kept compact and kept
+    /// encoded — over `Q_l ∪ P` where `hoisting` resolves to double
+    /// hoisting — for limbs of `limb_bytes` and `special_primes` special
+    /// primes: what [`DiagonalStorage::Mixed`] and the bootstrapper's
+    /// [`DiagonalStorage::Fit`] weigh before anything is encoded.
+    pub fn encoded_sizes(
+        &self,
+        start_level: usize,
+        log_bsgs_ratio: i32,
+        hoisting: Hoisting,
+        limb_bytes: u64,
+        special_primes: usize,
+    ) -> Vec<FactorBytes> {
+        // One word per coefficient: 2·slots of them (`encode_compact`).
+        let compact = 2 * self.n as u64 * 8;
+        self.linear_transforms(log_bsgs_ratio)
+            .iter()
+            .enumerate()
+            .map(|(i, lt)| {
+                let level = start_level.saturating_sub(i);
+                let extra = match lt.hoisting_at(hoisting, level, special_primes) {
+                    Hoisting::Double => special_primes as u64,
+                    Hoisting::Single | Hoisting::Auto => 0,
+                };
+                let diagonals = lt.matrix().diagonals().len() as u64;
+                FactorBytes {
+                    diagonals,
+                    compact: diagonals * compact,
+                    encoded: diagonals * (level as u64 + 1 + extra) * limb_bytes,
+                }
+            })
+            .collect()
+    }
+
     /// Encodes every factor: factor `i` at level `start_level − i` with
     /// diagonal scale `diagonal_scales[i]`, as encoded plaintexts
     /// ([`DiagonalStorage::Encoded`]).
@@ -588,9 +636,15 @@ impl HomomorphicDft {
                 level: start_level,
             });
         }
-        // Mixed: factors kept encoded, in order, while their bytes fit.
-        let limb_bytes = ops.limb_bytes();
-        let special = ops.special_primes();
+        // Mixed: diagonals kept encoded, factor after factor, while their
+        // bytes fit (each factor gets the room the ones before it left).
+        let sizes = self.encoded_sizes(
+            start_level,
+            log_bsgs_ratio,
+            hoisting,
+            ops.limb_bytes(),
+            ops.special_primes(),
+        );
         let mut encoded = 0u64;
         let total = self.factors.len() as u64;
         progress.update(0, total);
@@ -598,29 +652,24 @@ impl HomomorphicDft {
             .linear_transforms(log_bsgs_ratio)
             .iter()
             .zip(diagonal_scales)
+            .zip(&sizes)
             .enumerate()
-            .map(|(i, (lt, &scale))| {
+            .map(|(i, ((lt, &scale), size))| {
                 let level = start_level - i;
                 let storage = match storage {
-                    DiagonalStorage::Mixed { encoded_bytes } => {
-                        // Double hoisting keeps encoded diagonals over Q ∪ P.
-                        let extra = match lt.hoisting_at(hoisting, level, special) {
-                            Hoisting::Double => special as u64,
-                            Hoisting::Single | Hoisting::Auto => 0,
-                        };
-                        let bytes = lt.matrix().diagonals().len() as u64
-                            * (level as u64 + 1 + extra)
-                            * limb_bytes;
-                        if encoded + bytes <= encoded_bytes {
-                            encoded += bytes;
-                            DiagonalStorage::Encoded
-                        } else {
-                            DiagonalStorage::Compact
-                        }
-                    }
+                    DiagonalStorage::Mixed { encoded_bytes } => DiagonalStorage::Mixed {
+                        encoded_bytes: encoded_bytes.saturating_sub(encoded),
+                    },
                     other => other,
                 };
                 let transform = lt.encode_hoisted(ops, level, scale, storage, hoisting)?;
+                if let DiagonalStorage::Mixed { .. } = storage {
+                    let kept = transform
+                        .diagonals()
+                        .filter(|d| d.as_encoded().is_some())
+                        .count() as u64;
+                    encoded += kept * size.encoded / size.diagonals.max(1);
+                }
                 progress.update(i as u64 + 1, total);
                 Ok(transform)
             })

@@ -169,7 +169,7 @@ impl Default for SimulationOptions {
             seed: 1,
             round_plaintexts: true,
             hoisting: Hoisting::default(),
-            storage: DiagonalStorage::default(),
+            storage: DiagonalStorage::Compact,
         }
     }
 }

@@ -534,8 +534,8 @@ fn compact_and_encoded_diagonals_bootstrap_identically() {
     let bits = -max_error(&decrypt(&s, &a), &values, false).log2();
     assert!(bits > 22.0, "{bits:.2} bits");
 
-    // Mixed: room for CoeffToSlot's first factor only (and not its second)
-    // keeps that one encoded, the rest compact; the output is the same.
+    // Mixed: room for half the encoded bytes keeps CoeffToSlot's diagonals
+    // encoded while they fit, the rest compact; the output is the same.
     let half = (equivalent / 2) as u64;
     let mixed = bootstrapper_with(
         &s,

@@ -3,7 +3,10 @@
 //! `device` policy (placement never changes arithmetic), one at a time and
 //! in batches; the device footprint stays under the budget by hemem's count
 //! and by the driver's; a budget below one operation's need is a typed
-//! `OverBudget` error. Tests named `gpu_*` skip (saying so) without a GPU,
+//! `OverBudget` error. The forms the bootstrapper keeps its data in
+//! (`DiagonalStorage::Fit` resolving to encoded diagonals and stored key
+//! halves where the budget has room, compact data where it has not) give
+//! the same bit-identical ciphertexts. Tests named `gpu_*` skip (saying so) without a GPU,
 //! and fail instead with `HEMEM_REQUIRE_GPU=1`.
 #![allow(
     clippy::unwrap_used,
@@ -13,8 +16,9 @@
     missing_docs
 )]
 
+use hemem_bootstrap::linear_transform::DiagonalStorage;
 use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice};
-use hemem_bootstrap::{BootstrapKeys, Bootstrapper};
+use hemem_bootstrap::{BootstrapKeys, BootstrapOptions, Bootstrapper};
 use hemem_ckks::prelude::*;
 use hemem_ckks::testing::{seed32, seeded_rng, unit_disk};
 use hemem_memory::testing::gpu_or_skip;
@@ -27,6 +31,10 @@ struct Run {
     outputs: Words,
     usage: ResidencyUsage,
     pool_peak: u64,
+    /// What the bootstrapper's storage resolved to, and the keys whose
+    /// halves it stored.
+    storage: DiagonalStorage,
+    expanded_keys: usize,
 }
 
 const PRESET: Preset = Preset::TestFGb;
@@ -46,8 +54,15 @@ fn config(policy: PolicyConfig, budget: Option<u64>) -> MemoryConfig {
 }
 
 /// Keys, inputs and three rounds of bootstrapping (one ciphertext alone,
-/// then a batch of three) under `config`.
+/// then a batch of three) under `config`, the diagonals kept compact
+/// (and the keys seeded) so that what streams does not depend on the
+/// budget.
 fn run(config: &MemoryConfig) -> hemem_bootstrap::Result<Run> {
+    run_with(config, DiagonalStorage::Compact)
+}
+
+/// As [`run`], with the diagonals kept as `storage` says.
+fn run_with(config: &MemoryConfig, storage: DiagonalStorage) -> hemem_bootstrap::Result<Run> {
     let params = Parameters::from_preset_with(PRESET, SecurityCheck::AllowInsecure).unwrap();
     let context = Context::with_memory(params.clone(), DeviceSelection::Gpu(0), config)?;
     let keygen = KeyGenerator::with_seed(&context, seed32(11));
@@ -56,7 +71,11 @@ fn run(config: &MemoryConfig) -> hemem_bootstrap::Result<Run> {
     let schedule =
         BootstrapSchedule::new(&params, recommended_choice(PRESET.shape_of()), Some(SLOTS))?;
     let keys = BootstrapKeys::generate(&keygen, &secret, &schedule)?;
-    let bootstrapper = Bootstrapper::new(&context, schedule, keys)?;
+    let options = BootstrapOptions {
+        storage,
+        ..BootstrapOptions::default()
+    };
+    let bootstrapper = Bootstrapper::with_options(&context, schedule, keys, options)?;
     let encoder = Encoder::new(&context);
     let cts = (0..3u64)
         .map(|i| {
@@ -80,6 +99,8 @@ fn run(config: &MemoryConfig) -> hemem_bootstrap::Result<Run> {
     }
     let allocator = context.backend().allocator();
     Ok(Run {
+        storage: bootstrapper.storage(),
+        expanded_keys: bootstrapper.expanded_keys(),
         outputs,
         usage: allocator.residency_usage().unwrap(),
         pool_peak: allocator
@@ -100,6 +121,19 @@ fn gpu_planned_bootstraps_bit_identically_under_budgets() {
     assert!(reference.outputs[..4] == reference.outputs[4..8]);
     let ample = run(&config(PolicyConfig::Planned, None)).unwrap();
     assert!(ample.outputs == reference.outputs, "planned, no budget");
+    // With the whole GPU's room, `Fit` keeps everything in full: encoded
+    // diagonals, every key's halves stored — and the same words.
+    let full = run_with(&config(PolicyConfig::Device, None), DiagonalStorage::Fit).unwrap();
+    println!(
+        "fit, no budget: {:?}, {} keys expanded",
+        full.storage, full.expanded_keys
+    );
+    assert_eq!(full.storage, DiagonalStorage::Encoded);
+    assert!(full.expanded_keys > 0, "no key halves stored");
+    assert!(
+        full.outputs == reference.outputs,
+        "fit (full forms) differs"
+    );
     let (others, streamed) = (ample.usage.others_peak, ample.usage.streamed_allocated);
     println!(
         "device peak {}, planned: others {others}, streamed {streamed}",
@@ -128,6 +162,28 @@ fn gpu_planned_bootstraps_bit_identically_under_budgets() {
         tight.pool_peak
     );
     assert!(tight.usage.prefetched > 0, "nothing fetched ahead");
+    // `Fit` under the same budget keeps what the room allows beside one
+    // bootstrap's working memory, stays under the budget, and gives the
+    // same words.
+    let fitted = run_with(
+        &config(PolicyConfig::Planned, Some(budget)),
+        DiagonalStorage::Fit,
+    )
+    .unwrap_or_else(|e| panic!("fit, budget {budget}: {e}"));
+    println!(
+        "fit, budget {budget}: {:?}, {} keys expanded, {:?}",
+        fitted.storage, fitted.expanded_keys, fitted.usage
+    );
+    assert!(
+        fitted.outputs == reference.outputs,
+        "fit under {budget} differs"
+    );
+    assert!(fitted.usage.peak_device <= budget, "{:?}", fitted.usage);
+    assert!(
+        fitted.pool_peak <= budget,
+        "driver's pool peak {}",
+        fitted.pool_peak
+    );
     // The same budget with every streaming key and diagonal read in place
     // from pinned host memory (zero-copy): kernels read the same words.
     let in_place = run(&MemoryConfig {

@@ -70,10 +70,13 @@ pub struct Args {
     /// them; the report gives `key_load_ms` instead of `key_setup_ms`.
     #[arg(long, value_name = "FILE")]
     keys: Option<std::path::PathBuf>,
-    /// How the DFT diagonals are kept: compact (rounded coefficients,
-    /// expanded when used), encoded (every limb, NTT form), or mixed:SIZE
-    /// (CoeffToSlot's factors encoded while they fit SIZE, the rest compact).
-    #[arg(long, default_value = "compact")]
+    /// How the DFT diagonals are kept: fit (the default: the fastest forms
+    /// of the diagonals and keys the device budget holds beside one
+    /// bootstrap's working memory; compact on the CPU), compact (rounded
+    /// coefficients, expanded when used), encoded (every limb, NTT form),
+    /// or mixed:SIZE (CoeffToSlot's diagonals encoded while they fit SIZE,
+    /// the rest compact). Every form gives the same results.
+    #[arg(long, default_value = "fit")]
     diagonals: String,
     /// How the DFTs' BSGS linear transforms are evaluated: double (baby
     /// and giant steps kept in the extended basis Q ∪ P, one ModDown pair
@@ -143,8 +146,11 @@ struct Report {
     constant_bytes: usize,
     /// The same diagonals' bytes if they were kept encoded.
     constant_encoded_bytes: usize,
-    /// `compact` or `encoded`.
+    /// `compact`, `encoded` or `mixed` (what `fit` resolved to).
     diagonal_storage: &'static str,
+    /// Keys whose uniform halves `fit` stored (0 with any other
+    /// `--diagonals`; `--expand-keys` stores every key's beforehand).
+    keys_expanded: usize,
     /// `single` or `double` hoisting in the linear transforms.
     hoisting: &'static str,
     sse: bool,
@@ -322,8 +328,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if args.expand_keys {
         keys.expand()?;
     }
-    let (key_count, key_bytes) = (keys.len(), keys.size_bytes());
-    let key_set = Arc::clone(keys.key_set());
+    let key_count = keys.len();
     let constants_started = Instant::now();
     let storage: DiagonalStorage = args.diagonals.parse()?;
     let hoisting: Hoisting = args.hoisting.parse()?;
@@ -338,6 +343,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     })?;
     // The input is encrypted at the encryption level and levelled down, so
     // it keeps that level's default scale: SlotToCoeff is encoded for it now.
+    // Taken after the bootstrapper, so that `fit` may store key halves.
+    let key_set = Arc::clone(bootstrapper.key_set());
+    let key_bytes = bootstrapper.key_bytes();
     let enc = params.enc_level();
     bootstrapper.prepare_for_scale(params.default_scale(enc)?)?;
     context.synchronize()?;
@@ -541,7 +549,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         key_set_bytes: key_bytes,
         constant_bytes: bootstrapper.constant_bytes(),
         constant_encoded_bytes: bootstrapper.constant_encoded_bytes(),
-        diagonal_storage: storage.name(),
+        diagonal_storage: bootstrapper.storage().name(),
+        keys_expanded: bootstrapper.expanded_keys(),
         hoisting: bootstrapper.hoisting().name(),
         sse,
         peak_bytes_by_class,
@@ -603,9 +612,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             (None, None) => String::new(),
         };
         out!(
-            "{setup}; {} keys, {}; constants {} ({}, {} encoded); SSE {}",
+            "{setup}; {} keys, {}{}; constants {} ({}, {} encoded); SSE {}",
             report.keys,
             human_bytes(report.key_set_bytes as u64),
+            match report.keys_expanded {
+                0 => String::new(),
+                n => format!(" ({n} stored in full)"),
+            },
             human_bytes(report.constant_bytes as u64),
             report.diagonal_storage,
             human_bytes(report.constant_encoded_bytes as u64),

@@ -120,7 +120,7 @@ impl Bootstrapper {
             self.schedule.log_bsgs_ratio,
             // Mixed keeps CoeffToSlot's factors encoded, not these.
             match self.storage {
-                DiagonalStorage::Mixed { .. } => DiagonalStorage::Compact,
+                DiagonalStorage::Mixed { .. } | DiagonalStorage::Fit => DiagonalStorage::Compact,
                 other => other,
             },
             self.hoisting,

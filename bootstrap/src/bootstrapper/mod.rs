@@ -19,22 +19,26 @@
 //! wherever its ciphertexts live. Intermediates are `Temporary` memory, the
 //! encoded DFT diagonals `BootstrapConstant`, the keys `EvaluationKey`.
 //!
-//! The diagonals are kept compact by default ([`DiagonalStorage::Compact`]:
-//! one word per coefficient, expanded into `Temporary` memory a few at a
-//! time as each transform runs); SlotToCoeff's, which absorb the input
-//! scale, are cached for the [`STC_CACHE_CAPACITY`] most recent input
-//! scales.
+//! The diagonals and keys are kept in the fastest forms the device's budget
+//! holds ([`DiagonalStorage::Fit`], `footprint`): compact diagonals (one
+//! word per coefficient, expanded into `Temporary` memory a few at a time
+//! as each transform runs) and seeded keys where room is short, encoded
+//! diagonals and stored key halves where it is not — bit-identical either
+//! way. SlotToCoeff's diagonals, which absorb the input scale, are cached
+//! for the [`STC_CACHE_CAPACITY`] most recent input scales.
 //!
 //! The code is split by idea: [`Bootstrapper`] is here; `setup` builds it
 //! (options, key checks, CoeffToSlot's diagonals), `diagonals` keeps the
 //! DFT diagonals (SlotToCoeff's cache by input scale), `single` runs one
 //! bootstrap stage by stage, `batch` runs many together (halving a batch
 //! the device budget refuses), `stages` holds the steps both share
-//! (ModRaise, SubSum, the EvalMod finish), and `keys` the keys a schedule
-//! needs.
+//! (ModRaise, SubSum, the EvalMod finish), `keys` the keys a schedule
+//! needs, and `footprint` which of them and of the diagonals are kept in
+//! full.
 
 mod batch;
 mod diagonals;
+mod footprint;
 mod keys;
 mod setup;
 mod single;
@@ -46,9 +50,11 @@ use std::sync::{Arc, Mutex};
 use hemem_ckks::Context;
 use hemem_ckks::encoding::{CompactPlaintext, Plaintext};
 use hemem_ckks::eval::Evaluator;
+use hemem_ckks::keys::KeySet;
 
 pub use diagonals::STC_CACHE_CAPACITY;
 use diagonals::StcDft;
+pub use footprint::WORKING_CIPHERTEXTS;
 pub use keys::{BootstrapKeys, SseKeys, key_request};
 pub use setup::BootstrapOptions;
 pub use single::Stage;
@@ -70,6 +76,9 @@ pub struct Bootstrapper {
     context: Context,
     schedule: BootstrapSchedule,
     evaluator: Evaluator,
+    /// The key set the evaluator holds (relinearisation, conjugation,
+    /// rotations), for [`Bootstrapper::key_set`].
+    key_set: Arc<KeySet>,
     sse: Option<SseKeys>,
     storage: DiagonalStorage,
     hoisting: Hoisting,
@@ -81,6 +90,8 @@ pub struct Bootstrapper {
     /// The most ciphertexts a batch runs together: halved whenever a batch
     /// did not fit the device budget ([`Bootstrapper::bootstrap_many`]).
     batch_limit: AtomicUsize,
+    /// Keys whose uniform halves [`DiagonalStorage::Fit`] stored.
+    expanded_keys: usize,
 }
 
 impl std::fmt::Debug for Bootstrapper {

@@ -9,6 +9,7 @@ use hemem_ckks::eval::Evaluator;
 use hemem_ckks::progress::{NoProgress, Progress};
 use hemem_memory::MemoryClass;
 
+use super::footprint::{Fitted, fit};
 use super::keys::{check_keys, key_request, subsum_steps};
 use super::{BootstrapKeys, Bootstrapper, STC_CACHE_CAPACITY};
 use crate::ckks_ops::CkksOps;
@@ -22,7 +23,9 @@ use crate::{Error, Result};
 /// transforms.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BootstrapOptions {
-    /// Compact (the default), encoded or mixed diagonals.
+    /// Diagonals (and keys) kept as the budget allows
+    /// ([`DiagonalStorage::Fit`], the default), or compact, encoded or
+    /// mixed diagonals with the keys as given.
     pub storage: DiagonalStorage,
     /// Single (the default) or double hoisting in the BSGS linear
     /// transforms ([`crate::hoisting`]).
@@ -32,8 +35,9 @@ pub struct BootstrapOptions {
 impl Bootstrapper {
     /// A bootstrapper for `context` with `schedule` and its keys: checks
     /// that every needed key exists and encodes CoeffToSlot's diagonals
-    /// (`BootstrapConstant` memory, on the context's device), compactly
-    /// ([`DiagonalStorage::default`]).
+    /// (`BootstrapConstant` memory, on the context's device), keeping them
+    /// and the keys in the fastest forms the device's budget holds
+    /// ([`DiagonalStorage::Fit`], the default; compact on a CPU).
     ///
     /// # Errors
     /// [`Error::NotBootstrappable`]; a missing key
@@ -97,6 +101,7 @@ impl Bootstrapper {
         progress: &dyn Progress,
     ) -> Result<Self> {
         let BootstrapOptions { storage, hoisting } = options;
+        let mut keys = keys;
         let params = context.params();
         if params.post_bootstrap_level().is_none() {
             return Err(Error::NotBootstrappable {
@@ -111,14 +116,22 @@ impl Bootstrapper {
         }
         let request = key_request(&schedule, params)?;
         check_keys(&keys.keys, &request, params)?;
-        let evaluator = Evaluator::with_keys(context, Arc::clone(&keys.keys))
-            .with_output_class(MemoryClass::Temporary);
         let slots = schedule.slots();
         let mut cts_dft = schedule.cts_dft()?;
         if slots < params.slots() {
             // SubSum multiplies by N/(2n); fold its inverse in.
             cts_dft.scale_evenly(slots as f64 / params.slots() as f64)?;
         }
+        let fitted = match storage {
+            DiagonalStorage::Fit => fit(context, &schedule, &mut keys, &cts_dft, hoisting)?,
+            other => Fitted {
+                storage: other,
+                ..Fitted::default()
+            },
+        };
+        let storage = fitted.storage;
+        let evaluator = Evaluator::with_keys(context, Arc::clone(&keys.keys))
+            .with_output_class(MemoryClass::Temporary);
         let cts = {
             let ops = CkksOps::new(&evaluator);
             cts_dft.encode_hoisted_with_progress(
@@ -137,6 +150,7 @@ impl Bootstrapper {
             subsum: subsum_steps(slots, params.slots()),
             schedule,
             evaluator,
+            key_set: keys.keys,
             sse: keys.sse,
             storage,
             hoisting,
@@ -144,6 +158,7 @@ impl Bootstrapper {
             stc: Mutex::new(Vec::with_capacity(STC_CACHE_CAPACITY + 1)),
             eval_mod,
             batch_limit: AtomicUsize::new(usize::MAX),
+            expanded_keys: fitted.expanded_keys,
         })
     }
 
@@ -152,7 +167,8 @@ impl Bootstrapper {
         &self.schedule
     }
 
-    /// How the DFT diagonals are kept.
+    /// How the DFT diagonals are kept (never [`DiagonalStorage::Fit`]:
+    /// what it resolved to).
     pub fn storage(&self) -> DiagonalStorage {
         self.storage
     }

@@ -252,6 +252,21 @@ impl LinearTransform {
         hoisting.resolve(level, special_primes, babies, giants, diagonals)
     }
 
+    /// Bytes of one diagonal encoded at `level` for evaluation with
+    /// `hoisting` (resolved): every limb of `Q_level`, and of `P` too with
+    /// double hoisting.
+    fn encoded_diagonal_bytes<A: ExtendedArithmetic>(
+        ops: &A,
+        level: usize,
+        hoisting: Hoisting,
+    ) -> u64 {
+        let special = match hoisting {
+            Hoisting::Double => ops.special_primes() as u64,
+            Hoisting::Single | Hoisting::Auto => 0,
+        };
+        (level as u64 + 1 + special) * ops.limb_bytes()
+    }
+
     /// The diagonal scale that takes an input at `input_scale` to
     /// `target_scale` after the one rescale by `prime` (the prime of the
     /// level the transform is evaluated at): `target · prime / input`.
@@ -309,6 +324,21 @@ impl LinearTransform {
         let hoisting = self.hoisting_at(hoisting, level, ops.special_primes());
         let n = self.matrix.slots();
         let diagonals = self.matrix.diagonals();
+        // Mixed: diagonals kept encoded, in evaluation order, while their
+        // encoded bytes fit.
+        let encoded_size = Self::encoded_diagonal_bytes(ops, level, hoisting);
+        let room = std::cell::Cell::new(match storage {
+            DiagonalStorage::Mixed { encoded_bytes } => encoded_bytes,
+            _ => 0,
+        });
+        let keep_encoded = || match storage {
+            DiagonalStorage::Encoded => true,
+            DiagonalStorage::Mixed { .. } if encoded_size <= room.get() => {
+                room.set(room.get() - encoded_size);
+                true
+            }
+            _ => false,
+        };
         let groups = self
             .index
             .groups
@@ -325,16 +355,15 @@ impl LinearTransform {
                         // rot_{−g}(v)[j] = v[j − g].
                         let mut rotated: Vec<Complex64> = diag.clone();
                         rotated.rotate_right(giant % n);
-                        let stored = match storage {
-                            DiagonalStorage::Encoded => Diagonal::Encoded(match hoisting {
+                        let stored = if keep_encoded() {
+                            Diagonal::Encoded(match hoisting {
                                 Hoisting::Double => ops.encode_extended(&rotated, level, scale)?,
                                 Hoisting::Single | Hoisting::Auto => {
                                     ops.encode(&rotated, level, scale)?
                                 }
-                            }),
-                            DiagonalStorage::Compact | DiagonalStorage::Mixed { .. } => {
-                                Diagonal::Compact(ops.encode_compact(&rotated, level, scale)?)
-                            }
+                            })
+                        } else {
+                            Diagonal::Compact(ops.encode_compact(&rotated, level, scale)?)
                         };
                         Ok((baby, stored))
                     })
@@ -360,22 +389,34 @@ impl LinearTransform {
 
 /// How an encoded linear transform keeps its diagonals between
 /// evaluations.
+///
+/// Every form gives bit-identical results: an encoded diagonal is exactly
+/// the expansion of its compact one ([`hemem_ckks::encoding::CompactPlaintext`]),
+/// so the choice trades memory for expansion work and nothing else.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum DiagonalStorage {
+    /// The bootstrapper's choice by the device's budget (the default):
+    /// the fastest forms of its diagonals *and keys* that the budget holds
+    /// beside one bootstrap's working memory
+    /// ([`crate::Bootstrapper::with_options`] resolves it to one of the
+    /// others; see `bootstrapper/footprint.rs`). A transform encoded
+    /// directly with `Fit` keeps its diagonals compact.
+    #[default]
+    Fit,
     /// The rounded coefficients only, one word per coefficient
     /// ([`crate::arith::SlotArithmetic::encode_compact`]: `level + 1` times fewer bytes
     /// than encoded at full slots), expanded when the transform is
     /// evaluated, at most [`EXPAND_BATCH`] at a time, into scratch freed
     /// right after their products.
-    #[default]
     Compact,
     /// Encoded plaintexts (every limb, NTT form), ready to multiply: no
     /// expansion, at the full size.
     Encoded,
-    /// CoeffToSlot's factors kept encoded, in evaluation order, while their
-    /// encoded bytes fit `encoded_bytes`; the rest (and SlotToCoeff)
-    /// compact. For a card with room to spare beyond the compact working
-    /// set: each byte kept encoded saves the same expansion work.
+    /// CoeffToSlot's diagonals kept encoded, factor after factor in
+    /// evaluation order, while their encoded bytes fit `encoded_bytes`; the
+    /// rest (and SlotToCoeff) compact. For a card with room to spare beyond
+    /// the compact working set: each byte kept encoded saves the same
+    /// expansion work.
     Mixed {
         /// The most bytes kept encoded.
         encoded_bytes: u64,
@@ -383,9 +424,10 @@ pub enum DiagonalStorage {
 }
 
 impl DiagonalStorage {
-    /// `"compact"` or `"encoded"` (as in JSON reports).
+    /// `"fit"`, `"compact"`, `"encoded"` or `"mixed"` (as in JSON reports).
     pub fn name(self) -> &'static str {
         match self {
+            Self::Fit => "fit",
             Self::Compact => "compact",
             Self::Encoded => "encoded",
             Self::Mixed { .. } => "mixed",
@@ -396,11 +438,11 @@ impl DiagonalStorage {
 impl std::str::FromStr for DiagonalStorage {
     type Err = Error;
 
-    /// Parses `compact`, `encoded` or `mixed:SIZE` (`mixed:1.2GiB`).
+    /// Parses `fit`, `compact`, `encoded` or `mixed:SIZE` (`mixed:1.2GiB`).
     fn from_str(s: &str) -> Result<Self> {
         let invalid = Error::InvalidParameter {
             name: "diagonal storage",
-            reason: "expected compact, encoded or mixed:SIZE (for example mixed:1GiB)",
+            reason: "expected fit, compact, encoded or mixed:SIZE (for example mixed:1GiB)",
         };
         match s.split_once(':') {
             Some(("mixed", size)) => size
@@ -408,6 +450,7 @@ impl std::str::FromStr for DiagonalStorage {
                 .map(|b| Self::Mixed { encoded_bytes: b.0 })
                 .map_err(|_| invalid),
             _ => match s {
+                "fit" => Ok(Self::Fit),
                 "compact" => Ok(Self::Compact),
                 "encoded" => Ok(Self::Encoded),
                 _ => Err(invalid),

@@ -496,7 +496,9 @@ fn prepare(context: &Context, operation: Operation) -> Result<Prepared> {
     let mut sampler = Sampler::from_os()?;
     if operation == Operation::Inference {
         let shape = NetworkShape::resnet20_for_slots(context.params().slots());
-        let workload = InferenceWorkload::generate(context, &shape, DiagonalStorage::default())?;
+        // Compact, not `Fit`: the network's own diagonals are encoded after
+        // the bootstrapper, so `Fit` could not weigh them.
+        let workload = InferenceWorkload::generate(context, &shape, DiagonalStorage::Compact)?;
         return Ok(Prepared::Inference(Box::new(workload)));
     }
     if operation.is_bootstrap() {

@@ -1,0 +1,431 @@
+//! [`DiagonalStorage::Fit`]: which of its data a [`Bootstrapper`] keeps in
+//! full, chosen by the device's budget.
+//!
+//! Compact data (seeded keys, compact diagonals) is what lets FGb bootstrap
+//! on a 2 GiB card, but it is regenerated on every use: on the H100,
+//! regenerating the keys' uniform halves costs an FGb bootstrap 3.8 ms for
+//! the 1.96 GB it saves, and expanding the DFT diagonals 6.4 ms for 2.07 GB
+//! (docs/BENCHMARKS.md, "Compact data on the GPU": 59.1 ms compact against
+//! 48.9 ms with both stored). Every form gives bit-identical results — a
+//! stored half is the one its seed regenerates, an encoded diagonal the
+//! expansion of its compact one — so where the budget has room, keeping
+//! data in full is pure gain, and where it has none, compact data is what
+//! fits. Issue 11 names this choice ("regenerating an object on the device
+//! instead of moving it") as the planner's; this is its first, static form.
+//!
+//! The rule, greedy by time saved per byte, over the room the budget leaves
+//! beside everything the device holds now, the compact diagonals, and one
+//! bootstrap's working memory ([`WORKING_CIPHERTEXTS`] top-level
+//! ciphertexts):
+//!
+//! 1. the relinearisation key's uniform halves: one key, used by every
+//!    multiplication of EvalMod (a dozen key switches per bootstrap, about
+//!    0.06 ms of regeneration each at FGb);
+//! 2. the DFT diagonals: all encoded ([`DiagonalStorage::Encoded`]) when
+//!    they fit, with SlotToCoeff's for [`STC_CACHE_CAPACITY`] input scales;
+//!    else CoeffToSlot's factors in order while they fit
+//!    ([`DiagonalStorage::Mixed`]); else compact (about 3.1 ms saved per
+//!    GB at FGb);
+//! 3. the other keys' halves, conjugation first, then the rotations and
+//!    the sparse-secret keys, each while it fits (about 1.9 ms per GB).
+//!
+//! A CPU context has no device budget: its data stays compact, as the CPU
+//! spends about as long reading a stored half as regenerating it. Keys an
+//! evaluator already shares (a cloned [`BootstrapKeys::key_set`]) cannot be
+//! changed in place and are left as they are.
+//!
+//! A batch ([`Bootstrapper::bootstrap_many`]) needs working memory per
+//! ciphertext; the room reserved here is one bootstrap's, and a batch that
+//! does not fit beside what was kept is halved as usual. Callers who batch
+//! under a tight budget may prefer [`DiagonalStorage::Compact`].
+
+use std::sync::Arc;
+
+use hemem_ckks::Context;
+use hemem_ckks::keys::{KeyKind, KeySet, SwitchingKey};
+
+use super::{BootstrapKeys, Bootstrapper, STC_CACHE_CAPACITY};
+use crate::Result;
+use crate::dft::{FactorBytes, HomomorphicDft};
+use crate::hoisting::Hoisting;
+use crate::linear_transform::DiagonalStorage;
+use crate::schedule::{BootstrapSchedule, INPUT_LEVEL};
+
+/// One bootstrap's working memory, in top-level ciphertexts (two polynomials
+/// of `top_level + 1` limbs each), reserved before anything is kept in
+/// full. Measured on the H100 with single hoisting, the device peak beside
+/// the keys and diagonals is about 32 such ciphertexts at FGb (0.83 GB
+/// under the `device` policy, 0.65 GB of pooled temporaries under
+/// `planned`) and 44 at FVb (docs/BENCHMARKS.md); 48 leaves room for the
+/// pool's rounding and double hoisting's extended temporaries.
+pub const WORKING_CIPHERTEXTS: u64 = 48;
+
+/// What [`fit`] chose.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Fitted {
+    /// How the DFT diagonals are kept.
+    pub storage: DiagonalStorage,
+    /// Keys whose uniform halves were stored, and their bytes.
+    pub expanded_keys: usize,
+    /// See `expanded_keys`.
+    pub expanded_bytes: u64,
+}
+
+/// The room [`fit`] may spend: the budget less what the device holds now
+/// (everything streamed or managed counted as if resident) and less
+/// `reserved`. `None` on a CPU context.
+fn spare_room(context: &Context, reserved: u64) -> Option<u64> {
+    let usage = context.backend().allocator().residency_usage()?;
+    let held = usage.pool_used
+        + usage.managed_allocated
+        + usage
+            .streamed_allocated
+            .saturating_sub(usage.streamed_resident);
+    Some(usage.budget.saturating_sub(held).saturating_sub(reserved))
+}
+
+/// What keeping a key's uniform halves adds: as many bytes as the `b`
+/// halves held now; nothing for a key that already has them.
+fn halves_bytes(key: &SwitchingKey) -> u64 {
+    if key.is_compressed() {
+        key.size_bytes() as u64
+    } else {
+        0
+    }
+}
+
+/// The sums of `sizes`' compact bytes and of what keeping them encoded adds.
+fn totals(sizes: &[FactorBytes]) -> (u64, u64) {
+    sizes.iter().fold((0, 0), |(compact, extra), f| {
+        (
+            compact + f.compact,
+            extra + f.encoded.saturating_sub(f.compact),
+        )
+    })
+}
+
+/// The choice [`choose`] makes, before anything is stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Choice {
+    storage: DiagonalStorage,
+    /// Whether the relinearisation key's halves are stored.
+    relinearization: bool,
+    /// For each other key, in the order given, whether its halves are.
+    others: Vec<bool>,
+    /// The bytes all of it adds.
+    added: u64,
+}
+
+/// The greedy rule of the [module documentation](self) over `spare`
+/// bytes: the relinearisation key's halves (`relinearization`, their bytes
+/// if it has none stored yet), then the diagonals (`cts`, CoeffToSlot's
+/// factors in order; `stc_extra`, what keeping SlotToCoeff's encoded adds
+/// for every cached scale), then the `others` keys' halves in order.
+fn choose(
+    spare: u64,
+    relinearization: Option<u64>,
+    cts: &[FactorBytes],
+    stc_extra: u64,
+    others: &[u64],
+) -> Choice {
+    let mut left = spare;
+    let take = |left: &mut u64, bytes: u64| {
+        let fits = bytes <= *left;
+        if fits {
+            *left -= bytes;
+        }
+        fits
+    };
+    let relinearization = relinearization.is_some_and(|bytes| take(&mut left, bytes));
+    let (_, cts_extra) = totals(cts);
+    let storage = if take(&mut left, cts_extra + stc_extra) {
+        DiagonalStorage::Encoded
+    } else {
+        // CoeffToSlot's diagonals, factor after factor, while what they add
+        // fits: as `DiagonalStorage::Mixed` fills its room, so the room
+        // stops at the first factor that does not fit whole.
+        let mut encoded_bytes = 0;
+        for factor in cts {
+            let count = factor.diagonals.max(1);
+            let (encoded, compact) = (factor.encoded / count, factor.compact / count);
+            let extra = encoded.saturating_sub(compact);
+            let kept = left.checked_div(extra).map_or(count, |n| count.min(n));
+            left -= kept * extra;
+            encoded_bytes += kept * encoded;
+            if kept < count {
+                break;
+            }
+        }
+        if encoded_bytes > 0 {
+            DiagonalStorage::Mixed { encoded_bytes }
+        } else {
+            DiagonalStorage::Compact
+        }
+    };
+    let others = others.iter().map(|&bytes| take(&mut left, bytes)).collect();
+    Choice {
+        storage,
+        relinearization,
+        others,
+        added: spare - left,
+    }
+}
+
+/// Resolves [`DiagonalStorage::Fit`] for a bootstrapper of `schedule` in
+/// `context` (see the [module documentation](self)), storing the uniform
+/// halves of the `keys` chosen; `cts` is CoeffToSlot's DFT as it will be
+/// encoded.
+///
+/// # Errors
+/// Allocation errors while storing key halves.
+pub(super) fn fit(
+    context: &Context,
+    schedule: &BootstrapSchedule,
+    keys: &mut BootstrapKeys,
+    cts: &HomomorphicDft,
+    hoisting: Hoisting,
+) -> Result<Fitted> {
+    let params = context.params();
+    let limb_bytes = 8 * params.degree().get() as u64;
+    let special = params.p_moduli().len();
+    let cts_sizes = cts.encoded_sizes(
+        schedule.top_level,
+        schedule.log_bsgs_ratio,
+        hoisting,
+        limb_bytes,
+        special,
+    );
+    let stc_sizes = schedule.stc_dft()?.encoded_sizes(
+        INPUT_LEVEL,
+        schedule.log_bsgs_ratio,
+        hoisting,
+        limb_bytes,
+        special,
+    );
+    let (cts_compact, _) = totals(&cts_sizes);
+    let (stc_compact, stc_extra) = totals(&stc_sizes);
+    let cached = STC_CACHE_CAPACITY as u64;
+    let working = WORKING_CIPHERTEXTS * 2 * (schedule.top_level as u64 + 1) * limb_bytes;
+    let compact = Fitted {
+        storage: DiagonalStorage::Compact,
+        ..Fitted::default()
+    };
+    let Some(spare) = spare_room(context, working + cts_compact + cached * stc_compact) else {
+        return Ok(compact);
+    };
+    // Keys an evaluator already shares stay as they are.
+    let mut relinearization = None;
+    let mut others: Vec<&mut SwitchingKey> = Vec::new();
+    if let Some(set) = Arc::get_mut(&mut keys.keys) {
+        for key in set.keys_mut() {
+            if key.kind() == KeyKind::Relinearization {
+                relinearization = Some(key);
+            } else {
+                others.push(key);
+            }
+        }
+    }
+    if let Some(sse) = &mut keys.sse {
+        others.push(&mut sse.to_sparse);
+        others.push(&mut sse.to_dense);
+    }
+    let choice = choose(
+        spare,
+        relinearization.as_deref().map(halves_bytes),
+        &cts_sizes,
+        cached * stc_extra,
+        &others.iter().map(|k| halves_bytes(k)).collect::<Vec<_>>(),
+    );
+    let mut fitted = Fitted {
+        storage: choice.storage,
+        ..Fitted::default()
+    };
+    let chosen = relinearization
+        .filter(|_| choice.relinearization)
+        .into_iter()
+        .chain(
+            others
+                .into_iter()
+                .zip(&choice.others)
+                .filter_map(|(key, &take)| take.then_some(key)),
+        );
+    for key in chosen {
+        let bytes = halves_bytes(key);
+        if bytes > 0 {
+            key.expand()?;
+            fitted.expanded_keys += 1;
+            fitted.expanded_bytes += bytes;
+        }
+    }
+    Ok(fitted)
+}
+
+impl Bootstrapper {
+    /// Bytes of the keys the bootstrapper holds, as held (with the uniform
+    /// halves [`DiagonalStorage::Fit`] chose to store).
+    pub fn key_bytes(&self) -> usize {
+        let set = self.key_set.size_bytes();
+        let sse = self
+            .sse
+            .as_ref()
+            .map_or(0, |s| s.to_sparse.size_bytes() + s.to_dense.size_bytes());
+        set + sse
+    }
+
+    /// The keys the bootstrapper holds (relinearisation, conjugation,
+    /// rotations): take them from here for the evaluator of your own
+    /// multiplications and rotations. Taken before the bootstrapper is made
+    /// (a clone of [`BootstrapKeys::key_set`]), they are shared, and
+    /// [`DiagonalStorage::Fit`] leaves them as they are.
+    pub fn key_set(&self) -> &Arc<KeySet> {
+        &self.key_set
+    }
+
+    /// Keys whose uniform halves the bootstrapper stored when it resolved
+    /// [`DiagonalStorage::Fit`] (0 for any other storage: the keys are then
+    /// as the caller gave them).
+    pub fn expanded_keys(&self) -> usize {
+        self.expanded_keys
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+    use hemem_ckks::testing::seeded_rng;
+    use rand_core::Rng;
+
+    use super::*;
+
+    /// A random size up to `max` bytes (never zero).
+    fn size(rng: &mut impl Rng, max: u64) -> u64 {
+        1 + rng.next_u64() % max
+    }
+
+    /// Over random sizes and rooms: the choice never spends more than the
+    /// room, spends exactly what it chose, takes the relinearisation key
+    /// first, the diagonals whole before any factor and factors in order,
+    /// and leaves nothing unchosen that would still fit in what is left.
+    #[test]
+    fn the_greedy_choice_fits_the_room_and_leaves_nothing_that_would_fit() {
+        let mut rng = seeded_rng(0x0f17);
+        let mut seen = [0usize; 3];
+        for _ in 0..2000 {
+            let factors = 1 + rng.next_u64() as usize % 4;
+            let cts: Vec<FactorBytes> = (0..factors)
+                .map(|_| {
+                    let diagonals = size(&mut rng, 40);
+                    let compact = size(&mut rng, 1 << 16);
+                    FactorBytes {
+                        diagonals,
+                        compact: diagonals * compact,
+                        encoded: diagonals * compact * (2 + rng.next_u64() % 30),
+                    }
+                })
+                .collect();
+            let stc_extra = size(&mut rng, 1 << 24);
+            let relin = (!rng.next_u64().is_multiple_of(4)).then(|| size(&mut rng, 1 << 24));
+            let others: Vec<u64> = (0..rng.next_u64() % 12)
+                .map(|_| size(&mut rng, 1 << 24))
+                .collect();
+            let (_, cts_extra) = totals(&cts);
+            let everything =
+                relin.unwrap_or(0) + cts_extra + stc_extra + others.iter().sum::<u64>();
+            // Rooms from nothing to more than everything, many of them small.
+            let shift = rng.next_u64() % 24;
+            let spare = (rng.next_u64() % (everything + everything / 4 + 1)) >> shift;
+            let choice = choose(spare, relin, &cts, stc_extra, &others);
+
+            assert!(choice.added <= spare, "{choice:?} over {spare}");
+            let left = spare - choice.added;
+            let (diagonals, encoded_factors) = match choice.storage {
+                DiagonalStorage::Encoded => (cts_extra + stc_extra, factors),
+                DiagonalStorage::Compact => (0, 0),
+                DiagonalStorage::Mixed { encoded_bytes } => {
+                    // Mixed's room filled as the DFT's encoding fills it:
+                    // diagonals factor after factor, stopping at the first
+                    // factor that does not fit whole; the room must be used
+                    // exactly, and the next diagonal must not fit.
+                    let (mut room, mut extra) = (encoded_bytes, 0);
+                    for f in &cts {
+                        let (enc, comp) = (f.encoded / f.diagonals, f.compact / f.diagonals);
+                        let kept = f.diagonals.min(room / enc);
+                        room -= kept * enc;
+                        extra += kept * (enc - comp);
+                        if kept < f.diagonals {
+                            assert!(enc - comp > left, "{choice:?}: one more diagonal fits");
+                            break;
+                        }
+                    }
+                    assert_eq!(room, 0, "{choice:?} leaves part of its room unused");
+                    assert!(encoded_bytes > 0);
+                    // (Maximality checked above, not below.)
+                    (extra, factors)
+                }
+                DiagonalStorage::Fit => panic!("Fit is never a choice"),
+            };
+            let keys: u64 = relin.filter(|_| choice.relinearization).unwrap_or(0)
+                + others
+                    .iter()
+                    .zip(&choice.others)
+                    .filter(|(_, t)| **t)
+                    .map(|(b, _)| b)
+                    .sum::<u64>();
+            assert_eq!(choice.added, diagonals + keys, "{choice:?}");
+            // The relinearisation key goes first: refused only when it
+            // alone is larger than the room.
+            if let Some(r) = relin {
+                assert_eq!(choice.relinearization, r <= spare, "{choice:?}");
+            }
+            // Nothing left out still fits in what is left.
+            if let Some(r) = relin.filter(|_| !choice.relinearization) {
+                assert!(r > left);
+            }
+            if encoded_factors < factors {
+                let next = &cts[encoded_factors];
+                assert!(next.encoded - next.compact > left, "{choice:?}");
+            }
+            for (bytes, taken) in others.iter().zip(&choice.others) {
+                assert!(*taken || *bytes > left, "{choice:?}");
+            }
+            seen[match choice.storage {
+                DiagonalStorage::Encoded => 0,
+                DiagonalStorage::Mixed { .. } => 1,
+                _ => 2,
+            }] += 1;
+        }
+        // The rooms drawn reach every outcome.
+        assert!(seen.iter().all(|&n| n > 50), "{seen:?}");
+    }
+
+    /// With all the room in the world everything is kept in full; with
+    /// none, nothing is.
+    #[test]
+    fn ample_room_keeps_everything_and_none_keeps_nothing() {
+        let cts = [
+            FactorBytes {
+                diagonals: 1,
+                compact: 10,
+                encoded: 250,
+            },
+            FactorBytes {
+                diagonals: 1,
+                compact: 10,
+                encoded: 240,
+            },
+        ];
+        let all = choose(u64::MAX / 2, Some(70), &cts, 33, &[5, 6, 7]);
+        assert_eq!(all.storage, DiagonalStorage::Encoded);
+        assert!(all.relinearization && all.others.iter().all(|&t| t));
+        assert_eq!(all.added, 70 + 240 + 230 + 33 + 18);
+        let none = choose(0, Some(70), &cts, 33, &[5, 6, 7]);
+        assert_eq!(none.storage, DiagonalStorage::Compact);
+        assert!(!none.relinearization && none.others.iter().all(|&t| !t));
+        assert_eq!(none.added, 0);
+        // Room for the key and the first factor only.
+        let some = choose(70 + 240 + 4, Some(70), &cts, 33, &[5, 6, 7]);
+        assert_eq!(some.storage, DiagonalStorage::Mixed { encoded_bytes: 250 });
+        assert_eq!(some.others, [false, false, false]);
+    }
+}
