@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice};
+use hemem_bootstrap::schedule::BootstrapSchedule;
 use hemem_bootstrap::{BootstrapKeys, BootstrapOptions, Bootstrapper};
 use hemem_ckks::prelude::*;
 use hemem_ckks::testing::{seed32, seeded_rng, unit_disk, unit_interval};
@@ -346,12 +346,7 @@ fn bad_input_is_a_typed_error() {
 
     // Keys made for 16 slots lack the full-slot schedule's rotations.
     let keygen = KeyGenerator::with_seed(&s.context, seed32(8));
-    let sparse = BootstrapSchedule::new(
-        params,
-        recommended_choice(Preset::TestFGb.shape_of()),
-        Some(1 << 4),
-    )
-    .unwrap();
+    let sparse = BootstrapSchedule::recommended_for_slots(params, 1 << 4).unwrap();
     let keys = BootstrapKeys::generate(&keygen, &s.secret, &sparse).unwrap();
     let full = BootstrapSchedule::recommended(params).unwrap();
     assert!(matches!(
@@ -428,7 +423,8 @@ fn bootstrapper_with_options(
     let secret = keygen.secret_key().unwrap();
     let _public = keygen.public_key(&secret).unwrap();
     let schedule =
-        BootstrapSchedule::new(params, recommended_choice(preset.shape_of()), slots).unwrap();
+        BootstrapSchedule::recommended_for_slots(params, slots.unwrap_or_else(|| params.slots()))
+            .unwrap();
     let keys = BootstrapKeys::generate(&keygen, &secret, &schedule).unwrap();
     Bootstrapper::with_options(&s.context, schedule, keys, options).unwrap()
 }

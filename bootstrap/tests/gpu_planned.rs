@@ -13,7 +13,7 @@
     missing_docs
 )]
 
-use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice};
+use hemem_bootstrap::schedule::BootstrapSchedule;
 use hemem_bootstrap::{BootstrapKeys, Bootstrapper};
 use hemem_ckks::prelude::*;
 use hemem_ckks::testing::{seed32, seeded_rng, unit_disk};
@@ -53,8 +53,7 @@ fn run(config: &MemoryConfig) -> hemem_bootstrap::Result<Run> {
     let keygen = KeyGenerator::with_seed(&context, seed32(11));
     let secret = keygen.secret_key()?;
     let public = keygen.public_key(&secret)?;
-    let schedule =
-        BootstrapSchedule::new(&params, recommended_choice(PRESET.shape_of()), Some(SLOTS))?;
+    let schedule = BootstrapSchedule::recommended_for_slots(&params, SLOTS)?;
     let keys = BootstrapKeys::generate(&keygen, &secret, &schedule)?;
     let bootstrapper = Bootstrapper::new(&context, schedule, keys)?;
     let encoder = Encoder::new(&context);
