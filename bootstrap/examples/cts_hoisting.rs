@@ -77,7 +77,7 @@ fn main() {
         for (i, e) in encoded.iter().enumerate() {
             let t = Instant::now();
             let out = coeff_to_slot(&ops, &ct, e).unwrap();
-            context.backend().synchronize().unwrap();
+            context.synchronize().unwrap();
             let ms = t.elapsed().as_secs_f64() * 1e3;
             drop(out);
             // Round 0 warms up (first touches, caches).
