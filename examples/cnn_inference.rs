@@ -98,11 +98,11 @@ fn main() -> Result<(), Box<dyn Error>> {
     context.synchronize()?;
     let plan = encrypted.plan();
     println!(
-        "setup: {:.2} s; {} keys ({:.1} MiB), weights {:.1} MiB; {} bootstraps per inference",
+        "setup: {:.2} s; {} keys ({}), weights {}; {} bootstraps per inference",
         started.elapsed().as_secs_f64(),
         encrypted.key_count(),
-        encrypted.key_bytes() as f64 / (1 << 20) as f64,
-        encrypted.weight_bytes() as f64 / (1 << 20) as f64,
+        ByteSize(encrypted.key_bytes() as u64),
+        ByteSize(encrypted.weight_bytes() as u64),
         plan.bootstrap_calls
     );
 

@@ -16,7 +16,6 @@
 
 use std::error::Error;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use clap::Parser;
 use hemem::memory::ByteSize;
@@ -136,10 +135,10 @@ pub fn load_and_compute(
     let keys = BootstrapKeys::load_from_path(&context, dir.join(BOOTSTRAP_KEYS))?;
     let ct = Ciphertext::load_from_path(&context, dir.join(CIPHERTEXT))?;
 
-    // The bootstrapping key set holds the relinearisation key: keep a handle
-    // for the evaluator before the bootstrapper takes the keys.
-    let evaluator = Evaluator::with_keys(&context, Arc::clone(keys.key_set()));
     let bootstrapper = Bootstrapper::new(&context, BootstrapSchedule::recommended(&params)?, keys)?;
+    // The bootstrapping keys hold the relinearisation key too: the
+    // bootstrapper's evaluator shares them.
+    let evaluator = bootstrapper.evaluator();
     let encoder = Encoder::new(&context);
     let decryptor = Decryptor::new(&context);
 

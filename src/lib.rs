@@ -44,7 +44,7 @@ pub use hemem_memory as memory;
 pub mod prelude {
     pub use hemem_bootstrap::linear_transform::DiagonalStorage;
     pub use hemem_bootstrap::poly_eval::{EvaluatePolynomial, Polynomial};
-    pub use hemem_bootstrap::schedule::{BootstrapSchedule, ScheduleChoice, recommended_choice};
+    pub use hemem_bootstrap::schedule::{BootstrapSchedule, ScheduleChoice};
     pub use hemem_bootstrap::{BootstrapKeys, Bootstrapper, MultiBootstrapper};
     pub use hemem_ckks::prelude::*;
 }

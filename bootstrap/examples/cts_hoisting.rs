@@ -10,9 +10,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use hemem_bootstrap::coeff_to_slot::coeff_to_slot;
 use hemem_bootstrap::linear_transform::{DiagonalStorage, Hoisting};
-use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice};
-use hemem_bootstrap::simulate::coeff_to_slot;
+use hemem_bootstrap::schedule::BootstrapSchedule;
 use hemem_bootstrap::{BootstrapKeys, CkksOps};
 use hemem_ckks::prelude::*;
 use hemem_ckks::testing::{seed32, seeded_rng, unit_disk};
@@ -40,8 +40,7 @@ fn main() {
     let keygen = KeyGenerator::with_seed(&context, seed32(1));
     let secret = keygen.secret_key().unwrap();
     let public = keygen.public_key(&secret).unwrap();
-    let schedule =
-        BootstrapSchedule::new(&params, recommended_choice(preset.shape_of()), None).unwrap();
+    let schedule = BootstrapSchedule::recommended(&params).unwrap();
     let keys = BootstrapKeys::generate(&keygen, &secret, &schedule).unwrap();
     let evaluator = Evaluator::with_keys(&context, Arc::clone(keys.key_set()))
         .with_output_class(hemem_memory::MemoryClass::Temporary);
@@ -78,7 +77,7 @@ fn main() {
         for (i, e) in encoded.iter().enumerate() {
             let t = Instant::now();
             let out = coeff_to_slot(&ops, &ct, e).unwrap();
-            context.backend().synchronize().unwrap();
+            context.synchronize().unwrap();
             let ms = t.elapsed().as_secs_f64() * 1e3;
             drop(out);
             // Round 0 warms up (first touches, caches).

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 
 use hemem_bootstrap::eval_mod::EvalMod;
-use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice};
+use hemem_bootstrap::schedule::BootstrapSchedule;
 use hemem_bootstrap::{BootstrapKeys, Bootstrapper, Stage};
 use hemem_ckks::prelude::*;
 use hemem_ckks::testing::{seed32, seeded_rng, unit_disk, unit_interval};
@@ -47,8 +47,7 @@ fn main() {
     };
     let secret = keygen.secret_key().unwrap();
     let public = keygen.public_key(&secret).unwrap();
-    let schedule =
-        BootstrapSchedule::new(&params, recommended_choice(preset.shape_of()), None).unwrap();
+    let schedule = BootstrapSchedule::recommended(&params).unwrap();
     let keys = BootstrapKeys::generate(&keygen, &secret, &schedule).unwrap();
     let bootstrapper = Bootstrapper::new(&context, schedule.clone(), keys).unwrap();
     eprintln!("{preset}: keys ready");

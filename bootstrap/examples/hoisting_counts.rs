@@ -8,7 +8,7 @@
 
 use hemem_bootstrap::arith::OpCounts;
 use hemem_bootstrap::hoisting::Hoisting;
-use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice};
+use hemem_bootstrap::schedule::BootstrapSchedule;
 use hemem_bootstrap::simulate::{SimulationOptions, simulate};
 use hemem_ckks::params::{Parameters, Preset, SecurityCheck};
 
@@ -32,8 +32,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for name in presets {
         let preset: Preset = name.parse()?;
         let params = Parameters::from_preset_with(preset, SecurityCheck::AllowInsecure)?;
-        let schedule =
-            BootstrapSchedule::new(&params, recommended_choice(preset.shape_of()), None)?;
+        let schedule = BootstrapSchedule::recommended(&params)?;
         println!("{preset}:");
         for hoisting in [Hoisting::Single, Hoisting::Double, Hoisting::Auto] {
             let report = simulate(

@@ -18,7 +18,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice};
+use hemem_bootstrap::schedule::BootstrapSchedule;
 use hemem_bootstrap::{BootstrapKeys, BootstrapOptions, Bootstrapper};
 use hemem_ckks::backend::{Backend, NttRows};
 use hemem_ckks::poly::{Coeff, RnsPoly};
@@ -187,8 +187,7 @@ fn main() {
         return;
     }
     let t = Instant::now();
-    let schedule =
-        BootstrapSchedule::new(&params, recommended_choice(preset.shape_of()), None).unwrap();
+    let schedule = BootstrapSchedule::recommended(&params).unwrap();
     let keys = BootstrapKeys::generate(&keygen, &secret, &schedule).unwrap();
     let bootstrapper = Bootstrapper::with_options(
         &context,

@@ -7,6 +7,11 @@
 //!
 //! `--sweep` also simulates the recommended EvalMod at every `ρ` near the
 //! chosen one.
+//!
+//! It builds schedules through the lower-level
+//! `BootstrapSchedule::new(params, choice, slots)` on purpose: it compares
+//! several choices (the notes', the recommended one, the one without SSE)
+//! for each preset, where a program takes `BootstrapSchedule::recommended`.
 
 #![expect(
     clippy::indexing_slicing,

@@ -14,7 +14,7 @@
 use std::time::Instant;
 
 use hemem_bootstrap::hoisting::Hoisting;
-use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice};
+use hemem_bootstrap::schedule::BootstrapSchedule;
 use hemem_bootstrap::{BootstrapKeys, BootstrapOptions, Bootstrapper};
 use hemem_ckks::prelude::*;
 use hemem_ckks::testing::{seed32, seeded_rng, unit_interval};
@@ -45,8 +45,7 @@ fn main() {
     let secret = keygen.secret_key().unwrap();
     let public = keygen.public_key(&secret).unwrap();
     let t = Instant::now();
-    let schedule =
-        BootstrapSchedule::new(&params, recommended_choice(preset.shape_of()), None).unwrap();
+    let schedule = BootstrapSchedule::recommended(&params).unwrap();
     let keys = BootstrapKeys::generate(&keygen, &secret, &schedule).unwrap();
     let keys_s = t.elapsed().as_secs_f64();
     let options = BootstrapOptions {

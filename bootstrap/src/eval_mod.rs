@@ -1,7 +1,9 @@
 //! EvalMod: the approximate reduction modulo 1 of bootstrapping, composed
 //! from the scaled cosine ([`crate::approx::cosine`]), double angles and an
 //! optional arcsine ([`crate::approx::arcsine`]), evaluated with
-//! [`crate::poly_eval`].
+//! [`crate::poly_eval`]; and the stage around it in a bootstrap:
+//! [`split`] of CoeffToSlot's output into real and imaginary parts before
+//! it, [`eval_mod_and_recombine`] after.
 //!
 //! # Conventions (BOOTSTRAP-NOTES §4)
 //!
@@ -234,6 +236,56 @@ impl EvalMod {
             None => Ok(c),
         }
     }
+}
+
+/// Splits `v = (a + ib)/(2K)` into `Re = v + v̄ = a/K` and
+/// `Im = −i(v − v̄) = b/K` with one conjugation (BOOTSTRAP-NOTES §1,
+/// step 6). With `real_only`, `Im` is not computed.
+///
+/// # Errors
+/// The errors of `ops`.
+pub fn split<A: SlotArithmetic>(
+    ops: &A,
+    v: &A::Value,
+    real_only: bool,
+) -> Result<(A::Value, Option<A::Value>)> {
+    let conj = ops.conjugate(v)?;
+    let re = ops.add(v, &conj)?;
+    let im = if real_only {
+        None
+    } else {
+        let d = ops.sub(v, &conj)?;
+        Some(ops.mul_const(&d, Complex64::new(0.0, -1.0), 1.0)?)
+    };
+    Ok((re, im))
+}
+
+/// EvalMod on `Re` (and `Im`), landing on `s_x`, down to `post_level`,
+/// recombined as `Re′ + i·Im′` and relabelled to `output_scale`.
+///
+/// # Errors
+/// The errors of `ops` and [`EvalMod::evaluate`].
+pub fn eval_mod_and_recombine<A: SlotArithmetic>(
+    ops: &A,
+    eval_mod: &EvalMod,
+    re: &A::Value,
+    im: Option<&A::Value>,
+    s_x: f64,
+    post_level: usize,
+    output_scale: f64,
+) -> Result<A::Value> {
+    let re = eval_mod.evaluate(ops, re, s_x)?;
+    let re = ops.level_down(&re, post_level)?;
+    let out = match im {
+        None => re,
+        Some(im) => {
+            let im = eval_mod.evaluate(ops, im, s_x)?;
+            let im = ops.level_down(&im, post_level)?;
+            let im = ops.mul_const(&im, Complex64::new(0.0, 1.0), 1.0)?;
+            ops.add(&re, &im)?
+        }
+    };
+    ops.set_scale(&out, output_scale)
 }
 
 #[cfg(test)]

@@ -12,7 +12,10 @@
 //!   Chebyshev or monomial basis, also an [`Evaluator`](ckks::eval::Evaluator)
 //!   operation ([`poly_eval::EvaluatePolynomial`]) that lands on the
 //!   default scale;
-//! - [`eval_mod`]: the approximate modular reduction composed from them;
+//! - the stages of a SlotToCoeff-first bootstrap, one module each:
+//!   [`slot_to_coeff`], [`coeff_to_slot`] and [`eval_mod`] (the
+//!   approximate modular reduction composed from them, with the split
+//!   into real and imaginary parts before it and the recombination after);
 //! - [`schedule`]: each preset's levels and scales through a bootstrap
 //!   (`docs/BOOTSTRAP-SCHEDULE.md`), and [`simulate`]: the whole pipeline
 //!   on the simulator, for precision estimates.
@@ -22,8 +25,8 @@
 //! [`arith::SlotArithmetic`] for hemem-ckks ciphertexts and plaintexts, the
 //! bootstrapper encodes the DFTs of a [`schedule::BootstrapSchedule`] once
 //! (the encoded diagonals are its `BootstrapConstant` memory), and runs the
-//! stage functions of [`simulate`] around its own ModRaise, on the CPU or the
-//! GPU, wherever its context lives; [`MultiBootstrapper`] spreads batches
+//! same stage functions as [`simulate`] around its own ModRaise, on the CPU
+//! or the GPU, wherever its context lives; [`MultiBootstrapper`] spreads batches
 //! over several devices of one host, each with its own bootstrapper.
 //!
 //! ```
@@ -68,6 +71,7 @@ pub mod approx;
 pub mod arith;
 pub mod bootstrapper;
 pub mod ckks_ops;
+pub mod coeff_to_slot;
 pub mod dft;
 mod error;
 pub mod eval_mod;
@@ -78,6 +82,7 @@ pub mod multi_device;
 pub mod poly_eval;
 pub mod schedule;
 pub mod simulate;
+pub mod slot_to_coeff;
 
 pub use bootstrapper::{BootstrapKeys, BootstrapOptions, Bootstrapper, Stage};
 pub use ckks_ops::CkksOps;

@@ -212,9 +212,12 @@ pub struct BootstrapSchedule {
 }
 
 impl BootstrapSchedule {
-    /// The schedule of `params` (a HEaaN preset or its test variant, named
-    /// as such) with `choice`, at `slots` slots (`None`: the parameters'
-    /// slot count).
+    /// The schedule of `params` with `choice`, at `slots` slots (`None`:
+    /// the parameters' slot count): the lower-level constructor, for a
+    /// choice of one's own (another `ρ`, EvalMod or SSE setting, as
+    /// [`notes_choice`] and [`without_sse_choice`] give). Programs take
+    /// [`BootstrapSchedule::recommended`] or
+    /// [`BootstrapSchedule::recommended_for_slots`].
     ///
     /// # Errors
     /// [`Error::NotBootstrappable`] for parameters without a post-bootstrap
@@ -526,6 +529,8 @@ mod tests {
     use super::*;
     use hemem_ckks::params::SecurityCheck;
 
+    /// Every choice, not only the recommended one (hence
+    /// [`BootstrapSchedule::new`] rather than `recommended`).
     #[test]
     fn every_preset_lands_on_post_bts() {
         for preset in Preset::HEAAN {

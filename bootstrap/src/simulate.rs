@@ -3,130 +3,27 @@
 //! scales of a [`BootstrapSchedule`], the simulator's ModRaise, and noise
 //! from a [`NoiseModel`] — the precision estimate that needs no keys.
 //!
-//! The stage functions ([`slot_to_coeff`], [`coeff_to_slot`], [`split`],
-//! [`eval_mod_and_recombine`]) are generic over [`SlotArithmetic`]: they
-//! are the bootstrapper's slot-level algorithm, and the homomorphic
-//! bootstrapper can call them once ModRaise, keys and constants exist.
+//! The stages it runs are the bootstrapper's own, one module each and
+//! generic over [`SlotArithmetic`]:
+//! [`crate::slot_to_coeff`], [`crate::coeff_to_slot`] and
+//! [`crate::eval_mod`] (EvalMod, with the split before it and the
+//! recombination after); only ModRaise differs, the simulator's here and
+//! the [`Bootstrapper`](crate::Bootstrapper)'s on ciphertexts.
 
 use num_complex::Complex64;
 use rand_chacha::ChaCha20Rng;
 use rand_core::{Rng, SeedableRng};
 
+use crate::Result;
 use crate::arith::{NoiseModel, OpCounts, PlainSimulator, RescaleRule, SlotArithmetic};
-use crate::dft::{EncodedDft, bit_reversed};
-use crate::eval_mod::EvalMod;
-use crate::hoisting::{ExtendedArithmetic, Hoisting};
+use crate::coeff_to_slot::coeff_to_slot;
+use crate::dft::bit_reversed;
+use crate::eval_mod::{EvalMod, eval_mod_and_recombine, split};
+use crate::hoisting::Hoisting;
 use crate::linear_transform::DiagonalStorage;
 use crate::schedule::{BootstrapSchedule, INPUT_LEVEL};
-use crate::{Error, Result};
+use crate::slot_to_coeff::slot_to_coeff;
 use hemem_ckks::params::{Level, Parameters};
-
-/// SlotToCoeff: drops `x` to the DFT's first level and applies it.
-///
-/// # Errors
-/// [`Error::LevelTooLow`] below level 3, and the errors of `ops`.
-pub fn slot_to_coeff<A: ExtendedArithmetic>(
-    ops: &A,
-    x: &A::Value,
-    stc: &EncodedDft<A::Plain, A::Compact>,
-) -> Result<A::Value> {
-    slot_to_coeff_many(ops, &[x], stc)?
-        .pop()
-        .ok_or(Error::InvalidParameter {
-            name: "slot to coeff",
-            reason: "no output for the input",
-        })
-}
-
-/// [`slot_to_coeff`] on a batch, factor by factor
-/// ([`EncodedDft::evaluate_many`]).
-///
-/// # Errors
-/// As [`slot_to_coeff`].
-pub fn slot_to_coeff_many<A: ExtendedArithmetic>(
-    ops: &A,
-    xs: &[&A::Value],
-    stc: &EncodedDft<A::Plain, A::Compact>,
-) -> Result<Vec<A::Value>> {
-    let start = stc.transforms().first().map_or(INPUT_LEVEL, |t| t.level());
-    let lowered = xs
-        .iter()
-        .map(|&x| {
-            let level = ops.level(x);
-            if level < start {
-                return Err(Error::LevelTooLow {
-                    operation: "bootstrap",
-                    needed: start,
-                    level,
-                });
-            }
-            ops.level_down(x, start)
-        })
-        .collect::<Result<Vec<_>>>()?;
-    stc.evaluate_many(ops, &lowered.iter().collect::<Vec<_>>())
-}
-
-/// CoeffToSlot on a ModRaised value (scale `q0`).
-///
-/// # Errors
-/// The errors of `ops`.
-pub fn coeff_to_slot<A: ExtendedArithmetic>(
-    ops: &A,
-    raised: &A::Value,
-    cts: &EncodedDft<A::Plain, A::Compact>,
-) -> Result<A::Value> {
-    cts.evaluate(ops, raised)
-}
-
-/// Splits `v = (a + ib)/(2K)` into `Re = v + v̄ = a/K` and
-/// `Im = −i(v − v̄) = b/K` with one conjugation (BOOTSTRAP-NOTES §1,
-/// step 6). With `real_only`, `Im` is not computed.
-///
-/// # Errors
-/// The errors of `ops`.
-pub fn split<A: SlotArithmetic>(
-    ops: &A,
-    v: &A::Value,
-    real_only: bool,
-) -> Result<(A::Value, Option<A::Value>)> {
-    let conj = ops.conjugate(v)?;
-    let re = ops.add(v, &conj)?;
-    let im = if real_only {
-        None
-    } else {
-        let d = ops.sub(v, &conj)?;
-        Some(ops.mul_const(&d, Complex64::new(0.0, -1.0), 1.0)?)
-    };
-    Ok((re, im))
-}
-
-/// EvalMod on `Re` (and `Im`), landing on `s_x`, down to `post_level`,
-/// recombined as `Re′ + i·Im′` and relabelled to `output_scale`.
-///
-/// # Errors
-/// The errors of `ops` and [`EvalMod::evaluate`].
-pub fn eval_mod_and_recombine<A: SlotArithmetic>(
-    ops: &A,
-    eval_mod: &EvalMod,
-    re: &A::Value,
-    im: Option<&A::Value>,
-    s_x: f64,
-    post_level: usize,
-    output_scale: f64,
-) -> Result<A::Value> {
-    let re = eval_mod.evaluate(ops, re, s_x)?;
-    let re = ops.level_down(&re, post_level)?;
-    let out = match im {
-        None => re,
-        Some(im) => {
-            let im = eval_mod.evaluate(ops, im, s_x)?;
-            let im = ops.level_down(&im, post_level)?;
-            let im = ops.mul_const(&im, Complex64::new(0.0, 1.0), 1.0)?;
-            ops.add(&re, &im)?
-        }
-    };
-    ops.set_scale(&out, output_scale)
-}
 
 /// The noise a simulation injects.
 #[derive(Clone, Debug, PartialEq)]
@@ -378,7 +275,7 @@ fn sse_params(params: &Parameters, schedule: &BootstrapSchedule) -> Result<Param
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schedule::{BootstrapSchedule, recommended_choice};
+    use crate::schedule::BootstrapSchedule;
     use hemem_ckks::params::{Preset, SecurityCheck};
 
     #[test]
@@ -386,8 +283,7 @@ mod tests {
         for preset in Preset::TEST {
             let params =
                 Parameters::from_preset_with(preset, SecurityCheck::AllowInsecure).unwrap();
-            let schedule =
-                BootstrapSchedule::new(&params, recommended_choice(preset), None).unwrap();
+            let schedule = BootstrapSchedule::recommended(&params).unwrap();
             for complex in [false, true] {
                 let options = SimulationOptions {
                     complex,

@@ -8,10 +8,9 @@
     missing_docs
 )]
 
-use std::sync::Arc;
 use std::time::Instant;
 
-use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice};
+use hemem_bootstrap::schedule::BootstrapSchedule;
 use hemem_bootstrap::{BootstrapKeys, BootstrapOptions, Bootstrapper};
 use hemem_ckks::prelude::*;
 use hemem_ckks::testing::{seed32, seeded_rng, unit_disk, unit_interval};
@@ -21,7 +20,6 @@ struct Setup {
     context: Context,
     secret: SecretKey,
     public: PublicKey,
-    keys: Arc<KeySet>,
     bootstrapper: Bootstrapper,
 }
 
@@ -50,7 +48,6 @@ fn setup(preset: Preset, slots: Option<usize>) -> Setup {
     let t = Instant::now();
     let keys = BootstrapKeys::generate(&keygen, &secret, &schedule).unwrap();
     let count = keys.len();
-    let key_set = Arc::clone(keys.key_set());
     let bootstrapper = Bootstrapper::new(&context, schedule, keys).unwrap();
     println!(
         "{preset}: {count} keys, set up in {:.2} s",
@@ -60,7 +57,6 @@ fn setup(preset: Preset, slots: Option<usize>) -> Setup {
         context,
         secret,
         public,
-        keys: key_set,
         bootstrapper,
     }
 }
@@ -222,7 +218,10 @@ fn successive_bootstraps_keep_their_precision() {
     let params = s.context.params();
     let post = params.post_bootstrap_level().unwrap();
     let slots = s.bootstrapper.schedule().slots();
-    let eval = Evaluator::with_keys(&s.context, Arc::clone(&s.keys));
+    // The keys went into the bootstrapper; its evaluator shares them, and
+    // its results are ordinary ciphertexts.
+    let eval = s.bootstrapper.evaluator();
+    assert_eq!(eval.output_class(), hemem_memory::MemoryClass::Ciphertext);
     let mut expected = inputs(slots, true, 7);
     let ct = encrypt_at(&s, &expected, params.enc_level(), 7);
     let mut ct = eval.level_down(&ct, Level(3)).unwrap();
@@ -346,12 +345,7 @@ fn bad_input_is_a_typed_error() {
 
     // Keys made for 16 slots lack the full-slot schedule's rotations.
     let keygen = KeyGenerator::with_seed(&s.context, seed32(8));
-    let sparse = BootstrapSchedule::new(
-        params,
-        recommended_choice(Preset::TestFGb.shape_of()),
-        Some(1 << 4),
-    )
-    .unwrap();
+    let sparse = BootstrapSchedule::recommended_for_slots(params, 1 << 4).unwrap();
     let keys = BootstrapKeys::generate(&keygen, &s.secret, &sparse).unwrap();
     let full = BootstrapSchedule::recommended(params).unwrap();
     assert!(matches!(
@@ -428,7 +422,8 @@ fn bootstrapper_with_options(
     let secret = keygen.secret_key().unwrap();
     let _public = keygen.public_key(&secret).unwrap();
     let schedule =
-        BootstrapSchedule::new(params, recommended_choice(preset.shape_of()), slots).unwrap();
+        BootstrapSchedule::recommended_for_slots(params, slots.unwrap_or_else(|| params.slots()))
+            .unwrap();
     let keys = BootstrapKeys::generate(&keygen, &secret, &schedule).unwrap();
     Bootstrapper::with_options(&s.context, schedule, keys, options).unwrap()
 }

@@ -17,7 +17,7 @@
 )]
 
 use hemem_bootstrap::linear_transform::DiagonalStorage;
-use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice};
+use hemem_bootstrap::schedule::BootstrapSchedule;
 use hemem_bootstrap::{BootstrapKeys, BootstrapOptions, Bootstrapper};
 use hemem_ckks::prelude::*;
 use hemem_ckks::testing::{seed32, seeded_rng, unit_disk};
@@ -68,8 +68,7 @@ fn run_with(config: &MemoryConfig, storage: DiagonalStorage) -> hemem_bootstrap:
     let keygen = KeyGenerator::with_seed(&context, seed32(11));
     let secret = keygen.secret_key()?;
     let public = keygen.public_key(&secret)?;
-    let schedule =
-        BootstrapSchedule::new(&params, recommended_choice(PRESET.shape_of()), Some(SLOTS))?;
+    let schedule = BootstrapSchedule::recommended_for_slots(&params, SLOTS)?;
     let keys = BootstrapKeys::generate(&keygen, &secret, &schedule)?;
     let options = BootstrapOptions {
         storage,

@@ -9,7 +9,7 @@
     missing_docs
 )]
 
-use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice, without_sse_choice};
+use hemem_bootstrap::schedule::{BootstrapSchedule, without_sse_choice};
 use hemem_bootstrap::{BootstrapKeys, Bootstrapper};
 use hemem_ckks::prelude::*;
 use hemem_ckks::serialize::{
@@ -45,16 +45,21 @@ fn schedule(context: &Context, sse: bool) -> BootstrapSchedule {
     schedule_with_slots(context, sse, None)
 }
 
+/// The recommended schedule (with SSE for test-FGb), or, for `sse: false`,
+/// the lower-level path on purpose: [`BootstrapSchedule::new`] with
+/// [`without_sse_choice`], the only way to a schedule (and a key file)
+/// without the sparse-secret encapsulation keys.
 fn schedule_with_slots(context: &Context, sse: bool, slots: Option<usize>) -> BootstrapSchedule {
     let params = context.params();
-    let shape = Preset::TestFGb.shape_of();
-    let choice = if sse {
-        recommended_choice(shape)
+    let schedule = if sse {
+        BootstrapSchedule::recommended_for_slots(params, slots.unwrap_or_else(|| params.slots()))
+            .unwrap()
     } else {
-        without_sse_choice(shape).unwrap()
+        let choice = without_sse_choice(Preset::TestFGb.shape_of()).unwrap();
+        BootstrapSchedule::new(params, choice, slots).unwrap()
     };
-    assert_eq!(choice.sse, sse);
-    BootstrapSchedule::new(params, choice, slots).unwrap()
+    assert_eq!(schedule.choice.sse, sse);
+    schedule
 }
 
 fn saved(keys: &BootstrapKeys) -> Vec<u8> {

@@ -14,11 +14,12 @@ use std::sync::Arc;
 
 use hemem_bootstrap::BootstrapKeys;
 use hemem_bootstrap::CkksOps;
+use hemem_bootstrap::coeff_to_slot::coeff_to_slot;
 use hemem_bootstrap::dft::DiagonalMatrix;
 use hemem_bootstrap::eval_mod::EvalMod;
 use hemem_bootstrap::linear_transform::{DiagonalStorage, Hoisting, LinearTransform};
-use hemem_bootstrap::schedule::{BootstrapSchedule, INPUT_LEVEL, recommended_choice};
-use hemem_bootstrap::simulate::{coeff_to_slot, slot_to_coeff};
+use hemem_bootstrap::schedule::{BootstrapSchedule, INPUT_LEVEL};
+use hemem_bootstrap::slot_to_coeff::slot_to_coeff;
 use hemem_ckks::prelude::*;
 use hemem_ckks::testing::{seed32, seeded_rng, unit_disk};
 use num_complex::Complex64;
@@ -39,8 +40,7 @@ fn setup(preset: Preset) -> Setup {
     let keygen = KeyGenerator::with_seed(&context, seed32(40 + preset as u64));
     let secret = keygen.secret_key().unwrap();
     let public = keygen.public_key(&secret).unwrap();
-    let schedule =
-        BootstrapSchedule::new(&params, recommended_choice(preset.shape_of()), None).unwrap();
+    let schedule = BootstrapSchedule::recommended(&params).unwrap();
     let keys = BootstrapKeys::generate(&keygen, &secret, &schedule).unwrap();
     let evaluator = Evaluator::with_keys(&context, Arc::clone(keys.key_set()));
     Setup {

@@ -1207,3 +1207,55 @@ fn full_keys_uniform_halves_must_match_their_seed() {
     let last_digits = set.keys().last().unwrap().digits();
     assert_eq!(refusal(load_set(&edited)), mismatch(last_digits - 1));
 }
+
+/// Property-style, over random parameter descriptions (a test preset's
+/// structure at a random degree, with a random name and slot count): each
+/// saves and loads back to the same description and fingerprint; the
+/// default security check refuses the insecure file with its typed error;
+/// and a random cut or a random bit flip anywhere in the file is a typed
+/// error, never a panic and never a load.
+#[test]
+fn random_parameter_files_round_trip_and_refuse_cuts_and_flips() {
+    let seed = 0x5eed_9a7a;
+    let mut rng = seeded_rng(seed);
+    let mut below = |n: usize| (rng.next_u64() % n as u64) as usize;
+    for case in 0..24 {
+        let preset = Preset::TEST[below(Preset::TEST.len())];
+        let log_n = 10 + below(4) as u32;
+        let mut spec = preset.spec().with_log_n(log_n);
+        spec.name = format!("random-{case}-{}", below(1 << 20));
+        spec.log_slots = 1 + below(log_n as usize - 1) as u32;
+        let params = Parameters::new(spec.clone(), SecurityCheck::AllowInsecure).unwrap();
+        let bytes = params.to_bytes().unwrap();
+
+        let loaded = Parameters::from_bytes(&bytes, SecurityCheck::AllowInsecure).unwrap();
+        assert_eq!(loaded.spec(), &spec, "seed {seed}, case {case}");
+        assert_eq!(loaded.fingerprint(), params.fingerprint());
+        assert!(
+            matches!(
+                Parameters::from_bytes(&bytes, SecurityCheck::Enforce),
+                Err(Error::Parameters(_))
+            ),
+            "seed {seed}, case {case}: an insecure file loaded under the default check"
+        );
+
+        let cut = below(bytes.len());
+        assert!(
+            matches!(
+                Parameters::from_bytes(&bytes[..cut], SecurityCheck::AllowInsecure),
+                Err(Error::Serialization(SerializationError::Truncated { .. }))
+            ),
+            "seed {seed}, case {case}: cut at {cut}"
+        );
+        for _ in 0..8 {
+            let mut flipped = bytes.clone();
+            let at = below(bytes.len());
+            flipped[at] ^= 1 << below(8);
+            let result = Parameters::from_bytes(&flipped, SecurityCheck::AllowInsecure);
+            assert!(
+                matches!(result, Err(Error::Serialization(_))),
+                "seed {seed}, case {case}: a flip at byte {at} gave {result:?}"
+            );
+        }
+    }
+}

@@ -138,6 +138,37 @@ mod tests {
         cli.debug_assert();
     }
 
+    /// Every example command in the help parses: `hemem …` lines (before
+    /// the two-space gap that starts a comment, each side of `&&`) are
+    /// given to the parser as a user would type them.
+    #[test]
+    fn every_example_in_the_help_parses() {
+        fn examples(command: &clap::Command, found: &mut Vec<String>) {
+            let help = command
+                .get_after_help()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            for line in help.lines().filter(|l| l.starts_with("  hemem ")) {
+                let line = line.trim_start();
+                let command = line.split("  ").next().unwrap_or(line);
+                found.extend(command.split("&&").map(|c| c.trim().to_owned()));
+            }
+            for sub in command.get_subcommands() {
+                examples(sub, found);
+            }
+        }
+        let mut cli = Cli::command();
+        cli.build();
+        let mut found = Vec::new();
+        examples(&cli, &mut found);
+        assert!(found.len() >= 20, "{found:?}");
+        for example in &found {
+            if let Err(e) = Cli::try_parse_from(example.split_whitespace()) {
+                panic!("`{example}` does not parse: {e}");
+            }
+        }
+    }
+
     /// Every command that runs a workload takes the one `--device`/`--gpu`
     /// pair ([`super::device::DeviceArgs`]): the benchmarks default to the
     /// GPU, the others to the CPU.

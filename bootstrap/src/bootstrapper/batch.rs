@@ -8,7 +8,7 @@ use hemem_ckks::eval::Ciphertext;
 
 use super::Bootstrapper;
 use crate::ckks_ops::CkksOps;
-use crate::simulate::slot_to_coeff_many;
+use crate::slot_to_coeff::slot_to_coeff_many;
 use crate::{Error, Result};
 
 impl Bootstrapper {

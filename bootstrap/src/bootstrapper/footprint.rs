@@ -273,9 +273,10 @@ impl Bootstrapper {
     }
 
     /// The keys the bootstrapper holds (relinearisation, conjugation,
-    /// rotations): take them from here for the evaluator of your own
-    /// multiplications and rotations. Taken before the bootstrapper is made
-    /// (a clone of [`BootstrapKeys::key_set`]), they are shared, and
+    /// rotations): take them from here, or an evaluator with them from
+    /// [`Bootstrapper::evaluator`], for your own multiplications and
+    /// rotations. Taken before the bootstrapper is made (a clone of
+    /// [`BootstrapKeys::key_set`]), they are shared, and
     /// [`DiagonalStorage::Fit`] leaves them as they are.
     pub fn key_set(&self) -> &Arc<KeySet> {
         &self.key_set

@@ -370,9 +370,7 @@ mod tests {
         let context = Context::new(params.clone(), DeviceSelection::Cpu).unwrap();
         let keygen = KeyGenerator::with_seed(&context, seed32(5));
         let secret = keygen.secret_key().unwrap();
-        let schedule =
-            BootstrapSchedule::new(&params, recommended_choice(preset.shape_of()), Some(1 << 5))
-                .unwrap();
+        let schedule = BootstrapSchedule::recommended_for_slots(&params, 1 << 5).unwrap();
         let request = key_request(&schedule, &params).unwrap();
         let n = params.degree().get();
         let top = params.max_level();
@@ -395,6 +393,8 @@ mod tests {
             keys: Arc::new(keygen.key_set(&secret, &low).unwrap()),
             sse: None,
         };
+        // The lower-level path on purpose: the recommended choice without
+        // SSE, so that the key set alone is what the bootstrapper checks.
         let schedule_no_sse = BootstrapSchedule::new(
             &params,
             ScheduleChoice {

@@ -51,6 +51,7 @@ use hemem_ckks::Context;
 use hemem_ckks::encoding::{CompactPlaintext, Plaintext};
 use hemem_ckks::eval::Evaluator;
 use hemem_ckks::keys::KeySet;
+use hemem_memory::MemoryClass;
 
 pub use diagonals::STC_CACHE_CAPACITY;
 use diagonals::StcDft;
@@ -92,6 +93,40 @@ pub struct Bootstrapper {
     batch_limit: AtomicUsize,
     /// Keys whose uniform halves [`DiagonalStorage::Fit`] stored.
     expanded_keys: usize,
+}
+
+impl Bootstrapper {
+    /// An evaluator over the keys the bootstrapper was given (its
+    /// [`BootstrapKeys::key_set`]: relinearisation, conjugation and the
+    /// schedule's rotations), for the computation between bootstraps. The
+    /// keys are shared, not copied; its results are ordinary
+    /// [`MemoryClass::Ciphertext`] memory (the bootstrapper's own
+    /// intermediates are `Temporary`).
+    ///
+    /// ```
+    /// use hemem_bootstrap::ckks::prelude::*;
+    /// use hemem_bootstrap::schedule::BootstrapSchedule;
+    /// use hemem_bootstrap::{BootstrapKeys, Bootstrapper};
+    ///
+    /// # fn main() -> hemem_bootstrap::Result<()> {
+    /// let params = Parameters::from_preset_with(Preset::TestFGb, SecurityCheck::AllowInsecure)?;
+    /// let context = Context::new(params.clone(), DeviceSelection::Cpu)?;
+    /// let keygen = KeyGenerator::new(&context)?;
+    /// let secret = keygen.secret_key()?;
+    /// let schedule = BootstrapSchedule::recommended_for_slots(&params, 8)?;
+    /// let keys = BootstrapKeys::generate(&keygen, &secret, &schedule)?;
+    /// let bootstrapper = Bootstrapper::new(&context, schedule, keys)?;
+    /// // The relinearisation key went into the bootstrapper with the rest.
+    /// let evaluator = bootstrapper.evaluator();
+    /// evaluator.keys()?.relinearization_key()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn evaluator(&self) -> Evaluator {
+        self.evaluator
+            .clone()
+            .with_output_class(MemoryClass::Ciphertext)
+    }
 }
 
 impl std::fmt::Debug for Bootstrapper {

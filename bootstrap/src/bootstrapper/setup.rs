@@ -191,7 +191,6 @@ mod tests {
     use hemem_ckks::testing::seed32;
 
     use super::*;
-    use crate::schedule::recommended_choice;
 
     /// Key generation and diagonal encoding report their steps in order,
     /// ending at their totals: one per key (SSE's included), one per
@@ -203,9 +202,7 @@ mod tests {
         let context = Context::new(params.clone(), DeviceSelection::Cpu).unwrap();
         let keygen = KeyGenerator::with_seed(&context, seed32(6));
         let secret = keygen.secret_key().unwrap();
-        let schedule =
-            BootstrapSchedule::new(&params, recommended_choice(preset.shape_of()), Some(1 << 5))
-                .unwrap();
+        let schedule = BootstrapSchedule::recommended_for_slots(&params, 1 << 5).unwrap();
         assert!(
             schedule.choice.sse,
             "the test wants the SSE keys' steps too"

@@ -5,8 +5,9 @@ use hemem_ckks::eval::Ciphertext;
 
 use super::Bootstrapper;
 use crate::ckks_ops::CkksOps;
+use crate::coeff_to_slot::coeff_to_slot;
 use crate::schedule::INPUT_LEVEL;
-use crate::simulate::{coeff_to_slot, slot_to_coeff};
+use crate::slot_to_coeff::slot_to_coeff;
 use crate::{Error, Result};
 
 /// The intermediate ciphertexts of one bootstrap, in order, as

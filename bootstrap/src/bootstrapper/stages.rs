@@ -10,7 +10,7 @@ use super::{Bootstrapper, Stage};
 use crate::Result;
 use crate::arith::SlotArithmetic;
 use crate::ckks_ops::CkksOps;
-use crate::simulate::{eval_mod_and_recombine, split};
+use crate::eval_mod::{eval_mod_and_recombine, split};
 
 impl Bootstrapper {
     /// Opens the memory system's phase for one bootstrap of inputs at

@@ -7,7 +7,7 @@ use std::time::Instant;
 use hemem::bench::measure::{peak_rss_bytes, peaks};
 use hemem_bootstrap::linear_transform::{DiagonalStorage, Hoisting};
 use hemem_bootstrap::multi_device::{MultiBootstrapper, Split};
-use hemem_bootstrap::schedule::{BootstrapSchedule, recommended_choice};
+use hemem_bootstrap::schedule::BootstrapSchedule;
 use hemem_bootstrap::{BootstrapKeys, BootstrapOptions};
 use hemem_ckks::prelude::*;
 use hemem_ckks::sampling::Sampler;
@@ -118,8 +118,10 @@ pub fn run(args: &Args, devices: &[DeviceSelection]) -> anyhow::Result<()> {
         memory.policy.kind().name()
     ));
 
-    let schedule =
-        BootstrapSchedule::new(&params, recommended_choice(preset.shape_of()), args.slots)?;
+    let schedule = BootstrapSchedule::recommended_for_slots(
+        &params,
+        args.slots.unwrap_or_else(|| params.slots()),
+    )?;
     let started = Instant::now();
     let (secret, public, keys, key_setup_ms, key_load_ms) = match &args.keys {
         Some(path) => {
