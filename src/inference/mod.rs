@@ -42,7 +42,7 @@ pub mod layout;
 pub mod network;
 pub mod schedule;
 
-pub use encrypted::EncryptedNetwork;
+pub use encrypted::{EncryptedNetwork, WeightResidency};
 pub use layout::SlotLayout;
 pub use network::{Network, NetworkShape, random_image, relu_approximation};
 pub use schedule::{Layer, MIN_LEVEL, Plan};
