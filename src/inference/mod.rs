@@ -13,7 +13,9 @@
 //! * [`schedule`] — the forward pass written once over levels and
 //!   ciphertexts: where each layer runs and where bootstrapping is needed.
 //! * [`encrypted`] — [`EncryptedNetwork`]: the keys, the encoded weights,
-//!   the bootstrapper, and inference on a ciphertext.
+//!   the bootstrapper, and inference on a ciphertext; the weights resident
+//!   or swapped by hand between host and device layer by layer
+//!   ([`WeightResidency`], the benchmarks' `manual-swap` baseline).
 //!
 //! ```no_run
 //! use hemem::inference::{EncryptedNetwork, Network, NetworkShape, random_image};
