@@ -7,6 +7,8 @@
 //! ```sh
 //! cargo run --release --example cnn_inference                       # test-FGb on the CPU (insecure, seconds)
 //! cargo run --release --example cnn_inference -- --preset FGb --device gpu --budget 2GiB --policy planned
+//! # The hand-written swap of the weights (the sweep's manual-swap), under device:
+//! cargo run --release --example cnn_inference -- --preset FGb --device gpu --budget 4GiB --policy device --manual-swap
 //! ```
 //!
 //! The steps a program of its own would copy: build a context (device and
@@ -19,7 +21,7 @@ use std::error::Error;
 use std::time::Instant;
 
 use clap::Parser;
-use hemem::inference::{EncryptedNetwork, Network, NetworkShape, random_image};
+use hemem::inference::{EncryptedNetwork, Network, NetworkShape, WeightResidency, random_image};
 use hemem::memory::{BudgetSetting, ByteSize, MemoryConfig, PolicyConfig, PolicyKind};
 use hemem::prelude::*;
 
@@ -48,6 +50,10 @@ struct Args {
     /// Seed of the random weights (the image's is the next one).
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Keep the weights in host memory and copy each layer's to the device
+    /// just before it runs (a hand-written swap; best with --policy device).
+    #[arg(long)]
+    manual_swap: bool,
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
@@ -94,15 +100,29 @@ fn main() -> Result<(), Box<dyn Error>> {
     let keygen = KeyGenerator::new(&context)?;
     let secret = keygen.secret_key()?;
     let public = keygen.public_key(&secret)?;
-    let encrypted = EncryptedNetwork::generate(&context, &network, &keygen, &secret)?;
+    let residency = if args.manual_swap {
+        WeightResidency::Swapped
+    } else {
+        WeightResidency::Resident
+    };
+    let encrypted = EncryptedNetwork::generate_with_residency(
+        &context,
+        &network,
+        &keygen,
+        &secret,
+        DiagonalStorage::Compact,
+        residency,
+    )?;
     context.synchronize()?;
     let plan = encrypted.plan();
     println!(
-        "setup: {:.2} s; {} keys ({}), weights {}; {} bootstraps per inference",
+        "setup: {:.2} s; {} keys ({}), weights {} ({residency:?}, largest layer {}); \
+         {} bootstraps per inference",
         started.elapsed().as_secs_f64(),
         encrypted.key_count(),
         ByteSize(encrypted.key_bytes() as u64),
         ByteSize(encrypted.weight_bytes() as u64),
+        ByteSize(encrypted.largest_layer_bytes() as u64),
         plan.bootstrap_calls
     );
 

@@ -129,6 +129,22 @@ pub enum Error {
         /// The empty list (`presets`, `budgets`, `policies`, `operations`).
         axis: &'static str,
     },
+    /// A sweep policy name that is neither a memory policy nor
+    /// `manual-swap`.
+    #[error(
+        "unknown sweep policy {name:?} (expected device, managed, static, profiled, dynamic, planned or manual-swap)"
+    )]
+    UnknownSweepPolicy {
+        /// The name given.
+        name: String,
+    },
+    /// `manual-swap` asked of an operation whose workload owns no buffers to
+    /// swap by hand (only `inference` does).
+    #[error("manual-swap runs the inference operation only, not {operation:?}")]
+    ManualSwapUnsupported {
+        /// The operation asked for.
+        operation: String,
+    },
 }
 
 impl From<hemem_memory::Error> for Error {
@@ -248,6 +264,20 @@ mod tests {
         assert_eq!(
             Error::EmptyAxis { axis: "presets" }.to_string(),
             "nothing to run: presets is empty"
+        );
+        assert_eq!(
+            Error::UnknownSweepPolicy {
+                name: "swap".into()
+            }
+            .to_string(),
+            "unknown sweep policy \"swap\" (expected device, managed, static, profiled, dynamic, planned or manual-swap)"
+        );
+        assert_eq!(
+            Error::ManualSwapUnsupported {
+                operation: "add".into()
+            }
+            .to_string(),
+            "manual-swap runs the inference operation only, not \"add\""
         );
         assert_eq!(
             Error::ImageSize {

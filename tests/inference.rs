@@ -21,7 +21,7 @@
 use std::time::Instant;
 
 use hemem::Error;
-use hemem::inference::{EncryptedNetwork, Network, NetworkShape, random_image};
+use hemem::inference::{EncryptedNetwork, Network, NetworkShape, WeightResidency, random_image};
 use hemem::prelude::*;
 
 /// Bits test-FGb keeps through a bootstrap, and through encryption alone.
@@ -147,6 +147,106 @@ fn a_shallow_network_needs_no_bootstrapping() {
     assert_eq!(r.encrypted.plan().bootstrap_calls, 0);
     approx::assert_abs_diff_eq!(
         r.max_error,
+        0.0,
+        epsilon = 2f64.powf(NETWORK_LOSS_BITS - FRESH_BITS)
+    );
+}
+
+/// Both polynomials of a ciphertext as words, with its level and scale.
+fn words(ct: &Ciphertext) -> (Vec<u64>, Vec<u64>, Level, f64) {
+    let (c0, c1) = ct.parts();
+    (
+        c0.to_words().unwrap(),
+        c1.to_words().unwrap(),
+        ct.level(),
+        ct.scale().get(),
+    )
+}
+
+/// The hand-written swap (`manual-swap` in the sweep) changes where the
+/// weights wait, never the arithmetic: the same network, moved to host
+/// residency and back, gives the same output ciphertext word for word,
+/// through its bootstraps, and that output decrypts to the f64 logits.
+#[test]
+fn swapped_weights_give_bit_identical_outputs() {
+    let shape = NetworkShape {
+        blocks_per_stage: 1,
+        ..NetworkShape::resnet20_for_slots(1 << 11)
+    };
+    let context = context(Preset::TestFGb);
+    let network = Network::random(&shape, 41).unwrap();
+    let keygen = KeyGenerator::new(&context).unwrap();
+    let secret = keygen.secret_key().unwrap();
+    let public = keygen.public_key(&secret).unwrap();
+    let resident = EncryptedNetwork::generate(&context, &network, &keygen, &secret).unwrap();
+    assert_eq!(resident.residency(), WeightResidency::Resident);
+    assert!(resident.plan().bootstrap_calls > 0);
+    let (weights, largest) = (resident.weight_bytes(), resident.largest_layer_bytes());
+    assert!(largest > 0 && largest < weights, "{largest} of {weights}");
+    let image = random_image(&shape, 42);
+    let input = resident.encrypt(&image, &public).unwrap();
+    let plain = words(&resident.infer(&input).unwrap());
+
+    let swapped = resident.with_residency(WeightResidency::Swapped).unwrap();
+    assert_eq!(swapped.residency(), WeightResidency::Swapped);
+    assert_eq!(swapped.weight_bytes(), weights);
+    let output = swapped.infer(&input).unwrap();
+    let out = words(&output);
+    assert!(out.0.iter().any(|&w| w != 0), "a non-zero output");
+    assert_eq!(out, plain, "swapping the weights changed the output");
+    let got = swapped.decrypt_logits(&output, &secret).unwrap();
+    let expected = network.infer_plain(&image).unwrap();
+    let max_error = got
+        .iter()
+        .zip(&expected)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    approx::assert_abs_diff_eq!(
+        max_error,
+        0.0,
+        epsilon = 2f64.powf(NETWORK_LOSS_BITS - BOOTSTRAP_BITS)
+    );
+
+    let back = swapped.with_residency(WeightResidency::Resident).unwrap();
+    assert_eq!(back.residency(), WeightResidency::Resident);
+    assert_eq!(words(&back.infer(&input).unwrap()), plain);
+}
+
+/// A network generated straight into swapped residency (what the sweep's
+/// `manual-swap` cell builds: each layer's diagonals leave the device as
+/// soon as they are encoded) computes the f64 network's logits.
+#[test]
+fn a_network_generated_swapped_matches_f64() {
+    let shape = shallow();
+    let context = context(Preset::TestFGb);
+    let network = Network::random(&shape, 51).unwrap();
+    let keygen = KeyGenerator::new(&context).unwrap();
+    let secret = keygen.secret_key().unwrap();
+    let public = keygen.public_key(&secret).unwrap();
+    let encrypted = EncryptedNetwork::generate_with_residency(
+        &context,
+        &network,
+        &keygen,
+        &secret,
+        hemem::bootstrap::linear_transform::DiagonalStorage::Compact,
+        WeightResidency::Swapped,
+    )
+    .unwrap();
+    assert_eq!(encrypted.residency(), WeightResidency::Swapped);
+    let image = random_image(&shape, 52);
+    let output = encrypted
+        .infer(&encrypted.encrypt(&image, &public).unwrap())
+        .unwrap();
+    let got = encrypted.decrypt_logits(&output, &secret).unwrap();
+    let expected = network.infer_plain(&image).unwrap();
+    assert!(expected.iter().any(|v| v.abs() > 1e-3), "{expected:?}");
+    let max_error = got
+        .iter()
+        .zip(&expected)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    approx::assert_abs_diff_eq!(
+        max_error,
         0.0,
         epsilon = 2f64.powf(NETWORK_LOSS_BITS - FRESH_BITS)
     );

@@ -160,6 +160,68 @@ fn the_cell_command_prints_one_json_record() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown operation"));
 }
 
+/// A `manual-swap` cell runs the inference with its weights swapped by
+/// hand under the `device` policy and reports under its own policy name; a
+/// sweep asking manual-swap of other operations only says why it has no
+/// cell.
+#[test]
+fn a_manual_swap_inference_cell_runs_and_other_operations_are_refused() {
+    let out = hemem(&[
+        "bench",
+        "oversub-cell",
+        "--preset",
+        "test-FGb",
+        "--budget",
+        "2GiB",
+        "--policy",
+        "manual-swap",
+        "--op",
+        "inference",
+        "--device",
+        "cpu",
+        "--warmup",
+        "0",
+        "--iterations",
+        "1",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let record: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(record["status"], "ok", "{record}");
+    assert_eq!(record["policy"], "manual-swap");
+    assert_eq!(record["op"], "inference");
+    assert!(record["median_ms"].as_f64().unwrap() > 0.0);
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("swap.csv");
+    let bad = hemem(&[
+        "bench",
+        "oversub",
+        "--presets",
+        "test-FTb",
+        "--policies",
+        "manual-swap",
+        "--ops",
+        "add,rotate",
+        "--device",
+        "cpu",
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(!bad.status.success());
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        stderr.contains("manual-swap runs the inference operation only"),
+        "{stderr}"
+    );
+    assert!(!csv.exists(), "no cell ran");
+    let unknown = hemem(&["bench", "oversub", "--policies", "swap", "--device", "cpu"]);
+    assert!(!unknown.status.success());
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("unknown sweep policy"));
+}
+
 #[test]
 fn bm_bootstrap_runs_test_presets_in_sequence_and_sweeps_the_pool_cap() {
     let dir = tempfile::tempdir().unwrap();

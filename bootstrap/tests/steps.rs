@@ -99,7 +99,8 @@ const HOISTINGS: [(Hoisting, DiagonalStorage); 3] = [
 /// disk) applied by a BSGS linear transform to a random ciphertext, with
 /// single and double hoisting, compact and encoded diagonals, against the
 /// f64 matrix-vector product; double hoisting is at least as precise (its
-/// ModDown rounding is not multiplied by the diagonals).
+/// ModDown rounding is not multiplied by the diagonals). Each encoded
+/// transform moved to the host and back evaluates to the same words.
 #[test]
 fn random_linear_transforms_match_the_f64_product() {
     let s = setup(Preset::TestFGb);
@@ -148,6 +149,20 @@ fn random_linear_transforms_match_the_f64_product() {
                 .unwrap();
             let out = enc.evaluate(&ops, &ct).unwrap();
             assert_eq!(out.level(), Level(level - 1));
+            // Moved to the host and back (a hand-written swap), the
+            // transform keeps its bytes and gives the same words.
+            let moved = enc.to_host().unwrap().to_device().unwrap();
+            assert_eq!(moved.size_bytes(), enc.size_bytes());
+            assert!(moved.size_bytes() > 0);
+            let again = moved.evaluate(&ops, &ct).unwrap();
+            assert_eq!(
+                again.parts().0.to_words().unwrap(),
+                out.parts().0.to_words().unwrap()
+            );
+            assert_eq!(
+                again.parts().1.to_words().unwrap(),
+                out.parts().1.to_words().unwrap()
+            );
             let err = max_error(&s.decrypt(&out), &want);
             println!(
                 "trial {trial}, {} diagonals, {hoisting:?} {storage:?}: max error 2^{:.1}",

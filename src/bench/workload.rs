@@ -13,7 +13,7 @@ use hemem_ckks::sampling::Sampler;
 use num_complex::Complex64;
 
 use crate::Result;
-use crate::inference::{EncryptedNetwork, Network, NetworkShape, random_image};
+use crate::inference::{EncryptedNetwork, Network, NetworkShape, WeightResidency, random_image};
 
 /// Random real values in [−1, 1), one per slot, as slot values.
 pub fn random_reals(sampler: &mut Sampler, slots: usize) -> Vec<Complex64> {
@@ -94,9 +94,12 @@ impl BootstrapWorkload {
         let secret = keygen.secret_key()?;
         let public = keygen.public_key(&secret)?;
         let keys = BootstrapKeys::generate(&keygen, &secret, &schedule)?;
-        let (count, bytes) = (keys.len(), keys.size_bytes());
-        let key_set = Arc::clone(keys.key_set());
+        let count = keys.len();
         let bootstrapper = Bootstrapper::with_storage(context, schedule, keys, storage)?;
+        // Taken after the bootstrapper, so that `DiagonalStorage::Fit` may
+        // store key halves.
+        let key_set = Arc::clone(bootstrapper.key_set());
+        let bytes = bootstrapper.key_bytes();
         let enc = params.enc_level();
         bootstrapper.prepare_for_scale(params.default_scale(enc)?)?;
         context.synchronize()?;
@@ -170,13 +173,28 @@ impl InferenceWorkload {
         shape: &NetworkShape,
         storage: DiagonalStorage,
     ) -> Result<Self> {
+        Self::generate_with_residency(context, shape, storage, WeightResidency::Resident)
+    }
+
+    /// As [`InferenceWorkload::generate`], the weights kept as `residency`
+    /// says ([`WeightResidency::Swapped`]: the sweep's `manual-swap`).
+    ///
+    /// # Errors
+    /// As [`EncryptedNetwork::generate_with_residency`].
+    pub fn generate_with_residency(
+        context: &Context,
+        shape: &NetworkShape,
+        storage: DiagonalStorage,
+        residency: WeightResidency,
+    ) -> Result<Self> {
         let network = Network::random(shape, Self::SEED)?;
         let started = Instant::now();
         let keygen = KeyGenerator::new(context)?;
         let secret = keygen.secret_key()?;
         let public = keygen.public_key(&secret)?;
-        let network =
-            EncryptedNetwork::generate_with_storage(context, &network, &keygen, &secret, storage)?;
+        let network = EncryptedNetwork::generate_with_residency(
+            context, &network, &keygen, &secret, storage, residency,
+        )?;
         let setup_ms = started.elapsed().as_secs_f64() * 1e3;
         let image = random_image(shape, Self::SEED + 1);
         let expected = network.network().infer_plain(&image)?;

@@ -25,6 +25,27 @@ use crate::{Error, Result};
 
 type Transform = EncodedLinearTransform<Plaintext, CompactPlaintext>;
 
+/// Where an [`EncryptedNetwork`] keeps its encoded weights (the layers'
+/// diagonals) between the layers that use them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WeightResidency {
+    /// In the context's memory for the network's life: the memory policy
+    /// alone decides where they are (pooled under `device`, managed under
+    /// `static`, streamed from pinned host masters under `planned`).
+    #[default]
+    Resident,
+    /// A hand-written swap, the baseline the hybrid-UM paper's `profiled`
+    /// scheme is measured against on its ResNet (Choi et al., §IV: "manual
+    /// swap, where the programmer is responsible for swapping out GPU
+    /// objects into host memory manually"): every layer's diagonals live in
+    /// host memory; just before a layer runs they are copied to the device
+    /// (one synchronous copy per diagonal, nothing overlapped) and the copy
+    /// is dropped as soon as the layer is done. The keys and the
+    /// bootstrapper stay where the memory policy puts them. The arithmetic
+    /// is the same word for word: only where the diagonals wait changes.
+    Swapped,
+}
+
 /// A network ready to run on ciphertexts of one context: its plan, its
 /// keys (the network's rotations and, where the plan bootstraps, the
 /// bootstrapping keys, in one key set), its weights encoded as
@@ -40,6 +61,7 @@ pub struct EncryptedNetwork {
     bootstrapper: Option<Bootstrapper>,
     transforms: BTreeMap<Layer, Transform>,
     pool_steps: Vec<i64>,
+    residency: WeightResidency,
     keys: usize,
     key_bytes: usize,
 }
@@ -50,6 +72,7 @@ impl std::fmt::Debug for EncryptedNetwork {
             .field("parameters", &self.context.params().name())
             .field("shape", self.network.shape())
             .field("plan", &self.plan)
+            .field("residency", &self.residency)
             .field("keys", &self.keys)
             .finish_non_exhaustive()
     }
@@ -75,17 +98,42 @@ impl EncryptedNetwork {
     /// bootstrapper's diagonals as `storage` says.
     ///
     /// # Errors
-    /// [`Error::InvalidNetwork`] when the shape does not fit the slots;
-    /// [`Error::NotEnoughLevels`] when a layer cannot get its levels (too
-    /// few between bootstraps, or parameters that do not bootstrap);
-    /// key-generation, encoding and memory errors (an `OverBudget` among
-    /// them).
+    /// As [`EncryptedNetwork::generate_with_residency`].
     pub fn generate_with_storage(
         context: &Context,
         network: &Network,
         keygen: &KeyGenerator,
         secret: &SecretKey,
         storage: DiagonalStorage,
+    ) -> Result<Self> {
+        Self::generate_with_residency(
+            context,
+            network,
+            keygen,
+            secret,
+            storage,
+            WeightResidency::Resident,
+        )
+    }
+
+    /// As [`EncryptedNetwork::generate_with_storage`], keeping the weights
+    /// as `residency` says. With [`WeightResidency::Swapped`] each layer's
+    /// diagonals go to host memory as soon as they are encoded, so the
+    /// device never holds more than one layer's.
+    ///
+    /// # Errors
+    /// [`Error::InvalidNetwork`] when the shape does not fit the slots;
+    /// [`Error::NotEnoughLevels`] when a layer cannot get its levels (too
+    /// few between bootstraps, or parameters that do not bootstrap);
+    /// key-generation, encoding, transfer and memory errors (an
+    /// `OverBudget` among them).
+    pub fn generate_with_residency(
+        context: &Context,
+        network: &Network,
+        keygen: &KeyGenerator,
+        secret: &SecretKey,
+        storage: DiagonalStorage,
+        residency: WeightResidency,
     ) -> Result<Self> {
         let params = context.params();
         let layout = SlotLayout::new(network.shape(), params.slots())?;
@@ -130,6 +178,12 @@ impl EncryptedNetwork {
                     params.q_modulus(Level(level))?.value(),
                 );
                 let encoded = transform.encode_with(&ops, level, scale, storage)?;
+                let encoded = match residency {
+                    WeightResidency::Resident => encoded,
+                    // The device copy is dropped here, before the next
+                    // layer is encoded.
+                    WeightResidency::Swapped => encoded.to_host()?,
+                };
                 Ok((layer, encoded))
             })
             .collect::<Result<_>>()?;
@@ -144,9 +198,39 @@ impl EncryptedNetwork {
             bootstrapper,
             transforms,
             pool_steps,
+            residency,
             keys,
             key_bytes,
         })
+    }
+
+    /// Where the weights wait between layers.
+    pub fn residency(&self) -> WeightResidency {
+        self.residency
+    }
+
+    /// The same network (the same keys and weights, word for word) with
+    /// its weights kept as `residency` says: to the host for
+    /// [`WeightResidency::Swapped`], back to the device for
+    /// [`WeightResidency::Resident`], one layer at a time; nothing moves
+    /// when it is already so.
+    ///
+    /// # Errors
+    /// Transfer and memory errors (an `OverBudget` among them).
+    pub fn with_residency(mut self, residency: WeightResidency) -> Result<Self> {
+        if residency == self.residency {
+            return Ok(self);
+        }
+        for transform in self.transforms.values_mut() {
+            let moved = match residency {
+                WeightResidency::Resident => transform.to_device()?,
+                WeightResidency::Swapped => transform.to_host()?,
+            };
+            *transform = moved;
+        }
+        self.context.synchronize()?;
+        self.residency = residency;
+        Ok(self)
     }
 
     /// The plan: each layer's level and the bootstraps.
@@ -172,15 +256,17 @@ impl EncryptedNetwork {
 
     /// Bytes of the encoded weights, as stored.
     pub fn weight_bytes(&self) -> usize {
+        self.transforms.values().map(Transform::size_bytes).sum()
+    }
+
+    /// The most bytes of weights one layer holds: what
+    /// [`WeightResidency::Swapped`] copies to the device at once.
+    pub fn largest_layer_bytes(&self) -> usize {
         self.transforms
             .values()
-            .flat_map(|t| t.diagonals())
-            .map(|d| match (d.as_encoded(), d.as_compact()) {
-                (Some(p), _) => p.poly().buffer().bytes(),
-                (None, Some(c)) => c.size_bytes(),
-                (None, None) => 0,
-            })
-            .sum()
+            .map(Transform::size_bytes)
+            .max()
+            .unwrap_or(0)
     }
 
     /// `image` (row-major, `image_size²` pixels in `[−1, 1]`) packed and
@@ -259,7 +345,16 @@ impl Engine for EncryptedNetwork {
                 reason: "a layer's input is not at its planned level",
             });
         }
-        Ok(transform.evaluate(&self.ops(), x)?)
+        match self.residency {
+            WeightResidency::Resident => Ok(transform.evaluate(&self.ops(), x)?),
+            WeightResidency::Swapped => {
+                // Brought in just before the layer, dropped right after it.
+                let on_device = transform.to_device()?;
+                let y = on_device.evaluate(&self.ops(), x)?;
+                drop(on_device);
+                Ok(y)
+            }
+        }
     }
 
     fn activate(&self, x: &Ciphertext) -> Result<Ciphertext> {

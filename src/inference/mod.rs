@@ -13,7 +13,9 @@
 //! * [`schedule`] — the forward pass written once over levels and
 //!   ciphertexts: where each layer runs and where bootstrapping is needed.
 //! * [`encrypted`] — [`EncryptedNetwork`]: the keys, the encoded weights,
-//!   the bootstrapper, and inference on a ciphertext.
+//!   the bootstrapper, and inference on a ciphertext; the weights resident
+//!   or swapped by hand between host and device layer by layer
+//!   ([`WeightResidency`], the benchmarks' `manual-swap` baseline).
 //!
 //! ```no_run
 //! use hemem::inference::{EncryptedNetwork, Network, NetworkShape, random_image};
@@ -42,7 +44,7 @@ pub mod layout;
 pub mod network;
 pub mod schedule;
 
-pub use encrypted::EncryptedNetwork;
+pub use encrypted::{EncryptedNetwork, WeightResidency};
 pub use layout::SlotLayout;
 pub use network::{Network, NetworkShape, random_image, relu_approximation};
 pub use schedule::{Layer, MIN_LEVEL, Plan};

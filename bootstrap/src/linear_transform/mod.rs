@@ -36,6 +36,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use hemem_ckks::encoding::{CompactPlaintext, Plaintext};
 use num_complex::Complex64;
 
 use crate::dft::DiagonalMatrix;
@@ -560,6 +561,86 @@ impl<P, C> EncodedLinearTransform<P, C> {
         self.groups
             .iter()
             .flat_map(|(_, g)| g.iter().map(|(_, d)| d))
+    }
+}
+
+impl<P, C> EncodedLinearTransform<P, C> {
+    /// The same transform with every diagonal mapped: encoded plaintexts by
+    /// `encoded`, compact ones by `compact`, in storage order; the first
+    /// error stops the map. The split, level, scale and hoisting are kept.
+    ///
+    /// # Errors
+    /// The first error of `encoded` or `compact`.
+    pub fn try_map<P2, C2, E>(
+        &self,
+        mut encoded: impl FnMut(&P) -> std::result::Result<P2, E>,
+        mut compact: impl FnMut(&C) -> std::result::Result<C2, E>,
+    ) -> std::result::Result<EncodedLinearTransform<P2, C2>, E> {
+        let groups = self
+            .groups
+            .iter()
+            .map(|(g, diagonals)| {
+                let diagonals = diagonals
+                    .iter()
+                    .map(|(b, d)| {
+                        let d = match d {
+                            Diagonal::Encoded(p) => Diagonal::Encoded(encoded(p)?),
+                            Diagonal::Compact(c) => Diagonal::Compact(compact(c)?),
+                        };
+                        Ok((*b, d))
+                    })
+                    .collect::<std::result::Result<Vec<_>, E>>()?;
+                Ok((*g, diagonals))
+            })
+            .collect::<std::result::Result<Vec<_>, E>>()?;
+        Ok(EncodedLinearTransform {
+            n: self.n,
+            n1: self.n1,
+            level: self.level,
+            scale: self.scale,
+            storage: self.storage,
+            hoisting: self.hoisting,
+            babies: self.babies.clone(),
+            forward: self.forward,
+            backward: self.backward,
+            direct: self.direct.clone(),
+            groups,
+        })
+    }
+}
+
+impl EncodedLinearTransform<Plaintext, CompactPlaintext> {
+    /// The same transform with its diagonals on the context's device, each
+    /// copied synchronously ([`Plaintext::to_device`],
+    /// [`CompactPlaintext::to_device`]). A program that keeps a transform in
+    /// host memory ([`EncodedLinearTransform::to_host`]) brings it to the
+    /// device this way just before evaluating it and drops the copy after:
+    /// a hand-written swap of its diagonals. The arithmetic is unchanged:
+    /// the copies hold the same words.
+    ///
+    /// # Errors
+    /// Allocation (an `OverBudget` among them) and transfer errors.
+    pub fn to_device(&self) -> Result<Self> {
+        Ok(self.try_map(Plaintext::to_device, CompactPlaintext::to_device)?)
+    }
+
+    /// The same transform with its diagonals in host memory (the context's
+    /// host backend), each copied out synchronously.
+    ///
+    /// # Errors
+    /// Allocation and transfer errors.
+    pub fn to_host(&self) -> Result<Self> {
+        Ok(self.try_map(Plaintext::to_host, CompactPlaintext::to_host)?)
+    }
+
+    /// Bytes of the stored diagonals (compact words or encoded limbs).
+    pub fn size_bytes(&self) -> usize {
+        self.diagonals()
+            .map(|d| match d {
+                Diagonal::Encoded(p) => p.poly().buffer().bytes(),
+                Diagonal::Compact(c) => c.size_bytes(),
+            })
+            .sum()
     }
 }
 

@@ -2,11 +2,12 @@
 //! coefficients, expanded into RNS limbs (and the NTT domain) when used.
 
 use std::fmt;
+use std::sync::Arc;
 
 use hemem_memory::{Buffer, MemoryClass};
 
 use super::Plaintext;
-use crate::backend::{Device, LimbsMut};
+use crate::backend::{Backend, Device, LimbsMut};
 use crate::context::Context;
 use crate::params::{Level, Scale};
 use crate::poly::{Ntt, RnsPoly};
@@ -14,7 +15,8 @@ use crate::{OperandError, Result};
 
 /// A plaintext stored compactly: the `2·slots` integer coefficients the
 /// encoder rounds (`round(c·scale)`, exact in an `f64`), one word each, in
-/// one buffer on the context's device, instead of `level + 1` limbs of `N`
+/// one buffer on the context's device (or in host memory, after
+/// [`CompactPlaintext::to_host`]), instead of `level + 1` limbs of `N`
 /// words in NTT form.
 ///
 /// [`CompactPlaintext::expand`] rebuilds the [`Plaintext`] that
@@ -25,6 +27,9 @@ use crate::{OperandError, Result};
 /// expands a few at a time into `Temporary` memory.
 pub struct CompactPlaintext {
     context: Context,
+    /// The backend whose allocator holds `words`: the context's device, or
+    /// its host backend.
+    backend: Arc<dyn Backend>,
     words: Buffer,
     level: Level,
     scale: Scale,
@@ -54,17 +59,80 @@ impl CompactPlaintext {
         slots: usize,
         class: MemoryClass,
     ) -> Result<Self> {
-        let allocator = context.backend().allocator();
+        Self::on_backend(
+            context,
+            context.backend(),
+            words,
+            level,
+            scale,
+            slots,
+            class,
+        )
+    }
+
+    /// As [`CompactPlaintext::from_words`], in a buffer of `backend`'s
+    /// allocator.
+    fn on_backend(
+        context: &Context,
+        backend: &Arc<dyn Backend>,
+        words: &[u64],
+        level: Level,
+        scale: Scale,
+        slots: usize,
+        class: MemoryClass,
+    ) -> Result<Self> {
+        let allocator = backend.allocator();
         let mut buffer = allocator.allocate(class, words.len().max(1) * 8)?;
         allocator.upload(&mut buffer, 0, words)?;
         allocator.seal(&buffer)?;
         Ok(Self {
             context: context.clone(),
+            backend: Arc::clone(backend),
             words: buffer,
             level,
             scale,
             slots,
         })
+    }
+
+    /// The same compact plaintext on the context's device: a new buffer of
+    /// the same class, filled by one synchronous copy. With
+    /// [`CompactPlaintext::to_host`] this is how a program keeps read-only
+    /// plaintexts in host memory and brings each to the device only while
+    /// it is used (a hand-written swap; the `planned` policy does the same
+    /// inside the allocator, overlapped with compute). On a CPU context
+    /// both are copies.
+    ///
+    /// # Errors
+    /// Allocation (an `OverBudget` among them) and transfer errors.
+    pub fn to_device(&self) -> Result<Self> {
+        self.moved(self.context.backend())
+    }
+
+    /// The same compact plaintext in host memory (the context's host
+    /// backend), copied out synchronously; the device copy, if this one is
+    /// dropped, frees its device memory.
+    ///
+    /// # Errors
+    /// Allocation and transfer errors.
+    pub fn to_host(&self) -> Result<Self> {
+        self.moved(self.context.host_backend())
+    }
+
+    fn moved(&self, backend: &Arc<dyn Backend>) -> Result<Self> {
+        let mut words = vec![0u64; self.words.words()];
+        self.backend
+            .allocator()
+            .download(&self.words, 0, &mut words)?;
+        Self::on_backend(
+            &self.context,
+            backend,
+            &words,
+            self.level,
+            self.scale,
+            self.slots,
+            self.words.class(),
+        )
     }
 
     /// The level.
@@ -89,7 +157,7 @@ impl CompactPlaintext {
 
     /// Where the words live.
     pub fn device(&self) -> Device {
-        self.context.backend().device()
+        self.backend.device()
     }
 
     /// The buffer of rounded coefficients (`f64` bits).
@@ -114,8 +182,7 @@ impl CompactPlaintext {
     /// Transfer errors.
     pub fn rounded_coefficients(&self) -> Result<Vec<f64>> {
         let mut words = vec![0u64; 2 * self.slots];
-        self.context
-            .backend()
+        self.backend
             .allocator()
             .download(&self.words, 0, &mut words)?;
         Ok(words.into_iter().map(f64::from_bits).collect())
@@ -142,7 +209,8 @@ impl CompactPlaintext {
     /// Expands several compact plaintexts into `class` buffers, in order. Runs
     /// of plaintexts of one level and slot count go to the backend together
     /// ([`crate::backend::Backend::expand_compact`]: one expansion and one
-    /// batched NTT per run on the GPU).
+    /// batched NTT per run on the GPU). Each plaintext is expanded where its
+    /// words live (a host copy, [`CompactPlaintext::to_host`], on the host).
     ///
     /// # Errors
     /// [`OperandError::ContextMismatch`] for plaintexts of different
@@ -181,7 +249,11 @@ impl CompactPlaintext {
         while let Some(head) = rest.first() {
             let run = rest
                 .iter()
-                .take_while(|c| c.level == head.level && c.slots == head.slots)
+                .take_while(|c| {
+                    c.level == head.level
+                        && c.slots == head.slots
+                        && Arc::ptr_eq(&c.backend, &head.backend)
+                })
                 .count();
             let (now, later) = rest.split_at(run);
             rest = later;
@@ -190,7 +262,8 @@ impl CompactPlaintext {
                     return Err(OperandError::ContextMismatch.into());
                 }
             }
-            let backend = context.backend();
+            // Expanded where the words are: a host copy expands on the host.
+            let backend = &head.backend;
             let indices = if extended {
                 context.params().qp_indices(head.level)
             } else {
@@ -288,6 +361,39 @@ mod tests {
             }
         }
         assert!(wide > 0, "no coefficient took the wide reduction");
+    }
+
+    /// A compact plaintext moved to the host and back keeps its words, class,
+    /// level, scale and slots, outlives the original, and expands to the
+    /// same limbs (on the CPU both moves are copies on one backend; the GPU
+    /// tests cover the transfers).
+    #[test]
+    fn moving_between_host_and_device_keeps_every_word() {
+        let ctx = context(Preset::TestFGb);
+        let encoder = Encoder::new(&ctx);
+        for seed in 0..4 {
+            let (values, level, scale, slots) = random_case(&ctx, 700 + seed);
+            let class = MemoryClass::BootstrapConstant;
+            let compact = encoder
+                .encode_compact_at_class(&values, level, scale, slots, class)
+                .unwrap();
+            let expected = compact.expand().unwrap().poly().to_words().unwrap();
+            let rounded = compact.rounded_coefficients().unwrap();
+            assert!(rounded.iter().any(|&v| v != 0.0), "seed {seed}: all zero");
+            let host = compact.to_host().unwrap();
+            drop(compact);
+            assert_eq!(host.device(), Device::Cpu);
+            let back = host.to_device().unwrap();
+            drop(host);
+            assert_eq!(back.device(), ctx.device());
+            assert_eq!(back.buffer().class(), class);
+            assert_eq!(
+                (back.level(), back.scale(), back.slots()),
+                (level, scale, slots)
+            );
+            assert_eq!(back.rounded_coefficients().unwrap(), rounded);
+            assert_eq!(back.expand().unwrap().poly().to_words().unwrap(), expected);
+        }
     }
 
     #[test]

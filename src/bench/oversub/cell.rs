@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bench::measure::{Snapshot, Summary, peak_rss_bytes, settle_copies, time_runs};
 use crate::bench::workload::{BootstrapWorkload, InferenceWorkload, random_ciphertext};
-use crate::inference::NetworkShape;
+use crate::inference::{NetworkShape, WeightResidency};
 use crate::{Error, Result};
 
 /// An operation of the sweep.
@@ -109,6 +109,95 @@ impl FromStr for Operation {
     }
 }
 
+/// A policy column of the sweep: one of the memory system's placement
+/// policies, or `manual-swap`, the hand-written swap the hybrid-UM paper
+/// measures its `profiled` scheme against (§IV, its ResNet: 22 %).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SweepPolicy {
+    /// A placement policy ([`PolicyKind`]), by its own name.
+    Memory(PolicyKind),
+    /// `manual-swap`: the `device` policy (everything pooled, no managed
+    /// memory, no streaming), and the workload swaps its own read-only
+    /// buffers by hand: the inference network's weights wait in host memory
+    /// and each layer's are copied to the device just before it runs and
+    /// dropped after ([`crate::inference::WeightResidency::Swapped`]). Only
+    /// [`Operation::Inference`] has such buffers; the other operations'
+    /// cells are not made ([`SweepPolicy::runs`]).
+    ManualSwap,
+}
+
+impl SweepPolicy {
+    /// The memory system's six policies, in [`PolicyKind::ALL`]'s order (the
+    /// default of a sweep; `manual-swap` is asked for by name).
+    pub const MEMORY: [Self; 6] = [
+        Self::Memory(PolicyKind::Device),
+        Self::Memory(PolicyKind::Managed),
+        Self::Memory(PolicyKind::Static),
+        Self::Memory(PolicyKind::Profiled),
+        Self::Memory(PolicyKind::Dynamic),
+        Self::Memory(PolicyKind::Planned),
+    ];
+
+    /// The name in the CSV and on the command line.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Memory(kind) => kind.name(),
+            Self::ManualSwap => "manual-swap",
+        }
+    }
+
+    /// The placement policy the cell's memory system runs
+    /// (`manual-swap`: `device`).
+    pub const fn memory_policy(self) -> PolicyKind {
+        match self {
+            Self::Memory(kind) => kind,
+            Self::ManualSwap => PolicyKind::Device,
+        }
+    }
+
+    /// Whether a cell of this policy and `operation` exists: `manual-swap`
+    /// only for the inference, the only workload that owns buffers to swap.
+    pub fn runs(self, operation: Operation) -> bool {
+        match self {
+            Self::Memory(_) => true,
+            Self::ManualSwap => operation == Operation::Inference,
+        }
+    }
+}
+
+impl From<PolicyKind> for SweepPolicy {
+    fn from(kind: PolicyKind) -> Self {
+        Self::Memory(kind)
+    }
+}
+
+impl PartialEq<PolicyKind> for SweepPolicy {
+    fn eq(&self, other: &PolicyKind) -> bool {
+        *self == Self::Memory(*other)
+    }
+}
+
+impl fmt::Display for SweepPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for SweepPolicy {
+    type Err = Error;
+
+    /// Parses a memory policy's name or `manual-swap`.
+    fn from_str(s: &str) -> Result<Self> {
+        let s = s.trim();
+        if s == Self::ManualSwap.name() {
+            return Ok(Self::ManualSwap);
+        }
+        s.parse::<PolicyKind>()
+            .map(Self::Memory)
+            .map_err(|_| Error::UnknownSweepPolicy { name: s.to_owned() })
+    }
+}
+
 /// A device budget of the sweep: bytes, or `none` (the card's free memory
 /// minus the margin, [`BudgetSetting::Auto`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -166,8 +255,8 @@ pub struct Cell {
     pub preset: Preset,
     /// The device budget.
     pub budget: Budget,
-    /// The placement policy.
-    pub policy: PolicyKind,
+    /// The placement policy (or `manual-swap`).
+    pub policy: SweepPolicy,
     /// The operation timed.
     pub operation: Operation,
 }
@@ -431,7 +520,7 @@ fn memory_config(
     let mut config = MemoryConfig::from_env()?;
     config.budget = cell.budget.setting();
     config.record_trace.clone_from(&traces.record);
-    config.policy = match cell.policy {
+    config.policy = match cell.policy.memory_policy() {
         PolicyKind::Profiled => PolicyConfig::Profiled(ProfiledConfig {
             trace: traces
                 .replay
@@ -492,13 +581,27 @@ enum Prepared {
     Inference(Box<InferenceWorkload>),
 }
 
-fn prepare(context: &Context, operation: Operation) -> Result<Prepared> {
+fn prepare(context: &Context, operation: Operation, policy: SweepPolicy) -> Result<Prepared> {
+    if !policy.runs(operation) {
+        return Err(Error::ManualSwapUnsupported {
+            operation: operation.to_string(),
+        });
+    }
     let mut sampler = Sampler::from_os()?;
     if operation == Operation::Inference {
         let shape = NetworkShape::resnet20_for_slots(context.params().slots());
+        let residency = match policy {
+            SweepPolicy::ManualSwap => WeightResidency::Swapped,
+            SweepPolicy::Memory(_) => WeightResidency::Resident,
+        };
         // Compact, not `Fit`: the network's own diagonals are encoded after
         // the bootstrapper, so `Fit` could not weigh them.
-        let workload = InferenceWorkload::generate(context, &shape, DiagonalStorage::Compact)?;
+        let workload = InferenceWorkload::generate_with_residency(
+            context,
+            &shape,
+            DiagonalStorage::Compact,
+            residency,
+        )?;
         return Ok(Prepared::Inference(Box::new(workload)));
     }
     if operation.is_bootstrap() {
@@ -607,7 +710,7 @@ fn measure(cell: &Cell, settings: &CellSettings, traces: &TraceFiles) -> Result<
     };
     let context = Context::with_memory(params, settings.device, &config)?;
     record.device = context.device().to_string();
-    let prepared = prepare(&context, cell.operation)?;
+    let prepared = prepare(&context, cell.operation, cell.policy)?;
     run_operation(&context, &prepared, cell.operation, settings.warmup)?;
     if let Some(c) = &counters {
         c.collect(&context)?;
@@ -700,6 +803,53 @@ mod tests {
     }
 
     #[test]
+    fn sweep_policies_round_trip_and_map_to_memory_policies() {
+        for p in SweepPolicy::MEMORY {
+            assert_eq!(p.to_string().parse::<SweepPolicy>().ok(), Some(p));
+            assert_eq!(SweepPolicy::Memory(p.memory_policy()), p);
+        }
+        let swap: SweepPolicy = " manual-swap".parse().expect("manual-swap");
+        assert_eq!(swap, SweepPolicy::ManualSwap);
+        assert_eq!(swap.to_string(), "manual-swap");
+        assert_eq!(swap.memory_policy(), PolicyKind::Device);
+        assert!(swap.runs(Operation::Inference));
+        for op in Operation::DEFAULT {
+            assert!(!swap.runs(op), "{op}");
+            assert!(SweepPolicy::Memory(PolicyKind::Static).runs(op));
+        }
+        assert_eq!(SweepPolicy::from(PolicyKind::Planned), PolicyKind::Planned);
+        for bad in ["manual", "swap", "lru", ""] {
+            assert!(
+                matches!(
+                    bad.parse::<SweepPolicy>(),
+                    Err(Error::UnknownSweepPolicy { .. })
+                ),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_manual_swap_cell_of_another_operation_fails_cleanly() {
+        let cell = Cell {
+            preset: Preset::TestFTb,
+            budget: Budget::NONE,
+            policy: SweepPolicy::ManualSwap,
+            operation: Operation::Rotate,
+        };
+        let settings = CellSettings {
+            device: DeviceSelection::Cpu,
+            warmup: 0,
+            iterations: 1,
+            ..CellSettings::default()
+        };
+        let record = run_cell(&cell, &settings, &TraceFiles::default());
+        assert_eq!(record.status, CellStatus::Failed);
+        assert!(record.reason.contains("inference"), "{}", record.reason);
+        assert_eq!(record.key(), ["test-FTb", "none", "manual-swap", "rotate"]);
+    }
+
+    #[test]
     fn errors_become_statuses() {
         let over = Error::Ckks(hemem_ckks::Error::Memory(hemem_memory::Error::OverBudget {
             requested: 1 << 30,
@@ -722,7 +872,7 @@ mod tests {
         let cell = Cell {
             preset: Preset::TestFTb,
             budget: Budget::NONE,
-            policy: PolicyKind::Profiled,
+            policy: PolicyKind::Profiled.into(),
             operation: Operation::Add,
         };
         let settings = CellSettings {
@@ -741,7 +891,7 @@ mod tests {
         let cell = Cell {
             preset: Preset::TestFTb,
             budget: "2GiB".parse().expect("budget"),
-            policy: PolicyKind::Device,
+            policy: PolicyKind::Device.into(),
             operation: Operation::Mult,
         };
         let settings = CellSettings {

@@ -19,7 +19,8 @@ mod runner;
 mod sweep;
 
 pub use cell::{
-    Budget, Cell, CellRecord, CellSettings, CellStatus, Operation, TraceFiles, run_cell,
+    Budget, Cell, CellRecord, CellSettings, CellStatus, Operation, SweepPolicy, TraceFiles,
+    run_cell,
 };
 pub use runner::{CellRunner, ChildProcessRunner};
 pub use sweep::{SweepEvent, SweepSpec, run_sweep};

@@ -365,7 +365,7 @@ mod tests {
         let cell = Cell {
             preset: Preset::TestFGb,
             budget: Budget(Some(2 << 30)),
-            policy,
+            policy: policy.into(),
             operation: op,
         };
         let settings = CellSettings {

@@ -268,7 +268,7 @@ impl CellRunner for ChildProcessRunner {
             );
         }
         let recording = Cell {
-            policy: PolicyKind::Static,
+            policy: PolicyKind::Static.into(),
             ..*cell
         };
         let recorded = self.run_child(
@@ -315,7 +315,7 @@ mod tests {
         Cell {
             preset: Preset::TestFTb,
             budget: Budget(Some(2 << 30)),
-            policy,
+            policy: policy.into(),
             operation: Operation::Add,
         }
     }

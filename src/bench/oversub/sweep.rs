@@ -4,13 +4,11 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use hemem_ckks::prelude::Preset;
-use hemem_memory::policy::PolicyKind;
-
-use super::cell::{Budget, Cell, CellRecord, Operation};
+use super::cell::{Budget, Cell, CellRecord, Operation, SweepPolicy};
 use super::output::{append_csv, read_csv};
 use super::runner::CellRunner;
 use crate::{Error, Result};
+use hemem_ckks::prelude::Preset;
 
 /// The axes of a sweep; the cells are their product.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,8 +17,8 @@ pub struct SweepSpec {
     pub presets: Vec<Preset>,
     /// Budgets (default 2, 4, 6 GiB and none).
     pub budgets: Vec<Budget>,
-    /// Policies (default all six).
-    pub policies: Vec<PolicyKind>,
+    /// Policies (default the memory system's six; `manual-swap` by name).
+    pub policies: Vec<SweepPolicy>,
     /// Operations (default add, mult, rotate, conjugate, bootstrap and a
     /// batch of four bootstraps).
     pub operations: Vec<Operation>,
@@ -31,7 +29,7 @@ impl Default for SweepSpec {
         Self {
             presets: vec![Preset::FGa, Preset::FGb, Preset::FVb],
             budgets: Budget::DEFAULT.to_vec(),
-            policies: PolicyKind::ALL.to_vec(),
+            policies: SweepPolicy::MEMORY.to_vec(),
             operations: Operation::DEFAULT.to_vec(),
         }
     }
@@ -49,10 +47,13 @@ fn unique<T: PartialEq + Copy>(items: &[T]) -> Vec<T> {
 
 impl SweepSpec {
     /// Every cell, preset by preset, then budget, policy and operation
-    /// (repeated axis entries once).
+    /// (repeated axis entries once), leaving out the pairs of policy and
+    /// operation that do not exist ([`SweepPolicy::runs`]: `manual-swap`
+    /// beside an operation other than `inference`).
     ///
     /// # Errors
-    /// [`Error::EmptyAxis`] when an axis is empty.
+    /// [`Error::EmptyAxis`] when an axis is empty;
+    /// [`Error::ManualSwapUnsupported`] when no cell is left.
     pub fn cells(&self) -> Result<Vec<Cell>> {
         for (axis, empty) in [
             ("presets", self.presets.is_empty()),
@@ -69,6 +70,9 @@ impl SweepSpec {
             for &budget in &unique(&self.budgets) {
                 for &policy in &unique(&self.policies) {
                     for &operation in &unique(&self.operations) {
+                        if !policy.runs(operation) {
+                            continue;
+                        }
                         cells.push(Cell {
                             preset,
                             budget,
@@ -78,6 +82,12 @@ impl SweepSpec {
                     }
                 }
             }
+        }
+        if cells.is_empty() {
+            let operation = self.operations.first().map(Operation::to_string);
+            return Err(Error::ManualSwapUnsupported {
+                operation: operation.unwrap_or_default(),
+            });
         }
         Ok(cells)
     }
@@ -153,6 +163,8 @@ pub fn run_sweep(
 
 #[cfg(test)]
 mod tests {
+    use hemem_memory::policy::PolicyKind;
+
     use super::*;
     use crate::bench::oversub::{CellSettings, CellStatus};
 
@@ -165,7 +177,7 @@ mod tests {
     impl CellRunner for Mock {
         fn run(&mut self, cell: &Cell) -> CellRecord {
             self.ran.push(*cell);
-            let status = match (cell.policy, cell.budget.0) {
+            let status = match (cell.policy.memory_policy(), cell.budget.0) {
                 (PolicyKind::Device, Some(_)) if cell.operation.is_bootstrap() => {
                     CellStatus::OverBudget
                 }
@@ -206,7 +218,7 @@ mod tests {
         let twice = SweepSpec {
             presets: vec![Preset::TestFGb, Preset::TestFGb],
             budgets: vec![Budget::NONE],
-            policies: vec![PolicyKind::Device],
+            policies: vec![PolicyKind::Device.into()],
             operations: vec![Operation::Add, Operation::Add, Operation::Mult],
         };
         assert_eq!(twice.cells().expect("cells").len(), 2);
@@ -220,6 +232,69 @@ mod tests {
         ));
     }
 
+    /// `manual-swap` makes cells only beside `inference`, in the policy
+    /// order given, and the CSV keys it by its own name; a sweep of it
+    /// alone over other operations has no cell and says why.
+    #[test]
+    fn manual_swap_cells_exist_only_for_inference() {
+        let spec = SweepSpec {
+            presets: vec![Preset::TestFGb],
+            budgets: vec![Budget(Some(4 << 30)), Budget::NONE],
+            policies: vec![
+                PolicyKind::Profiled.into(),
+                SweepPolicy::ManualSwap,
+                PolicyKind::Planned.into(),
+            ],
+            operations: vec![Operation::Inference, Operation::Bootstrap],
+        };
+        let cells = spec.cells().expect("cells");
+        // Per budget: profiled and planned × 2 operations, manual-swap × 1.
+        assert_eq!(cells.len(), 2 * 5);
+        let swapped: Vec<[String; 4]> = cells
+            .iter()
+            .filter(|c| c.policy == SweepPolicy::ManualSwap)
+            .map(Cell::key)
+            .collect();
+        assert_eq!(
+            swapped,
+            [
+                ["test-FGb", "4GiB", "manual-swap", "inference"].map(String::from),
+                ["test-FGb", "none", "manual-swap", "inference"].map(String::from),
+            ]
+        );
+        let order: Vec<String> = cells.iter().take(5).map(|c| c.key()[2].clone()).collect();
+        assert_eq!(
+            order,
+            ["profiled", "profiled", "manual-swap", "planned", "planned"]
+        );
+        let only = SweepSpec {
+            policies: vec![SweepPolicy::ManualSwap],
+            operations: vec![Operation::Add, Operation::Bootstrap],
+            ..spec.clone()
+        };
+        assert!(matches!(
+            only.cells(),
+            Err(Error::ManualSwapUnsupported { operation }) if operation == "add"
+        ));
+
+        // Through the sweep: the mock's OverBudget for `device` applies to
+        // manual-swap (it runs under `device`), and the CSV reads back.
+        let dir = tempfile::tempdir().expect("dir");
+        let csv = dir.path().join("swap.csv");
+        let mut runner = mock();
+        let records = run_sweep(&spec, &mut runner, &csv, &mut |_| {}).expect("sweep");
+        assert_eq!(records.len(), cells.len());
+        let swap_4gib = records
+            .iter()
+            .find(|r| r.policy == "manual-swap" && r.budget == "4GiB")
+            .expect("manual-swap at 4GiB");
+        assert_eq!(swap_4gib.status, CellStatus::OverBudget);
+        assert_eq!(read_csv(&csv).expect("csv"), records);
+        let mut runner = mock();
+        run_sweep(&spec, &mut runner, &csv, &mut |_| {}).expect("rerun");
+        assert!(runner.ran.is_empty(), "a rerun found every cell");
+    }
+
     #[test]
     fn a_rerun_skips_the_cells_the_csv_holds() {
         let dir = tempfile::tempdir().expect("dir");
@@ -227,7 +302,7 @@ mod tests {
         let small = SweepSpec {
             presets: vec![Preset::TestFGb],
             budgets: vec![Budget(Some(2 << 30)), Budget::NONE],
-            policies: vec![PolicyKind::Device, PolicyKind::Managed],
+            policies: vec![PolicyKind::Device.into(), PolicyKind::Managed.into()],
             operations: vec![Operation::Add, Operation::Bootstrap],
         };
         let mut runner = mock();
@@ -249,7 +324,11 @@ mod tests {
 
         // Widen the sweep: only the new cells run, the old ones are kept.
         let wider = SweepSpec {
-            policies: vec![PolicyKind::Device, PolicyKind::Managed, PolicyKind::Static],
+            policies: vec![
+                PolicyKind::Device.into(),
+                PolicyKind::Managed.into(),
+                PolicyKind::Static.into(),
+            ],
             ..small.clone()
         };
         let mut runner = mock();

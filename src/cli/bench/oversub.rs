@@ -10,10 +10,10 @@ use std::time::Duration;
 use anyhow::Context as _;
 use hemem::bench::oversub::{
     self, Budget, Cell, CellSettings, CellStatus, ChildProcessRunner, Operation, SweepEvent,
-    SweepSpec, TraceFiles,
+    SweepPolicy, SweepSpec, TraceFiles,
 };
 use hemem_ckks::prelude::Preset;
-use hemem_memory::policy::{Divergence, PolicyKind};
+use hemem_memory::policy::Divergence;
 
 use crate::cli::device::DeviceArgs;
 use crate::cli::memory::OnDivergence;
@@ -29,7 +29,9 @@ pub struct Args {
     /// free memory minus 512 MiB).
     #[arg(long, value_delimiter = ',', default_value = "2GiB,4GiB,6GiB,none")]
     budgets: Vec<String>,
-    /// Policies (comma-separated).
+    /// Policies (comma-separated): the memory policies, and manual-swap
+    /// (the device policy with the inference network's weights swapped to
+    /// and from host memory by hand, layer by layer; inference cells only).
     #[arg(
         long,
         value_delimiter = ',',
@@ -150,7 +152,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let spec = SweepSpec {
         presets: parse_all::<Preset>(&args.presets)?,
         budgets: parse_all::<Budget>(&args.budgets)?,
-        policies: parse_all::<PolicyKind>(&args.policies)?,
+        policies: parse_all::<SweepPolicy>(&args.policies)?,
         operations: parse_all::<Operation>(&args.ops)?,
     };
     let settings = CellSettings {
