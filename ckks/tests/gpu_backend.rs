@@ -1489,6 +1489,24 @@ fn compact_expansion(name: &str, preset: Preset) {
                 n,
             );
         }
+        // Moved to the host (where it expands on the CPU) and back to the
+        // GPU (the hand-written swap's path): the same limbs both ways.
+        let host = from_gpu.to_host().unwrap();
+        assert_eq!(host.device(), Device::Cpu);
+        assert_same(
+            "compact plaintext moved to the host",
+            &expected,
+            &host.expand().unwrap().poly().to_words().unwrap(),
+            n,
+        );
+        let back = host.to_device().unwrap();
+        assert_eq!(back.device(), Device::Gpu(0));
+        assert_same(
+            "compact plaintext moved back to the gpu",
+            &expected,
+            &back.expand().unwrap().poly().to_words().unwrap(),
+            n,
+        );
     }
 }
 
