@@ -34,10 +34,14 @@
 //! evaluator already shares (a cloned [`BootstrapKeys::key_set`]) cannot be
 //! changed in place and are left as they are.
 //!
-//! A batch ([`Bootstrapper::bootstrap_many`]) needs working memory per
-//! ciphertext; the room reserved here is one bootstrap's, and a batch that
-//! does not fit beside what was kept is halved as usual. Callers who batch
-//! under a tight budget may prefer [`DiagonalStorage::Compact`].
+//! The choice is made once, when the bootstrapper is made, on what the
+//! device holds then. A batch ([`Bootstrapper::bootstrap_many`]) needs
+//! working memory per ciphertext; the room reserved here is one
+//! bootstrap's, and a batch that does not fit beside what was kept is
+//! halved as usual. A program that will hold much more of its own data on
+//! the device afterwards, under a budget and a policy that cannot stream
+//! (`device`), should ask for [`DiagonalStorage::Compact`]: under `planned`
+//! what was kept in full streams like the rest when room runs short.
 
 use std::sync::Arc;
 
