@@ -21,8 +21,9 @@
 
 use std::collections::BTreeMap;
 
+use super::Residency;
+use super::state::State;
 use super::streamed::evictable_ahead;
-use super::{Residency, State};
 use crate::{AllocationId, DevicePtr, Result};
 
 /// Placement granularity: objects start on 256-byte boundaries (the

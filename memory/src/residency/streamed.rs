@@ -20,10 +20,11 @@ use std::cmp::Reverse;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::Residency;
 use super::arena::Arena;
 use super::eviction::Uses;
 use super::plan::StreamingPlan;
-use super::{Residency, State};
+use super::state::State;
 use crate::statistics::Traffic;
 use crate::{AllocationId, DevicePtr, MemoryClass, Result};
 
@@ -300,7 +301,7 @@ impl Residency {
     /// get a use mark, which their eviction waits for.
     pub(super) fn end_use(&self, ids: &[AllocationId]) {
         let mut s = self.lock();
-        super::unpin(&mut s, ids);
+        super::guard::unpin(&mut s, ids);
         if !ids.iter().any(|id| s.streamed.entries.contains_key(id)) {
             return;
         }
@@ -766,7 +767,7 @@ pub(super) mod tests {
         arena: bool,
     ) -> (Arc<Residency>, RecordingDriver, StatisticsHandle) {
         let (r, driver, stats) =
-            super::super::tests::manager_with(budget, true, crate::Eviction::LeastRecentlyUsed);
+            super::super::testing::manager_with(budget, true, crate::Eviction::LeastRecentlyUsed);
         r.set_streaming_arena(arena);
         (r, driver, stats)
     }
