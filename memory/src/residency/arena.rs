@@ -493,7 +493,7 @@ mod tests {
         use std::sync::atomic::{AtomicU64, Ordering};
 
         use super::super::super::driver::mock::{Call, RecordingDriver};
-        use super::super::super::streamed::tests::{manager_with_arena, object};
+        use super::super::super::streamed::testing::{manager_with_arena, object};
         use super::super::super::{Residency, StreamingPlan};
         use super::MIB;
         use crate::{AllocationId, MemoryClass, Placement};
