@@ -9,8 +9,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::driver::mock::Call;
-use super::tests::manager_with;
+use super::testing::manager_with;
 use super::*;
+use crate::policy::Advice;
+use crate::{AllocationId, DevicePtr};
 
 const MB: u64 = 1_000_000;
 /// Cycles run; the first two are warm-up (cold misses, first intervals).

@@ -1,136 +1,28 @@
-//! The look-ahead of the `planned` policy: the order in which a repeating
-//! phase of work (a bootstrap, a batch of bootstraps) touches its streamed
-//! objects, recorded on its first run and followed on the next ones.
-//!
-//! MemHC ("MemHC: An Optimized GPU Memory Management Framework for
-//! Accelerating Many-body Correlation", `../shared/papers/memhc.txt`) evicts
-//! with look-ahead over a task order known in advance; here the order is
-//! learnt instead. Every operation that declares streamed objects is one
-//! **step** of its phase. A phase is named by a key its caller chooses (the
-//! bootstrapper hashes "bootstrap", the batch size and the kind of
-//! bootstrap); this module knows nothing of CKKS.
-//!
-//! While a run matches its recording step by step, `Planner::next_use`
-//! answers when an object is needed next, counted in steps from now: the
-//! residency manager evicts the object needed farthest ahead (Belady's
-//! rule) and brings back the next ones ahead of use. Phases repeat, so the
-//! answer wraps around the end of the recording into the next run. A run
-//! that departs from its recording stops the look-ahead for the rest of the
-//! run and replaces the recording when the phase ends.
-//!
-//! # What stays and what streams
-//!
-//! Fetching ahead with Belady's rule alone (evict the object needed
-//! farthest ahead to fetch the next one) turns a cycle into a sliding
-//! window: the object just used is always the farthest, so every object
-//! leaves after its use and comes back before its next, and the whole
-//! working set crosses PCIe every run. Belady's demand schedule for a cycle
-//! instead keeps a fixed part resident and streams the rest through what is
-//! left. So when a recording is made, its objects are split
-//! (`Recording::choose_stable`): a **stable** set, chosen by the fetches
-//! it saves per byte, fills the room left after a **streaming** reserve —
-//! two steps' bytes (one in use, the next arriving), or, where an offline
-//! simulation of the recorded run says it moves fewer bytes, the most any
-//! short window of steps touches (a batch reuses a factor's keys across its
-//! ciphertexts within such a window); fetching ahead may evict only streaming objects. The
-//! bytes moved per run are then the streaming objects' (each fetched once per
-//! cluster of uses), close to the floor of what cannot fit.
-//!
-//! # Belady's schedule, fetched ahead ([`StreamingPlan::Belady`])
-//!
-//! A fixed split still moves more than Belady's demand schedule over the
-//! same room (FGb at 2 GiB on the H100: 0.90 GB a bootstrap against a
-//! 0.62 GB floor), because an object that is cheap to keep for one gap and
-//! expensive for another must be one or the other. The finer plan keeps
-//! Belady's decisions **per gap between two uses**: the demand schedule is
-//! simulated over the room less a streaming reserve
-//! (`Recording::choose_belady`), and every gap at whose end that schedule
-//! fetches the object again is marked *dropped*; every other gap is *kept*.
-//! At run time an object in a kept gap is never evicted to fetch ahead, and
-//! an object in a dropped gap is a victim from its last use on — the moment
-//! the schedule's eviction, made later at the miss, could have been made
-//! without changing anything else. The kept objects never need more than the
-//! room less the reserve, so the reserve (by default two of the largest
-//! step's bytes) is always free for fetching ahead, and the bytes moved are
-//! the schedule's: the floor of a slightly smaller room — where objects
-//! do not fragment the device memory they share. Measured on the H100 (FGb
-//! at 2 GiB, docs/BENCHMARKS.md), the streaming arena's chunks do fragment
-//! under it: the run moved 1.14 GB a bootstrap against 0.97 GB planned,
-//! where the window's split moved its planned 0.90 GB once the arena had
-//! settled; so the window stays the default and this plan is an option
-//! (`HEMEM_STREAMING_PLAN=belady`). Lookahead
-//! eviction by next use over a known order is MemHC's (§ 4.3); deciding
-//! per interval rather than per object is how Belady's rule reads when every
-//! future use is known.
+//! A recorded phase and its split: which streamed objects stay resident
+//! and which stream (the window's stable set, or Belady's schedule decided
+//! per gap), with the simulations that weigh them and the floor.
 
 use std::collections::{HashMap, HashSet};
 
+use super::LOOK_AHEAD;
 use crate::AllocationId;
-
-/// How many steps ahead the residency manager fetches (see
-/// [`Recording::simulate_window`]).
-pub(crate) const LOOK_AHEAD: usize = 48;
-
-/// How the `planned` policy decides which streamed objects stay on the
-/// device between uses (see [`super::plan`]'s documentation;
-/// `HEMEM_STREAMING_PLAN`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub enum StreamingPlan {
-    /// A fixed stable set, the rest streamed through a sliding window (the
-    /// default: it moved the fewest bytes on the H100).
-    #[default]
-    Window,
-    /// Belady's demand schedule over the room less a reserve, decided per
-    /// gap between two uses, fetched ahead into the reserve.
-    Belady,
-}
-
-impl StreamingPlan {
-    /// Every plan.
-    pub const ALL: [Self; 2] = [Self::Window, Self::Belady];
-
-    /// The plan's name (`HEMEM_STREAMING_PLAN`).
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::Window => "window",
-            Self::Belady => "belady",
-        }
-    }
-}
-
-impl std::str::FromStr for StreamingPlan {
-    type Err = crate::Error;
-
-    fn from_str(s: &str) -> crate::Result<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|m| m.name() == s.trim())
-            .ok_or_else(|| {
-                crate::ConfigError::InvalidSetting {
-                    name: "HEMEM_STREAMING_PLAN",
-                    value: s.to_owned(),
-                }
-                .into()
-            })
-    }
-}
 
 /// One recorded phase: the streamed objects of each step, and where each
 /// object occurs.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Recording {
-    steps: Vec<Vec<AllocationId>>,
+    pub(super) steps: Vec<Vec<AllocationId>>,
     positions: HashMap<AllocationId, Vec<usize>>,
     /// The objects that stay resident (see the module's documentation).
     stable: HashSet<AllocationId>,
-    /// With [`StreamingPlan::Belady`]: the gaps after which the object is
-    /// fetched again, each named by the object and the step that ends it
-    /// (every other gap is kept).
+    /// With [`StreamingPlan::Belady`](super::StreamingPlan::Belady): the
+    /// gaps after which the object is fetched again, each named by the
+    /// object and the step that ends it (every other gap is kept).
     dropped: Option<HashSet<(AllocationId, usize)>>,
 }
 
 impl Recording {
-    fn new(steps: Vec<Vec<AllocationId>>) -> Self {
+    pub(super) fn new(steps: Vec<Vec<AllocationId>>) -> Self {
         let mut positions: HashMap<AllocationId, Vec<usize>> = HashMap::new();
         for (n, step) in steps.iter().enumerate() {
             for &id in step {
@@ -148,7 +40,7 @@ impl Recording {
     /// Whether `id` stays on the device until its next use at or after
     /// step `now`: it is in the stable set, or (with Belady's plan) that use
     /// ends a kept gap.
-    fn keeps(&self, id: AllocationId, now: usize) -> bool {
+    pub(super) fn keeps(&self, id: AllocationId, now: usize) -> bool {
         let Some(dropped) = &self.dropped else {
             return self.stable.contains(&id);
         };
@@ -159,12 +51,13 @@ impl Recording {
         }
     }
 
-    /// Chooses the plan of [`StreamingPlan::Belady`] for `capacity` bytes
-    /// of streamed objects: Belady's demand schedule over `capacity` less
-    /// `reserve` times the largest step's bytes, its refetched gaps dropped
-    /// and the others kept (see the module's documentation). The planned
-    /// bytes are the schedule's; the stable bytes, those of the objects it
-    /// never fetches again.
+    /// Chooses the plan of
+    /// [`StreamingPlan::Belady`](super::StreamingPlan::Belady) for
+    /// `capacity` bytes of streamed objects: Belady's demand schedule over
+    /// `capacity` less `reserve` times the largest step's bytes, its
+    /// refetched gaps dropped and the others kept (see the module's
+    /// documentation). The planned bytes are the schedule's; the stable
+    /// bytes, those of the objects it never fetches again.
     pub(crate) fn choose_belady(
         &mut self,
         size: impl Fn(AllocationId) -> Option<u64>,
@@ -497,7 +390,7 @@ impl Recording {
 
     /// The distance in steps from step `from` to the next step that touches
     /// `id`, wrapping into the next run; `None` if no step does.
-    fn next_use(&self, id: AllocationId, from: usize) -> Option<usize> {
+    pub(super) fn next_use(&self, id: AllocationId, from: usize) -> Option<usize> {
         let positions = self.positions.get(&id)?;
         let at = positions.partition_point(|&p| p < from);
         match positions.get(at) {
@@ -520,211 +413,12 @@ pub(crate) struct StableChoice {
     pub(crate) planned_bytes: u64,
 }
 
-/// The phase being run.
-#[derive(Debug, Clone)]
-struct Active {
-    key: u64,
-    steps: Vec<Vec<AllocationId>>,
-    /// Whether every step so far matched the recording.
-    following: bool,
-}
-
-/// Recordings by phase key, and the phase now running.
-#[derive(Debug, Default)]
-pub(crate) struct Planner {
-    recordings: HashMap<u64, Recording>,
-    active: Option<Active>,
-    /// Runs that departed from their recording, and the step at which the
-    /// last one did.
-    departures: u64,
-    last_departure: Option<usize>,
-}
-
-impl Planner {
-    /// Starts phase `key` (ending any phase left open).
-    pub(crate) fn begin(&mut self, key: u64) {
-        self.end();
-        self.active = Some(Active {
-            key,
-            steps: Vec::new(),
-            following: self.recordings.contains_key(&key),
-        });
-    }
-
-    /// Ends the running phase, keeping its steps as the phase's recording
-    /// when it had none or departed from it; returns that new recording, for
-    /// the caller to choose its stable set.
-    pub(crate) fn end(&mut self) -> Option<&mut Recording> {
-        let active = self.active.take()?;
-        let matched = active.following
-            && self
-                .recordings
-                .get(&active.key)
-                .is_some_and(|r| r.steps.len() == active.steps.len());
-        if matched || active.steps.is_empty() {
-            return None;
-        }
-        let key = active.key;
-        self.recordings.insert(key, Recording::new(active.steps));
-        self.recordings.get_mut(&key)
-    }
-
-    /// Records one step (the streamed objects an operation declared, in a
-    /// fixed order). Returns whether the look-ahead is on: the run follows
-    /// its recording.
-    pub(crate) fn step(&mut self, ids: &[AllocationId]) -> bool {
-        let Some(active) = self.active.as_mut() else {
-            return false;
-        };
-        let n = active.steps.len();
-        if active.following {
-            active.following = self
-                .recordings
-                .get(&active.key)
-                .and_then(|r| r.steps.get(n))
-                .is_some_and(|s| s.as_slice() == ids);
-            if !active.following {
-                self.departures += 1;
-                self.last_departure = Some(n);
-            }
-        }
-        active.steps.push(ids.to_vec());
-        active.following
-    }
-
-    /// The recording being followed and the index of the step after the
-    /// last one run, while the look-ahead is on.
-    fn following(&self) -> Option<(&Recording, usize)> {
-        let active = self.active.as_ref().filter(|a| a.following)?;
-        let recording = self.recordings.get(&active.key)?;
-        Some((recording, active.steps.len()))
-    }
-
-    /// Steps from the next one until `id` is touched again (0: the next
-    /// step), while the look-ahead is on; `None` without a look-ahead or if
-    /// the phase never touches `id`.
-    pub(crate) fn next_use(&self, id: AllocationId) -> Option<usize> {
-        let (recording, now) = self.following()?;
-        recording.next_use(id, now)
-    }
-
-    /// Runs that departed from their recording (the look-ahead stopped for
-    /// the rest of each), and the step at which the last one did.
-    pub(crate) fn departures(&self) -> (u64, Option<usize>) {
-        (self.departures, self.last_departure)
-    }
-
-    /// Whether the look-ahead is on and keeps `id` resident until its next
-    /// use (see [`Recording::keeps`]).
-    pub(crate) fn is_stable(&self, id: AllocationId) -> bool {
-        self.following()
-            .is_some_and(|(recording, now)| recording.keeps(id, now))
-    }
-
-    /// The objects of the next `window` steps, in order of first use, with
-    /// the distance to their first use (0: the next step).
-    pub(crate) fn upcoming(&self, window: usize) -> Vec<(AllocationId, usize)> {
-        let Some((recording, now)) = self.following() else {
-            return Vec::new();
-        };
-        let len = recording.steps.len();
-        let mut seen = Vec::new();
-        for distance in 0..window.min(len) {
-            let Some(step) = recording.steps.get((now + distance) % len) else {
-                break;
-            };
-            for &id in step {
-                if !seen.iter().any(|&(s, _)| s == id) {
-                    seen.push((id, distance));
-                }
-            }
-        }
-        seen
-    }
-}
-
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn ids(list: &[u64]) -> Vec<AllocationId> {
+    pub(in crate::residency::plan) fn ids(list: &[u64]) -> Vec<AllocationId> {
         list.iter().map(|&n| AllocationId(n)).collect()
-    }
-
-    fn run(planner: &mut Planner, key: u64, steps: &[&[u64]]) -> Vec<bool> {
-        planner.begin(key);
-        let on = steps.iter().map(|s| planner.step(&ids(s))).collect();
-        planner.end();
-        on
-    }
-
-    #[test]
-    fn the_first_run_records_and_the_next_ones_follow() {
-        let mut p = Planner::default();
-        let steps: [&[u64]; 4] = [&[1, 2], &[3], &[1], &[4]];
-        assert_eq!(run(&mut p, 7, &steps), vec![false; 4]);
-        assert_eq!(run(&mut p, 7, &steps), vec![true; 4]);
-        // Another phase key has no recording yet.
-        assert_eq!(run(&mut p, 8, &steps), vec![false; 4]);
-        // Outside a phase nothing is recorded or predicted.
-        assert!(!p.step(&ids(&[1])));
-        assert_eq!(p.next_use(AllocationId(1)), None);
-    }
-
-    #[test]
-    fn next_use_counts_steps_ahead_and_wraps_into_the_next_run() {
-        let mut p = Planner::default();
-        let steps: [&[u64]; 5] = [&[1, 2], &[3], &[1], &[4], &[5]];
-        run(&mut p, 1, &steps);
-        p.begin(1);
-        assert!(p.step(&ids(&[1, 2])));
-        // Next step is index 1 (object 3).
-        assert_eq!(p.next_use(AllocationId(3)), Some(0));
-        assert_eq!(p.next_use(AllocationId(1)), Some(1));
-        assert_eq!(p.next_use(AllocationId(4)), Some(2));
-        // Object 2 comes back only in the next run, at its step 0.
-        assert_eq!(p.next_use(AllocationId(2)), Some(4));
-        assert_eq!(p.next_use(AllocationId(9)), None);
-        assert_eq!(
-            p.upcoming(3),
-            vec![
-                (AllocationId(3), 0),
-                (AllocationId(1), 1),
-                (AllocationId(4), 2)
-            ]
-        );
-        // The window wraps, and each object is listed once.
-        assert!(p.step(&ids(&[3])));
-        assert!(p.step(&ids(&[1])));
-        assert!(p.step(&ids(&[4])));
-        assert_eq!(
-            p.upcoming(3),
-            vec![
-                (AllocationId(5), 0),
-                (AllocationId(1), 1),
-                (AllocationId(2), 1),
-                (AllocationId(3), 2)
-            ]
-        );
-    }
-
-    #[test]
-    fn a_run_that_departs_stops_the_look_ahead_and_is_recorded() {
-        let mut p = Planner::default();
-        run(&mut p, 1, &[&[1], &[2], &[3]]);
-        assert_eq!(
-            run(&mut p, 1, &[&[1], &[9], &[3]]),
-            vec![true, false, false]
-        );
-        assert_eq!(p.departures(), (1, Some(1)));
-        // The departed run is the recording now.
-        assert_eq!(run(&mut p, 1, &[&[1], &[9], &[3]]), vec![true; 3]);
-        // A longer run than the recording replaces it too.
-        assert_eq!(
-            run(&mut p, 1, &[&[1], &[9], &[3], &[4]]),
-            vec![true, true, true, false]
-        );
-        assert_eq!(run(&mut p, 1, &[&[1], &[9], &[3], &[4]]), vec![true; 4]);
     }
 
     fn unit(id: AllocationId) -> Option<u64> {

@@ -1,0 +1,182 @@
+//! Managed buffers under the budget: the manager's record of each, and
+//! their registration — new, handed out again while resident, or freed.
+
+use super::Residency;
+use super::batch::Batch;
+use super::driver::ManagedRange;
+use super::eviction::Uses;
+use crate::policy::Advice;
+use crate::{AllocationId, DevicePtr, MemoryClass, Result};
+
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Entry {
+    pub(super) class: MemoryClass,
+    pub(super) ptr: DevicePtr,
+    pub(super) bytes: u64,
+    /// Whether the manager made it resident (and has not evicted it since).
+    pub(super) resident: bool,
+    /// Whether it has been on the device once (so bringing it back moves data).
+    pub(super) populated: bool,
+    pub(super) read_mostly_wanted: bool,
+    pub(super) read_mostly_set: bool,
+    pub(super) uses: Uses,
+    pub(super) pins: u32,
+}
+
+impl Entry {
+    pub(super) fn range(&self, id: AllocationId) -> ManagedRange {
+        ManagedRange {
+            id,
+            ptr: self.ptr,
+            bytes: self.bytes,
+        }
+    }
+}
+
+impl Residency {
+    /// Whether a managed buffer is resident by the manager's accounting.
+    pub fn is_resident(&self, id: AllocationId) -> Option<bool> {
+        self.lock().managed.get(&id).map(|e| e.resident)
+    }
+
+    /// Starts tracking a managed buffer (not resident yet).
+    pub(crate) fn register_managed(
+        &self,
+        id: AllocationId,
+        class: MemoryClass,
+        ptr: DevicePtr,
+        bytes: u64,
+        advice: Advice,
+    ) {
+        let mut s = self.lock();
+        s.managed_allocated += bytes;
+        s.managed.insert(
+            id,
+            Entry {
+                class,
+                ptr,
+                bytes,
+                resident: false,
+                populated: false,
+                read_mostly_wanted: advice.read_mostly,
+                read_mostly_set: false,
+                uses: Uses::default(),
+                pins: 0,
+            },
+        );
+    }
+
+    /// Starts tracking a managed buffer whose pages are already on the device:
+    /// a freed block that was resident, handed out again by the managed
+    /// resource's cache. It is counted as resident at once — its first use
+    /// then needs no prefetch, which for a fresh output costs a copy-stream
+    /// round trip per operation — when room can be made for it under the
+    /// budget (trimming the pool, evicting as for any other request).
+    /// Otherwise it is tracked as not resident, as
+    /// [`Residency::register_managed`] tracks a new buffer. Returns whether it
+    /// counts as resident.
+    ///
+    /// # Errors
+    /// Driver errors from the trim or the evictions.
+    pub(crate) fn register_managed_resident(
+        &self,
+        id: AllocationId,
+        class: MemoryClass,
+        ptr: DevicePtr,
+        bytes: u64,
+        advice: Advice,
+    ) -> Result<bool> {
+        self.register_managed(id, class, ptr, bytes, advice);
+        let mut s = self.lock();
+        let mut batch = Batch::default();
+        let settled = self.settle(&mut batch, &mut s, 0, bytes);
+        let finished = self.finish(batch, &mut s);
+        let fits = settled?;
+        finished?;
+        if !fits {
+            return Ok(false);
+        }
+        let Some(entry) = s.managed.get_mut(&id) else {
+            return Ok(false);
+        };
+        entry.resident = true;
+        entry.populated = true;
+        s.managed_resident += bytes;
+        s.note_peak();
+        Ok(true)
+    }
+
+    /// Stops tracking a managed buffer that is being freed.
+    pub(crate) fn unregister_managed(&self, id: AllocationId) {
+        let mut s = self.lock();
+        if let Some(entry) = s.managed.remove(&id) {
+            s.managed_allocated = s.managed_allocated.saturating_sub(entry.bytes);
+            if entry.resident {
+                s.managed_resident = s.managed_resident.saturating_sub(entry.bytes);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::driver::mock::Call;
+    use super::super::testing::{MIB, id, manager, register};
+    use crate::policy::Advice;
+    use crate::{DevicePtr, MemoryClass};
+
+    #[test]
+    fn a_reused_resident_block_counts_at_once_and_needs_no_prefetch() {
+        let (r, d, stats) = manager(3 * MIB, true);
+        let reuse = |n: u64| {
+            r.register_managed_resident(
+                id(n),
+                MemoryClass::Ciphertext,
+                DevicePtr(n << 20),
+                MIB,
+                Advice::NONE,
+            )
+            .expect("driver")
+        };
+        register(&r, 1, MemoryClass::Ciphertext, MIB);
+        register(&r, 2, MemoryClass::Ciphertext, MIB);
+        let guard = r.prepare(&[id(1), id(2)]).expect("fits");
+        drop(guard);
+        d.take();
+        // Room for one more: counted resident, no driver call at all.
+        let resident = reuse(3);
+        assert!(resident);
+        assert_eq!(r.is_resident(id(3)), Some(true));
+        assert_eq!(r.usage().device_bytes(), 3 * MIB);
+        let guard = r.prepare(&[id(3)]).expect("resident");
+        drop(guard);
+        assert_eq!(d.take(), vec![], "a resident block is not prefetched");
+        // A fourth needs room: the least recently used (1) is evicted.
+        let resident = reuse(4);
+        assert!(resident);
+        assert_eq!(r.is_resident(id(1)), Some(false));
+        assert!(r.usage().device_bytes() <= 3 * MIB);
+        assert!(d.take().contains(&Call::ToHost(1)));
+        // With every resident buffer declared there is no room: tracked as
+        // not resident, brought in (and accounted) on its first use instead.
+        let _held = r.prepare(&[id(2), id(3), id(4)]).expect("resident");
+        let resident = reuse(5);
+        assert!(!resident);
+        assert_eq!(r.is_resident(id(5)), Some(false));
+        assert!(r.usage().device_bytes() <= 3 * MIB);
+        assert_eq!(stats.snapshot().total().prefetched_to_device, 0);
+    }
+
+    #[test]
+    fn unknown_ids_are_ignored_and_freed_buffers_leave_the_accounting() {
+        let (r, d, _) = manager(2 * MIB, true);
+        register(&r, 1, MemoryClass::Ciphertext, MIB);
+        let g = r.prepare(&[id(1), id(1), id(99)]).expect("fits");
+        assert_eq!(g.ids(), &[id(1)]);
+        r.unregister_managed(id(1));
+        drop(g);
+        assert_eq!(r.usage().managed_resident, 0);
+        assert_eq!(r.usage().managed_allocated, 0);
+        assert_eq!(d.take(), vec![Call::Begin, Call::ToDevice(1), Call::End]);
+    }
+}

@@ -1,0 +1,118 @@
+//! The look-ahead of the `planned` policy: the order in which a repeating
+//! phase of work (a bootstrap, a batch of bootstraps) touches its streamed
+//! objects, recorded on its first run and followed on the next ones.
+//!
+//! MemHC ("MemHC: An Optimized GPU Memory Management Framework for
+//! Accelerating Many-body Correlation", `../shared/papers/memhc.txt`) evicts
+//! with look-ahead over a task order known in advance; here the order is
+//! learnt instead. Every operation that declares streamed objects is one
+//! **step** of its phase. A phase is named by a key its caller chooses (the
+//! bootstrapper hashes "bootstrap", the batch size and the kind of
+//! bootstrap); this module knows nothing of CKKS.
+//!
+//! While a run matches its recording step by step, `Planner::next_use`
+//! answers when an object is needed next, counted in steps from now: the
+//! residency manager evicts the object needed farthest ahead (Belady's
+//! rule) and brings back the next ones ahead of use. Phases repeat, so the
+//! answer wraps around the end of the recording into the next run. A run
+//! that departs from its recording stops the look-ahead for the rest of the
+//! run and replaces the recording when the phase ends.
+//!
+//! # What stays and what streams
+//!
+//! Fetching ahead with Belady's rule alone (evict the object needed
+//! farthest ahead to fetch the next one) turns a cycle into a sliding
+//! window: the object just used is always the farthest, so every object
+//! leaves after its use and comes back before its next, and the whole
+//! working set crosses PCIe every run. Belady's demand schedule for a cycle
+//! instead keeps a fixed part resident and streams the rest through what is
+//! left. So when a recording is made, its objects are split
+//! (`Recording::choose_stable`): a **stable** set, chosen by the fetches
+//! it saves per byte, fills the room left after a **streaming** reserve —
+//! two steps' bytes (one in use, the next arriving), or, where an offline
+//! simulation of the recorded run says it moves fewer bytes, the most any
+//! short window of steps touches (a batch reuses a factor's keys across its
+//! ciphertexts within such a window); fetching ahead may evict only streaming objects. The
+//! bytes moved per run are then the streaming objects' (each fetched once per
+//! cluster of uses), close to the floor of what cannot fit.
+//!
+//! # Belady's schedule, fetched ahead ([`StreamingPlan::Belady`])
+//!
+//! A fixed split still moves more than Belady's demand schedule over the
+//! same room (FGb at 2 GiB on the H100: 0.90 GB a bootstrap against a
+//! 0.62 GB floor), because an object that is cheap to keep for one gap and
+//! expensive for another must be one or the other. The finer plan keeps
+//! Belady's decisions **per gap between two uses**: the demand schedule is
+//! simulated over the room less a streaming reserve
+//! (`Recording::choose_belady`), and every gap at whose end that schedule
+//! fetches the object again is marked *dropped*; every other gap is *kept*.
+//! At run time an object in a kept gap is never evicted to fetch ahead, and
+//! an object in a dropped gap is a victim from its last use on — the moment
+//! the schedule's eviction, made later at the miss, could have been made
+//! without changing anything else. The kept objects never need more than the
+//! room less the reserve, so the reserve (by default two of the largest
+//! step's bytes) is always free for fetching ahead, and the bytes moved are
+//! the schedule's: the floor of a slightly smaller room — where objects
+//! do not fragment the device memory they share. Measured on the H100 (FGb
+//! at 2 GiB, docs/BENCHMARKS.md), the streaming arena's chunks do fragment
+//! under it: the run moved 1.14 GB a bootstrap against 0.97 GB planned,
+//! where the window's split moved its planned 0.90 GB once the arena had
+//! settled; so the window stays the default and this plan is an option
+//! (`HEMEM_STREAMING_PLAN=belady`). Lookahead
+//! eviction by next use over a known order is MemHC's (§ 4.3); deciding
+//! per interval rather than per object is how Belady's rule reads when every
+//! future use is known.
+
+mod planner;
+mod recording;
+
+pub(crate) use planner::Planner;
+pub(crate) use recording::{Recording, StableChoice};
+
+/// How many steps ahead the residency manager fetches (see
+/// [`Recording::simulate_window`]).
+pub(crate) const LOOK_AHEAD: usize = 48;
+
+/// How the `planned` policy decides which streamed objects stay on the
+/// device between uses (see [`super::plan`]'s documentation;
+/// `HEMEM_STREAMING_PLAN`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum StreamingPlan {
+    /// A fixed stable set, the rest streamed through a sliding window (the
+    /// default: it moved the fewest bytes on the H100).
+    #[default]
+    Window,
+    /// Belady's demand schedule over the room less a reserve, decided per
+    /// gap between two uses, fetched ahead into the reserve.
+    Belady,
+}
+
+impl StreamingPlan {
+    /// Every plan.
+    pub const ALL: [Self; 2] = [Self::Window, Self::Belady];
+
+    /// The plan's name (`HEMEM_STREAMING_PLAN`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Window => "window",
+            Self::Belady => "belady",
+        }
+    }
+}
+
+impl std::str::FromStr for StreamingPlan {
+    type Err = crate::Error;
+
+    fn from_str(s: &str) -> crate::Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|m| m.name() == s.trim())
+            .ok_or_else(|| {
+                crate::ConfigError::InvalidSetting {
+                    name: "HEMEM_STREAMING_PLAN",
+                    value: s.to_owned(),
+                }
+                .into()
+            })
+    }
+}

@@ -1,0 +1,212 @@
+//! Following a phase: the planner records each run's steps, and while a
+//! run matches its recording answers when each object is needed next.
+
+use std::collections::HashMap;
+
+use super::Recording;
+use crate::AllocationId;
+
+/// The phase being run.
+#[derive(Debug, Clone)]
+struct Active {
+    key: u64,
+    steps: Vec<Vec<AllocationId>>,
+    /// Whether every step so far matched the recording.
+    following: bool,
+}
+
+/// Recordings by phase key, and the phase now running.
+#[derive(Debug, Default)]
+pub(crate) struct Planner {
+    recordings: HashMap<u64, Recording>,
+    active: Option<Active>,
+    /// Runs that departed from their recording, and the step at which the
+    /// last one did.
+    departures: u64,
+    last_departure: Option<usize>,
+}
+
+impl Planner {
+    /// Starts phase `key` (ending any phase left open).
+    pub(crate) fn begin(&mut self, key: u64) {
+        self.end();
+        self.active = Some(Active {
+            key,
+            steps: Vec::new(),
+            following: self.recordings.contains_key(&key),
+        });
+    }
+
+    /// Ends the running phase, keeping its steps as the phase's recording
+    /// when it had none or departed from it; returns that new recording, for
+    /// the caller to choose its stable set.
+    pub(crate) fn end(&mut self) -> Option<&mut Recording> {
+        let active = self.active.take()?;
+        let matched = active.following
+            && self
+                .recordings
+                .get(&active.key)
+                .is_some_and(|r| r.steps.len() == active.steps.len());
+        if matched || active.steps.is_empty() {
+            return None;
+        }
+        let key = active.key;
+        self.recordings.insert(key, Recording::new(active.steps));
+        self.recordings.get_mut(&key)
+    }
+
+    /// Records one step (the streamed objects an operation declared, in a
+    /// fixed order). Returns whether the look-ahead is on: the run follows
+    /// its recording.
+    pub(crate) fn step(&mut self, ids: &[AllocationId]) -> bool {
+        let Some(active) = self.active.as_mut() else {
+            return false;
+        };
+        let n = active.steps.len();
+        if active.following {
+            active.following = self
+                .recordings
+                .get(&active.key)
+                .and_then(|r| r.steps.get(n))
+                .is_some_and(|s| s.as_slice() == ids);
+            if !active.following {
+                self.departures += 1;
+                self.last_departure = Some(n);
+            }
+        }
+        active.steps.push(ids.to_vec());
+        active.following
+    }
+
+    /// The recording being followed and the index of the step after the
+    /// last one run, while the look-ahead is on.
+    fn following(&self) -> Option<(&Recording, usize)> {
+        let active = self.active.as_ref().filter(|a| a.following)?;
+        let recording = self.recordings.get(&active.key)?;
+        Some((recording, active.steps.len()))
+    }
+
+    /// Steps from the next one until `id` is touched again (0: the next
+    /// step), while the look-ahead is on; `None` without a look-ahead or if
+    /// the phase never touches `id`.
+    pub(crate) fn next_use(&self, id: AllocationId) -> Option<usize> {
+        let (recording, now) = self.following()?;
+        recording.next_use(id, now)
+    }
+
+    /// Runs that departed from their recording (the look-ahead stopped for
+    /// the rest of each), and the step at which the last one did.
+    pub(crate) fn departures(&self) -> (u64, Option<usize>) {
+        (self.departures, self.last_departure)
+    }
+
+    /// Whether the look-ahead is on and keeps `id` resident until its next
+    /// use (see [`Recording::keeps`]).
+    pub(crate) fn is_stable(&self, id: AllocationId) -> bool {
+        self.following()
+            .is_some_and(|(recording, now)| recording.keeps(id, now))
+    }
+
+    /// The objects of the next `window` steps, in order of first use, with
+    /// the distance to their first use (0: the next step).
+    pub(crate) fn upcoming(&self, window: usize) -> Vec<(AllocationId, usize)> {
+        let Some((recording, now)) = self.following() else {
+            return Vec::new();
+        };
+        let len = recording.steps.len();
+        let mut seen = Vec::new();
+        for distance in 0..window.min(len) {
+            let Some(step) = recording.steps.get((now + distance) % len) else {
+                break;
+            };
+            for &id in step {
+                if !seen.iter().any(|&(s, _)| s == id) {
+                    seen.push((id, distance));
+                }
+            }
+        }
+        seen
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::recording::tests::ids;
+    use super::*;
+
+    fn run(planner: &mut Planner, key: u64, steps: &[&[u64]]) -> Vec<bool> {
+        planner.begin(key);
+        let on = steps.iter().map(|s| planner.step(&ids(s))).collect();
+        planner.end();
+        on
+    }
+
+    #[test]
+    fn the_first_run_records_and_the_next_ones_follow() {
+        let mut p = Planner::default();
+        let steps: [&[u64]; 4] = [&[1, 2], &[3], &[1], &[4]];
+        assert_eq!(run(&mut p, 7, &steps), vec![false; 4]);
+        assert_eq!(run(&mut p, 7, &steps), vec![true; 4]);
+        // Another phase key has no recording yet.
+        assert_eq!(run(&mut p, 8, &steps), vec![false; 4]);
+        // Outside a phase nothing is recorded or predicted.
+        assert!(!p.step(&ids(&[1])));
+        assert_eq!(p.next_use(AllocationId(1)), None);
+    }
+
+    #[test]
+    fn next_use_counts_steps_ahead_and_wraps_into_the_next_run() {
+        let mut p = Planner::default();
+        let steps: [&[u64]; 5] = [&[1, 2], &[3], &[1], &[4], &[5]];
+        run(&mut p, 1, &steps);
+        p.begin(1);
+        assert!(p.step(&ids(&[1, 2])));
+        // Next step is index 1 (object 3).
+        assert_eq!(p.next_use(AllocationId(3)), Some(0));
+        assert_eq!(p.next_use(AllocationId(1)), Some(1));
+        assert_eq!(p.next_use(AllocationId(4)), Some(2));
+        // Object 2 comes back only in the next run, at its step 0.
+        assert_eq!(p.next_use(AllocationId(2)), Some(4));
+        assert_eq!(p.next_use(AllocationId(9)), None);
+        assert_eq!(
+            p.upcoming(3),
+            vec![
+                (AllocationId(3), 0),
+                (AllocationId(1), 1),
+                (AllocationId(4), 2)
+            ]
+        );
+        // The window wraps, and each object is listed once.
+        assert!(p.step(&ids(&[3])));
+        assert!(p.step(&ids(&[1])));
+        assert!(p.step(&ids(&[4])));
+        assert_eq!(
+            p.upcoming(3),
+            vec![
+                (AllocationId(5), 0),
+                (AllocationId(1), 1),
+                (AllocationId(2), 1),
+                (AllocationId(3), 2)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_run_that_departs_stops_the_look_ahead_and_is_recorded() {
+        let mut p = Planner::default();
+        run(&mut p, 1, &[&[1], &[2], &[3]]);
+        assert_eq!(
+            run(&mut p, 1, &[&[1], &[9], &[3]]),
+            vec![true, false, false]
+        );
+        assert_eq!(p.departures(), (1, Some(1)));
+        // The departed run is the recording now.
+        assert_eq!(run(&mut p, 1, &[&[1], &[9], &[3]]), vec![true; 3]);
+        // A longer run than the recording replaces it too.
+        assert_eq!(
+            run(&mut p, 1, &[&[1], &[9], &[3], &[4]]),
+            vec![true, true, true, false]
+        );
+        assert_eq!(run(&mut p, 1, &[&[1], &[9], &[3], &[4]]), vec![true; 4]);
+    }
+}
