@@ -22,7 +22,9 @@ use hemem::prelude::*;
 
 fn workload(context: &Context, preset: Preset) -> Option<BootstrapWorkload> {
     let mut sampler = Sampler::from_os().expect("OS randomness");
-    BootstrapWorkload::generate(context, None, DiagonalStorage::default(), &mut sampler)
+    // Compact, not `Fit`: policies are compared on the same data, whatever
+    // room each leaves.
+    BootstrapWorkload::generate(context, None, DiagonalStorage::Compact, &mut sampler)
         .map_err(|e| eprintln!("SKIP bootstrap setup on {preset}: {e}"))
         .ok()
 }

@@ -669,3 +669,81 @@ fn a_batch_bootstraps_like_one_at_a_time() {
             .is_err()
     );
 }
+
+/// The sizes `DiagonalStorage::Fit` and `Mixed` weigh before anything is
+/// encoded (`HomomorphicDft::encoded_sizes`) are the bytes a bootstrapper
+/// then holds, compact and encoded, with single and double hoisting; and a
+/// `Mixed` room keeps diagonals until the next one would not fit.
+#[test]
+fn predicted_diagonal_bytes_are_the_bytes_held() {
+    use hemem_bootstrap::hoisting::Hoisting;
+    use hemem_bootstrap::linear_transform::DiagonalStorage;
+    let slots = Some(1 << 5);
+    let s = setup(Preset::TestFGb, slots);
+    let params = s.context.params();
+    let limb_bytes = 8 * params.degree().get() as u64;
+    let special = params.p_moduli().len();
+    for hoisting in [Hoisting::Single, Hoisting::Double] {
+        let options = |storage| BootstrapOptions { storage, hoisting };
+        let compact = bootstrapper_with_options(
+            &s,
+            Preset::TestFGb,
+            slots,
+            options(DiagonalStorage::Compact),
+        );
+        let schedule = compact.schedule();
+        let sizes = schedule.cts_dft().unwrap().encoded_sizes(
+            schedule.top_level,
+            schedule.log_bsgs_ratio,
+            hoisting,
+            limb_bytes,
+            special,
+        );
+        let compact_total: u64 = sizes.iter().map(|f| f.compact).sum();
+        let encoded_total: u64 = sizes.iter().map(|f| f.encoded).sum();
+        // No input scale prepared yet: CoeffToSlot's diagonals only.
+        assert_eq!(
+            compact.constant_bytes() as u64,
+            compact_total,
+            "{hoisting:?}"
+        );
+        assert_eq!(
+            compact.constant_encoded_bytes() as u64,
+            encoded_total,
+            "{hoisting:?}"
+        );
+        let encoded = bootstrapper_with_options(
+            &s,
+            Preset::TestFGb,
+            slots,
+            options(DiagonalStorage::Encoded),
+        );
+        assert_eq!(
+            encoded.constant_bytes() as u64,
+            encoded_total,
+            "{hoisting:?}"
+        );
+        // A room of the first factor and a bit more than one diagonal of
+        // the second: exactly those are kept encoded.
+        let (first, second) = (sizes[0], sizes[1]);
+        let one = second.encoded / second.diagonals;
+        let room = first.encoded + one + one / 2;
+        let mixed = bootstrapper_with_options(
+            &s,
+            Preset::TestFGb,
+            slots,
+            options(DiagonalStorage::Mixed {
+                encoded_bytes: room,
+            }),
+        );
+        let kept = first.encoded + one;
+        let held = compact_total - first.compact - second.compact / second.diagonals + kept;
+        assert_eq!(mixed.constant_bytes() as u64, held, "{hoisting:?}");
+        assert_eq!(
+            mixed.storage(),
+            DiagonalStorage::Mixed {
+                encoded_bytes: room
+            }
+        );
+    }
+}

@@ -133,6 +133,30 @@ fn gpu_planned_bootstraps_bit_identically_under_budgets() {
         full.outputs == reference.outputs,
         "fit (full forms) differs"
     );
+    // Under the `device` policy (nothing streams) and a budget between the
+    // compact and the full footprints, `fit` keeps part in full and the
+    // run stays under the budget with the same words.
+    let (low, high) = (reference.usage.peak_device, full.usage.peak_device);
+    assert!(low < high, "{low} {high}");
+    let between = (high - (high - low) / 3).next_multiple_of(2 << 20);
+    let part = run_with(
+        &config(PolicyConfig::Device, Some(between)),
+        DiagonalStorage::Fit,
+    )
+    .unwrap_or_else(|e| panic!("fit, device policy, budget {between}: {e}"));
+    println!(
+        "fit, device policy, budget {between} (compact {low}, full {high}): {:?}, {} keys expanded, peak {}",
+        part.storage, part.expanded_keys, part.usage.peak_device
+    );
+    assert!(
+        part.storage != DiagonalStorage::Compact || part.expanded_keys > 0,
+        "nothing kept in full"
+    );
+    assert!(part.usage.peak_device <= between, "{:?}", part.usage);
+    assert!(
+        part.outputs == reference.outputs,
+        "fit, part in full, differs"
+    );
     let (others, streamed) = (ample.usage.others_peak, ample.usage.streamed_allocated);
     println!(
         "device peak {}, planned: others {others}, streamed {streamed}",

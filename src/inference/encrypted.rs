@@ -95,7 +95,11 @@ impl EncryptedNetwork {
     }
 
     /// As [`EncryptedNetwork::generate`], keeping the weights' and the
-    /// bootstrapper's diagonals as `storage` says.
+    /// bootstrapper's diagonals as `storage` says. The weights are kept
+    /// encoded with [`DiagonalStorage::Encoded`] and compact otherwise
+    /// (`Mixed` and `Fit` are the bootstrapper's: `Fit` sizes its choice
+    /// before the weights exist, so under the `device` policy and a budget
+    /// prefer `Compact`).
     ///
     /// # Errors
     /// As [`EncryptedNetwork::generate_with_residency`].
@@ -169,6 +173,10 @@ impl EncryptedNetwork {
         // host masters and streams them under a budget instead of pooling
         // them (1.4 GB for FGb's network, more than a 2 GiB card leaves).
         let ops = CkksOps::new(&evaluator).with_constant_class(MemoryClass::BootstrapConstant);
+        let weight_storage = match storage {
+            DiagonalStorage::Encoded => DiagonalStorage::Encoded,
+            _ => DiagonalStorage::Compact,
+        };
         let transforms = matrices
             .into_iter()
             .map(|(layer, (level, transform))| {
@@ -177,7 +185,7 @@ impl EncryptedNetwork {
                     params.default_scale(Level(level - 1))?.get(),
                     params.q_modulus(Level(level))?.value(),
                 );
-                let encoded = transform.encode_with(&ops, level, scale, storage)?;
+                let encoded = transform.encode_with(&ops, level, scale, weight_storage)?;
                 let encoded = match residency {
                     WeightResidency::Resident => encoded,
                     // The device copy is dropped here, before the next

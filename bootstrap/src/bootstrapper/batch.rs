@@ -139,7 +139,7 @@ fn in_sub_batches<T, U>(
 }
 
 /// Whether `e` is the memory system's refusal to go over the device budget.
-fn is_over_budget(e: &Error) -> bool {
+pub(super) fn is_over_budget(e: &Error) -> bool {
     matches!(
         e,
         Error::Ckks(hemem_ckks::Error::Memory(

@@ -109,6 +109,10 @@ impl Bootstrapper {
                 cache.insert(0, entry);
                 return Ok(dft);
             }
+            // The least recently used scale leaves before the new one is
+            // encoded, so the cache never holds more than its capacity
+            // (what `DiagonalStorage::Fit` reserved room for).
+            cache.truncate(STC_CACHE_CAPACITY - 1);
         }
         let params = self.context.params();
         let scales = self.schedule.stc_diagonal_scales(params, scale)?;

@@ -23,7 +23,7 @@
 //!    0.06 ms of regeneration each at FGb);
 //! 2. the DFT diagonals: all encoded ([`DiagonalStorage::Encoded`]) when
 //!    they fit, with SlotToCoeff's for [`STC_CACHE_CAPACITY`] input scales;
-//!    else CoeffToSlot's factors in order while they fit
+//!    else CoeffToSlot's diagonals, factor after factor, while they fit
 //!    ([`DiagonalStorage::Mixed`]); else compact (about 3.1 ms saved per
 //!    GB at FGb);
 //! 3. the other keys' halves, conjugation first, then the rotations and
@@ -48,6 +48,7 @@ use std::sync::Arc;
 use hemem_ckks::Context;
 use hemem_ckks::keys::{KeyKind, KeySet, SwitchingKey};
 
+use super::batch::is_over_budget;
 use super::{BootstrapKeys, Bootstrapper, STC_CACHE_CAPACITY};
 use crate::Result;
 use crate::dft::{FactorBytes, HomomorphicDft};
@@ -255,11 +256,20 @@ pub(super) fn fit(
         );
     for key in chosen {
         let bytes = halves_bytes(key);
-        if bytes > 0 {
-            key.expand()?;
-            fitted.expanded_keys += 1;
-            fitted.expanded_bytes += bytes;
+        if bytes == 0 {
+            continue;
         }
+        if let Err(e) = key.expand() {
+            let e = crate::Error::from(e);
+            // The estimate was wrong and the budget is full: the rest stay
+            // seeded (a key whose expansion failed keeps no halves).
+            if is_over_budget(&e) {
+                break;
+            }
+            return Err(e);
+        }
+        fitted.expanded_keys += 1;
+        fitted.expanded_bytes += bytes;
     }
     Ok(fitted)
 }
@@ -344,6 +354,13 @@ mod tests {
 
             assert!(choice.added <= spare, "{choice:?} over {spare}");
             let left = spare - choice.added;
+            // All diagonals encoded exactly when they fit after the key.
+            let after_key = spare - relin.filter(|_| choice.relinearization).unwrap_or(0);
+            assert_eq!(
+                choice.storage == DiagonalStorage::Encoded,
+                cts_extra + stc_extra <= after_key,
+                "{choice:?}"
+            );
             let (diagonals, encoded_factors) = match choice.storage {
                 DiagonalStorage::Encoded => (cts_extra + stc_extra, factors),
                 DiagonalStorage::Compact => (0, 0),
@@ -388,8 +405,10 @@ mod tests {
                 assert!(r > left);
             }
             if encoded_factors < factors {
+                // Compact: not one diagonal of the first factor fitted.
                 let next = &cts[encoded_factors];
-                assert!(next.encoded - next.compact > left, "{choice:?}");
+                let one = (next.encoded - next.compact) / next.diagonals;
+                assert!(one > left, "{choice:?}");
             }
             for (bytes, taken) in others.iter().zip(&choice.others) {
                 assert!(*taken || *bytes > left, "{choice:?}");

@@ -9,6 +9,7 @@ use hemem_ckks::eval::Evaluator;
 use hemem_ckks::progress::{NoProgress, Progress};
 use hemem_memory::MemoryClass;
 
+use super::batch::is_over_budget;
 use super::footprint::{Fitted, fit};
 use super::keys::{check_keys, key_request, subsum_steps};
 use super::{BootstrapKeys, Bootstrapper, STC_CACHE_CAPACITY};
@@ -129,10 +130,9 @@ impl Bootstrapper {
                 ..Fitted::default()
             },
         };
-        let storage = fitted.storage;
         let evaluator = Evaluator::with_keys(context, Arc::clone(&keys.keys))
             .with_output_class(MemoryClass::Temporary);
-        let cts = {
+        let encode = |storage| {
             let ops = CkksOps::new(&evaluator);
             cts_dft.encode_hoisted_with_progress(
                 &ops,
@@ -142,7 +142,20 @@ impl Bootstrapper {
                 storage,
                 hoisting,
                 progress,
-            )?
+            )
+        };
+        let (storage, cts) = match encode(fitted.storage) {
+            Ok(cts) => (fitted.storage, cts),
+            // What `fit` chose did not fit after all (its working reserve
+            // is an estimate): compact diagonals, as with no choice.
+            Err(e)
+                if storage == DiagonalStorage::Fit
+                    && fitted.storage != DiagonalStorage::Compact
+                    && is_over_budget(&e) =>
+            {
+                (DiagonalStorage::Compact, encode(DiagonalStorage::Compact)?)
+            }
+            Err(e) => return Err(e),
         };
         let eval_mod = EvalMod::new(schedule.choice.eval_mod)?;
         Ok(Self {

@@ -372,6 +372,21 @@ impl LinearTransform {
                 Ok((giant, plains))
             })
             .collect::<Result<Vec<_>>>()?;
+        // What was kept, not what was asked: all encoded, none, or how many
+        // bytes of them.
+        let (kept, total) = groups
+            .iter()
+            .flat_map(|(_, g)| g)
+            .fold((0u64, 0u64), |(kept, total), (_, d)| {
+                (kept + u64::from(d.as_encoded().is_some()), total + 1)
+            });
+        let storage = match kept {
+            0 => DiagonalStorage::Compact,
+            k if k == total => DiagonalStorage::Encoded,
+            k => DiagonalStorage::Mixed {
+                encoded_bytes: k * encoded_size,
+            },
+        };
         Ok(EncodedLinearTransform {
             n,
             n1: self.index.n1,

@@ -10,10 +10,14 @@
 //! every device loads that one copy straight into its own memory; the
 //! context the keys were made in, when it is one of the group's, keeps them
 //! as they are. With [`MultiBootstrapper::from_key_file`] each device
-//! streams the file instead, and the host holds no copy at all. Each device
-//! regenerates the uniform halves from their seeds as its key switches run
-//! (the keys are compact on every device), so only the `b` halves cross
-//! PCIe.
+//! streams the file instead, and the host holds no copy at all. Only the
+//! `b` halves cross PCIe: each device regenerates the uniform halves from
+//! their seeds, as its key switches run or, where its budget has room
+//! ([`crate::linear_transform::DiagonalStorage::Fit`], the default), once
+//! when its bootstrapper is made. Several contexts on one GPU each size
+//! that choice by their own budget: give them budgets that add up to the
+//! card (an `auto` budget is the whole free memory for each), or ask for
+//! [`crate::linear_transform::DiagonalStorage::Compact`].
 //!
 //! Not done: the `b` halves are not broadcast device to device with NCCL
 //! (cudarc's `nccl` feature): each device uploads them from the host. Under
@@ -28,8 +32,9 @@
 //! gives on one device: every device holds the same keys, and the
 //! backends are bit-identical, so where an input is bootstrapped does not
 //! change a single limb. Every device evaluates the linear transforms with
-//! the same [`BootstrapOptions`] (no choice there depends on a device's
-//! budget), so that holds under any mix of budgets and policies.
+//! the same [`BootstrapOptions`]; the forms its keys and diagonals are kept
+//! in may differ with its budget, and every form gives the same words, so
+//! that holds under any mix of budgets and policies.
 //!
 //! ```
 //! use hemem_bootstrap::multi_device::{MultiBootstrapper, Split};

@@ -606,7 +606,9 @@ fn prepare(context: &Context, operation: Operation, policy: SweepPolicy) -> Resu
     }
     if operation.is_bootstrap() {
         let workload =
-            BootstrapWorkload::generate(context, None, DiagonalStorage::default(), &mut sampler)?;
+            // Compact, not `Fit`: policies are compared on the same data, whatever
+            // room each leaves.
+            BootstrapWorkload::generate(context, None, DiagonalStorage::Compact, &mut sampler)?;
         return Ok(Prepared::Bootstrap(Box::new(workload)));
     }
     let keygen = KeyGenerator::new(context)?;
