@@ -53,7 +53,11 @@ pub struct SimulationOptions {
     pub round_plaintexts: bool,
     /// How the DFTs' linear transforms are evaluated.
     pub hoisting: Hoisting,
-    /// How their diagonals are kept (what the counts of expansions follow).
+    /// How their diagonals are kept (what the counts of expansions follow;
+    /// compact by default). The simulator has no device budget: `Fit` is
+    /// compact here, and `Mixed` gives SlotToCoeff's DFT a room of its own
+    /// as well as CoeffToSlot's (the bootstrapper keeps SlotToCoeff's
+    /// compact under `Mixed`).
     pub storage: DiagonalStorage,
 }
 
