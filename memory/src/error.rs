@@ -221,7 +221,7 @@ pub enum ConfigError {
     /// A policy name that is not one of `device`, `managed`, `static`,
     /// `profiled`, `dynamic`.
     #[error(
-        "unknown memory policy {name:?} (expected device, managed, static, profiled or dynamic)"
+        "unknown memory policy {name:?} (expected planned, device, managed, static, profiled or dynamic)"
     )]
     UnknownPolicy {
         /// The name given.
@@ -641,7 +641,7 @@ mod tests {
             ),
             (
                 ConfigError::UnknownPolicy { name: "lru".into() }.into(),
-                "unknown memory policy \"lru\" (expected device, managed, static, profiled or dynamic)",
+                "unknown memory policy \"lru\" (expected planned, device, managed, static, profiled or dynamic)",
             ),
             (
                 ConfigError::UnknownEviction { name: "mru".into() }.into(),

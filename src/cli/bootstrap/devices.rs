@@ -8,7 +8,7 @@ use hemem::bench::measure::{peak_rss_bytes, peaks};
 use hemem_bootstrap::linear_transform::{DiagonalStorage, Hoisting};
 use hemem_bootstrap::multi_device::{MultiBootstrapper, Split};
 use hemem_bootstrap::schedule::BootstrapSchedule;
-use hemem_bootstrap::{BootstrapKeys, BootstrapOptions};
+use hemem_bootstrap::{BootstrapKeys, BootstrapOptions, Bootstrapper};
 use hemem_ckks::prelude::*;
 use hemem_ckks::sampling::Sampler;
 use num_complex::Complex64;
@@ -29,6 +29,10 @@ struct DeviceReport {
     /// refused larger batches; absent when its whole share fit.
     #[serde(skip_serializing_if = "Option::is_none")]
     sub_batch: Option<usize>,
+    /// What `--diagonals fit` chose on this device's budget (`compact`,
+    /// `mixed` or `encoded`), and the keys whose halves it stored.
+    diagonal_storage: &'static str,
+    keys_expanded: usize,
     peak_bytes_by_class: serde_json::Map<String, serde_json::Value>,
     /// GPU: the most device-resident bytes its residency manager saw, and
     /// its budget.
@@ -73,6 +77,7 @@ struct Report {
     precision_bits: f64,
     output_level: usize,
     hoisting: &'static str,
+    /// As asked (`fit` by default); each device's choice is in `per_device`.
     diagonal_storage: &'static str,
     per_device: Vec<DeviceReport>,
     /// The process's peak resident set (Linux `VmHWM`), host memory.
@@ -246,14 +251,15 @@ pub fn run(args: &Args, devices: &[DeviceSelection]) -> anyhow::Result<()> {
         let gpu = matches!(context.device(), Device::Gpu(_));
         let (peak_bytes_by_class, _) = peaks(&context.memory_statistics(), gpu);
         let usage = context.backend().allocator().residency_usage();
-        let limit = group
-            .bootstrapper(index)
-            .map_or(usize::MAX, |b| b.batch_limit());
+        let bootstrapper = group.bootstrapper(index);
+        let limit = bootstrapper.map_or(usize::MAX, Bootstrapper::batch_limit);
         per_device.push(DeviceReport {
             index,
             device: context.device().to_string(),
             bootstrapped: counts.get(index).copied().unwrap_or(0),
             sub_batch: Some(limit).filter(|&n| n < batch),
+            diagonal_storage: bootstrapper.map_or(storage.name(), |b| b.storage().name()),
+            keys_expanded: bootstrapper.map_or(0, Bootstrapper::expanded_keys),
             peak_bytes_by_class,
             peak_device_resident_bytes: usage.map(|u| u.peak_device),
             device_budget_bytes: usage.map(|u| u.budget),
