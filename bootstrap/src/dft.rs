@@ -522,15 +522,18 @@ impl HomomorphicDft {
             .enumerate()
             .map(|(i, lt)| {
                 let level = start_level.saturating_sub(i);
-                let extra = match lt.hoisting_at(hoisting, level, special_primes) {
-                    Hoisting::Double => special_primes as u64,
-                    Hoisting::Single | Hoisting::Auto => 0,
-                };
+                let hoisting = lt.hoisting_at(hoisting, level, special_primes);
                 let diagonals = lt.matrix().diagonals().len() as u64;
                 FactorBytes {
                     diagonals,
                     compact: diagonals * compact,
-                    encoded: diagonals * (level as u64 + 1 + extra) * limb_bytes,
+                    encoded: diagonals
+                        * LinearTransform::encoded_diagonal_bytes(
+                            level,
+                            hoisting,
+                            limb_bytes,
+                            special_primes,
+                        ),
                 }
             })
             .collect()
@@ -663,13 +666,12 @@ impl HomomorphicDft {
                     other => other,
                 };
                 let transform = lt.encode_hoisted(ops, level, scale, storage, hoisting)?;
-                if let DiagonalStorage::Mixed { .. } = storage {
-                    let kept = transform
-                        .diagonals()
-                        .filter(|d| d.as_encoded().is_some())
-                        .count() as u64;
-                    encoded += kept * size.encoded / size.diagonals.max(1);
-                }
+                // The transform reports what it kept.
+                encoded += match transform.storage() {
+                    DiagonalStorage::Encoded => size.encoded,
+                    DiagonalStorage::Mixed { encoded_bytes } => encoded_bytes,
+                    DiagonalStorage::Fit | DiagonalStorage::Compact => 0,
+                };
                 progress.update(i as u64 + 1, total);
                 Ok(transform)
             })

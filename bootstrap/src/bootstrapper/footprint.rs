@@ -49,7 +49,7 @@ use hemem_ckks::Context;
 use hemem_ckks::keys::{KeyKind, KeySet, SwitchingKey};
 
 use super::batch::is_over_budget;
-use super::{BootstrapKeys, Bootstrapper, STC_CACHE_CAPACITY};
+use super::{BootstrapKeys, Bootstrapper, STC_CACHE_CAPACITY, SseKeys};
 use crate::Result;
 use crate::dft::{FactorBytes, HomomorphicDft};
 use crate::hoisting::Hoisting;
@@ -279,11 +279,7 @@ impl Bootstrapper {
     /// halves [`DiagonalStorage::Fit`] chose to store).
     pub fn key_bytes(&self) -> usize {
         let set = self.key_set.size_bytes();
-        let sse = self
-            .sse
-            .as_ref()
-            .map_or(0, |s| s.to_sparse.size_bytes() + s.to_dense.size_bytes());
-        set + sse
+        set + self.sse.as_ref().map_or(0, SseKeys::size_bytes)
     }
 
     /// The keys the bootstrapper holds (relinearisation, conjugation,

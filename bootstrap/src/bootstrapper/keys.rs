@@ -185,11 +185,14 @@ impl BootstrapKeys {
 
     /// Bytes of every key as held.
     pub fn size_bytes(&self) -> usize {
-        self.keys.size_bytes()
-            + self
-                .sse
-                .as_ref()
-                .map_or(0, |s| s.to_sparse.size_bytes() + s.to_dense.size_bytes())
+        self.keys.size_bytes() + self.sse.as_ref().map_or(0, SseKeys::size_bytes)
+    }
+}
+
+impl SseKeys {
+    /// Bytes of both keys as held.
+    pub(crate) fn size_bytes(&self) -> usize {
+        self.to_sparse.size_bytes() + self.to_dense.size_bytes()
     }
 }
 

@@ -254,18 +254,22 @@ impl LinearTransform {
     }
 
     /// Bytes of one diagonal encoded at `level` for evaluation with
-    /// `hoisting` (resolved): every limb of `Q_level`, and of `P` too with
-    /// double hoisting.
-    fn encoded_diagonal_bytes<A: ExtendedArithmetic>(
-        ops: &A,
+    /// `hoisting` (resolved), limbs of `limb_bytes` and `special_primes`
+    /// special primes: every limb of `Q_level`, and of `P` too with double
+    /// hoisting. What [`LinearTransform::encode_hoisted`] allocates per
+    /// encoded diagonal, and what [`crate::dft::HomomorphicDft::encoded_sizes`]
+    /// predicts.
+    pub(crate) fn encoded_diagonal_bytes(
         level: usize,
         hoisting: Hoisting,
+        limb_bytes: u64,
+        special_primes: usize,
     ) -> u64 {
         let special = match hoisting {
-            Hoisting::Double => ops.special_primes() as u64,
+            Hoisting::Double => special_primes as u64,
             Hoisting::Single | Hoisting::Auto => 0,
         };
-        (level as u64 + 1 + special) * ops.limb_bytes()
+        (level as u64 + 1 + special) * limb_bytes
     }
 
     /// The diagonal scale that takes an input at `input_scale` to
@@ -327,7 +331,8 @@ impl LinearTransform {
         let diagonals = self.matrix.diagonals();
         // Mixed: diagonals kept encoded, in evaluation order, while their
         // encoded bytes fit.
-        let encoded_size = Self::encoded_diagonal_bytes(ops, level, hoisting);
+        let encoded_size =
+            Self::encoded_diagonal_bytes(level, hoisting, ops.limb_bytes(), ops.special_primes());
         let room = std::cell::Cell::new(match storage {
             DiagonalStorage::Mixed { encoded_bytes } => encoded_bytes,
             _ => 0,
