@@ -12,6 +12,9 @@
 #              RESERVE: HEMEM_STREAMING_RESERVE, default 2)
 #   card:FREE:PRESET[:BATCH]  a ballast (cuMemAlloc) leaves only FREE on the
 #              GPU, then the planned policy bootstraps with budget auto
+#   ncu:PRESET[:POLICY[:BUDGET]]  Nsight Compute over the last of 2 bootstraps
+#              (cuProfilerStart/Stop bracket it): each kernel's duration,
+#              summed by kernel name into $FINAL/ncu-PRESET-*.txt
 #   with:VAR=VAL[,VAR=VAL...]  sets HEMEM_* variables for the steps after it
 #              (their runs' names carry the setting); `with:` alone clears them
 #   args:ARG[,ARG...]  extra `hemem bootstrap` arguments for the bud/card steps
@@ -77,6 +80,29 @@ for step in "$@"; do
       run "card-$free-$preset-b${batch:-1}" 300 bootstrap --preset "$preset" --device gpu --policy planned --budget auto \
         --iterations 7 --batch "${batch:-1}" "${ARGS[@]}"
       kill "$bpid"; wait "$bpid" 2>/dev/null ;;
+    ncu:*) # ncu:PRESET[:POLICY[:BUDGET]]
+      IFS=: read -r _ preset policy budget <<<"$step"
+      NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
+      extra=(); [[ -n ${budget:-} && $budget != none ]] && extra+=(--budget "$budget")
+      name="ncu-$preset-${policy:-device}-${budget:-none}$TAG$ATAG"
+      echo "== $name"
+      env "${WITH[@]}" timeout 420 "$NCU" --profile-from-start off --cache-control none --clock-control none --metrics gpu__time_duration.sum --csv \
+        --print-units base .gpu/bin/hemem bootstrap --preset "$preset" --device gpu --policy "${policy:-device}" \
+        --iterations 2 "${extra[@]}" "${ARGS[@]}" >"$FINAL/$name.csv" 2>"$FINAL/$name.err"
+      echo "rc=$?"; tail -2 "$FINAL/$name.err"
+      python3 - "$FINAL/$name.csv" >"$FINAL/$name.txt" <<'PY'
+import csv, sys, collections
+rows = [r for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith('"'))
+        if r.get('Metric Name') == 'gpu__time_duration.sum']
+by = collections.defaultdict(lambda: [0, 0.0])
+for r in rows:
+    b = by[r['Kernel Name']]; b[0] += 1; b[1] += float(r['Metric Value'].replace(',', ''))
+total = sum(v[1] for v in by.values())
+print(f"kernels {len(rows)}, summed duration {total/1e6:.3f} ms")
+for k, (n, ns) in sorted(by.items(), key=lambda kv: -kv[1][1]):
+    print(f"{ns/1e6:9.3f} ms {100*ns/total:5.1f} % {n:6d} x {ns/max(n,1)/1e3:8.2f} us  {k[:90]}")
+PY
+      head -30 "$FINAL/$name.txt" ;;
     args:*)
       set=${step#args:}; ARGS=(); ATAG=""
       if [[ -n $set ]]; then IFS=, read -r -a ARGS <<<"$set"; ATAG="-${set//[-=,]/_}"; fi ;;

@@ -454,7 +454,11 @@ fn single_and_double_hoisting_bootstrap_alike() {
             &s,
             Preset::TestFGb,
             slots,
-            BootstrapOptions { storage, hoisting },
+            BootstrapOptions {
+                storage,
+                hoisting,
+                ..BootstrapOptions::default()
+            },
         );
         assert_eq!(b.hoisting(), hoisting);
         let t = Instant::now();
@@ -684,7 +688,11 @@ fn predicted_diagonal_bytes_are_the_bytes_held() {
     let limb_bytes = 8 * params.degree().get() as u64;
     let special = params.p_moduli().len();
     for hoisting in [Hoisting::Single, Hoisting::Double] {
-        let options = |storage| BootstrapOptions { storage, hoisting };
+        let options = |storage| BootstrapOptions {
+            storage,
+            hoisting,
+            ..BootstrapOptions::default()
+        };
         let compact = bootstrapper_with_options(
             &s,
             Preset::TestFGb,

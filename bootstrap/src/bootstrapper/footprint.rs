@@ -15,8 +15,9 @@
 //!
 //! The rule, greedy by time saved per byte, over the room the budget leaves
 //! beside everything the device holds now, the compact diagonals, and one
-//! bootstrap's working memory ([`WORKING_CIPHERTEXTS`] top-level
-//! ciphertexts):
+//! bootstrap's working memory ([`working_ciphertexts`] top-level
+//! ciphertexts, fewer under `planned`, which streams what an estimate
+//! leaves short instead of refusing it):
 //!
 //! 1. the relinearisation key's uniform halves: one key, used by every
 //!    multiplication of EvalMod (a dozen key switches per bootstrap, about
@@ -64,6 +65,24 @@ use crate::schedule::{BootstrapSchedule, INPUT_LEVEL};
 /// `planned`) and 44 at FVb (docs/BENCHMARKS.md); 48 leaves room for the
 /// pool's rounding and double hoisting's extended temporaries.
 pub const WORKING_CIPHERTEXTS: u64 = 48;
+
+/// [`WORKING_CIPHERTEXTS`] under the `planned` policy, which streams what
+/// does not fit instead of refusing it: an estimate short by a few
+/// ciphertexts costs a few fetches there, not an `OverBudget` error, so
+/// the reserve is the measured working memory (0.65 GB of pooled
+/// temporaries at FGb, 25 ciphertexts) and the planner's streaming room
+/// (two of the largest step's bytes), not a bound.
+pub const STREAMING_WORKING_CIPHERTEXTS: u64 = 32;
+
+/// The working memory [`DiagonalStorage::Fit`] reserves by default in
+/// `context`, in top-level ciphertexts: [`STREAMING_WORKING_CIPHERTEXTS`]
+/// under the `planned` policy, [`WORKING_CIPHERTEXTS`] under any other.
+pub fn working_ciphertexts(context: &Context) -> u64 {
+    match context.backend().allocator().policy_name() {
+        Some("planned") => STREAMING_WORKING_CIPHERTEXTS,
+        _ => WORKING_CIPHERTEXTS,
+    }
+}
 
 /// What [`fit`] chose.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -179,7 +198,7 @@ fn choose(
 /// Resolves [`DiagonalStorage::Fit`] for a bootstrapper of `schedule` in
 /// `context` (see the [module documentation](self)), storing the uniform
 /// halves of the `keys` chosen; `cts` is CoeffToSlot's DFT as it will be
-/// encoded.
+/// encoded; `working_reserve` overrides [`working_ciphertexts`].
 ///
 /// # Errors
 /// Allocation errors while storing key halves.
@@ -189,6 +208,7 @@ pub(super) fn fit(
     keys: &mut BootstrapKeys,
     cts: &HomomorphicDft,
     hoisting: Hoisting,
+    working_reserve: Option<u64>,
 ) -> Result<Fitted> {
     let params = context.params();
     let limb_bytes = 8 * params.degree().get() as u64;
@@ -210,7 +230,8 @@ pub(super) fn fit(
     let (cts_compact, _) = totals(&cts_sizes);
     let (stc_compact, stc_extra) = totals(&stc_sizes);
     let cached = STC_CACHE_CAPACITY as u64;
-    let working = WORKING_CIPHERTEXTS * 2 * (schedule.top_level as u64 + 1) * limb_bytes;
+    let reserve = working_reserve.unwrap_or_else(|| working_ciphertexts(context));
+    let working = reserve * 2 * (schedule.top_level as u64 + 1) * limb_bytes;
     let compact = Fitted {
         storage: DiagonalStorage::Compact,
         ..Fitted::default()

@@ -55,7 +55,7 @@ use hemem_memory::MemoryClass;
 
 pub use diagonals::STC_CACHE_CAPACITY;
 use diagonals::StcDft;
-pub use footprint::WORKING_CIPHERTEXTS;
+pub use footprint::{STREAMING_WORKING_CIPHERTEXTS, WORKING_CIPHERTEXTS, working_ciphertexts};
 pub use keys::{BootstrapKeys, SseKeys, key_request};
 pub use setup::BootstrapOptions;
 pub use single::Stage;

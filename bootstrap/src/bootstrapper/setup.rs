@@ -31,6 +31,11 @@ pub struct BootstrapOptions {
     /// Single (the default) or double hoisting in the BSGS linear
     /// transforms ([`crate::hoisting`]).
     pub hoisting: Hoisting,
+    /// The working memory [`DiagonalStorage::Fit`] leaves free beside what
+    /// it keeps in full, in top-level ciphertexts; `None` (the default) for
+    /// [`working_ciphertexts`](super::working_ciphertexts)'s figure for the
+    /// context's memory policy. Ignored with any other storage.
+    pub working_reserve: Option<u64>,
 }
 
 impl Bootstrapper {
@@ -101,7 +106,11 @@ impl Bootstrapper {
         options: BootstrapOptions,
         progress: &dyn Progress,
     ) -> Result<Self> {
-        let BootstrapOptions { storage, hoisting } = options;
+        let BootstrapOptions {
+            storage,
+            hoisting,
+            working_reserve,
+        } = options;
         let mut keys = keys;
         let params = context.params();
         if params.post_bootstrap_level().is_none() {
@@ -124,7 +133,14 @@ impl Bootstrapper {
             cts_dft.scale_evenly(slots as f64 / params.slots() as f64)?;
         }
         let fitted = match storage {
-            DiagonalStorage::Fit => fit(context, &schedule, &mut keys, &cts_dft, hoisting)?,
+            DiagonalStorage::Fit => fit(
+                context,
+                &schedule,
+                &mut keys,
+                &cts_dft,
+                hoisting,
+                working_reserve,
+            )?,
             other => Fitted {
                 storage: other,
                 ..Fitted::default()

@@ -164,7 +164,11 @@ pub fn run(args: &Args, devices: &[DeviceSelection]) -> anyhow::Result<()> {
         contexts.clone(),
         schedule,
         keys,
-        BootstrapOptions { storage, hoisting },
+        BootstrapOptions {
+            storage,
+            hoisting,
+            working_reserve: args.fit_reserve,
+        },
     )?
     .with_split(split)?;
     let enc = params.enc_level();
