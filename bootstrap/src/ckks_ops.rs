@@ -171,6 +171,18 @@ impl SlotArithmetic for CkksOps<'_> {
         Ok(self.evaluator.mult_plain_add_assign(acc, a, p)?)
     }
 
+    fn mul_plain_sum(
+        &self,
+        acc: &mut Option<Ciphertext>,
+        terms: &[(&Ciphertext, &Plaintext)],
+    ) -> Result<()> {
+        match acc.as_mut() {
+            None => *acc = Some(self.evaluator.mult_plain_sum(terms)?),
+            Some(sum) => self.evaluator.mult_plain_sum_add_assign(sum, terms)?,
+        }
+        Ok(())
+    }
+
     fn rotate(&self, a: &Ciphertext, steps: i64) -> Result<Ciphertext> {
         Ok(self.evaluator.rotate(a, steps)?)
     }

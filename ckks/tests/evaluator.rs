@@ -822,3 +822,74 @@ fn plaintext_values_errors_are_typed() {
         Error::Operand(OperandError::ContextMismatch)
     ));
 }
+
+/// `mult_plain_sum` (a linear transform's inner sum in one pass) gives the
+/// limbs of one product and a `mult_plain_add_assign` per further term, and
+/// decrypts to the f64 sum of products; bad terms are typed errors.
+#[test]
+fn a_sum_of_plaintext_products_equals_the_products_one_by_one() {
+    let s = Setup::new(Preset::TestFGb, 91);
+    let eval = s.evaluator(&KeySetRequest::default());
+    let slots = s.context.params().slots();
+    let mut rng = seeded_rng(92);
+    let values: Vec<Vec<Complex64>> = (0..3).map(|_| unit_disk(&mut rng, slots)).collect();
+    let cts: Vec<Ciphertext> = values.iter().map(|v| s.encrypt(v)).collect();
+    let level = cts[0].level();
+    let weights: Vec<Vec<Complex64>> = (0..11).map(|_| unit_disk(&mut rng, slots)).collect();
+    let scale = Scale(2f64.powi(30));
+    let plains: Vec<Plaintext> = weights
+        .iter()
+        .map(|w| s.encoder.encode_at(w, level, scale, slots).unwrap())
+        .collect();
+    let terms: Vec<(&Ciphertext, &Plaintext)> = plains
+        .iter()
+        .enumerate()
+        .map(|(t, p)| (&cts[t % 3], p))
+        .collect();
+    let words = |ct: &Ciphertext| {
+        let (c0, c1) = ct.parts();
+        (c0.to_words().unwrap(), c1.to_words().unwrap())
+    };
+
+    let mut one_by_one = eval
+        .mult_plain_without_rescale(terms[0].0, terms[0].1)
+        .unwrap();
+    for &(a, p) in &terms[1..9] {
+        eval.mult_plain_add_assign(&mut one_by_one, a, p).unwrap();
+    }
+    let mut sum = eval.mult_plain_sum(&terms[..9]).unwrap();
+    assert_eq!(words(&sum), words(&one_by_one), "nine products");
+    for &(a, p) in &terms[9..] {
+        eval.mult_plain_add_assign(&mut one_by_one, a, p).unwrap();
+    }
+    eval.mult_plain_sum_add_assign(&mut sum, &terms[9..])
+        .unwrap();
+    assert_eq!(words(&sum), words(&one_by_one), "two more added in");
+    assert_eq!(sum.level(), level);
+
+    let want: Vec<Complex64> = (0..slots)
+        .map(|j| (0..11).map(|t| weights[t][j] * values[t % 3][j]).sum())
+        .collect();
+    let got = s.decrypt(&eval.rescale(&sum).unwrap());
+    let precision = bits(max_abs_error(&got, &want));
+    assert!(precision > 12.0, "{precision:.1} bits");
+
+    // No terms; products at different scales; an accumulator at another scale.
+    assert!(matches!(
+        eval.mult_plain_sum(&[]),
+        Err(Error::LengthMismatch { .. })
+    ));
+    let other = s
+        .encoder
+        .encode_at(&weights[0], level, Scale(2f64.powi(31)), slots)
+        .unwrap();
+    assert!(matches!(
+        eval.mult_plain_sum(&[terms[0], (&cts[1], &other)]),
+        Err(Error::Operand(OperandError::ScaleMismatch { .. }))
+    ));
+    let mut wrong = eval.mult_plain_without_rescale(&cts[0], &other).unwrap();
+    assert!(matches!(
+        eval.mult_plain_sum_add_assign(&mut wrong, &terms[..2]),
+        Err(Error::Operand(OperandError::ScaleMismatch { .. }))
+    ));
+}

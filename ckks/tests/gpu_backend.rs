@@ -820,6 +820,48 @@ fn evaluator(name: &str, preset: Preset, min_bits: f64, rows: NttRows) {
     for ((a, b), k) in hc.into_iter().zip(hg).zip([1i64, 5, 16]) {
         check(&format!("hoisted rotate {k}"), a, b, &rot(&x, k));
     }
+    // A linear transform's inner sum in one pass (`mult_plain_sum`): ten
+    // products (two launches of at most eight on the GPU), then three more
+    // added in; against the CPU, which takes them one at a time.
+    let sum_rng = seeded_rng(81);
+    let weights: Vec<Vec<Complex64>> = {
+        let mut r = sum_rng;
+        (0..13).map(|_| unit_disk(&mut r, slots)).collect()
+    };
+    let sums = |s: &Side, a: &Ciphertext, b: &Ciphertext| {
+        let encoder = Encoder::new(&s.ctx);
+        let plains: Vec<Plaintext> = weights
+            .iter()
+            .map(|w| {
+                encoder
+                    .encode_at(w, a.level(), Scale(2f64.powi(40)), slots)
+                    .unwrap()
+            })
+            .collect();
+        let terms: Vec<(&Ciphertext, &Plaintext)> = plains
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (if i % 2 == 0 { a } else { b }, p))
+            .collect();
+        let mut sum = s.eval.mult_plain_sum(&terms[..10]).unwrap();
+        let first = sum.try_clone().unwrap();
+        s.eval
+            .mult_plain_sum_add_assign(&mut sum, &terms[10..])
+            .unwrap();
+        (first, sum)
+    };
+    let ((c10, c13), (g10, g13)) = (sums(&c, &cx, &cy), sums(&g, &gx, &gy));
+    let weighted = |count: usize| -> Vec<Complex64> {
+        (0..slots)
+            .map(|j| {
+                (0..count)
+                    .map(|t| weights[t][j] * if t % 2 == 0 { x[j] } else { y[j] })
+                    .sum()
+            })
+            .collect()
+    };
+    check("mult_plain_sum of 10", c10, g10, &weighted(10));
+    check("... plus 3 added in", c13, g13, &weighted(13));
     // Double hoisting (`ExtendedCiphertext`): rotations kept in Q ∪ P,
     // products by extended plaintexts (expanded from compact form by the
     // batched expansion over P limbs, and encoded), a rotation in Q ∪ P

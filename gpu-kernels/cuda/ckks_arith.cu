@@ -52,6 +52,37 @@ extern "C" __global__ void mul_add(u64 acc, LimbMap acc_map, u64 a, LimbMap a_ma
     }
 }
 
+// out = [out +] sum over t < terms of a_t * b_t: a linear transform's inner
+// sum for one giant step, every operand read once and out written once (a
+// mul_add per term reads and writes the sum once per term). The products
+// (each below q^2 < 2^124) and the old sum are added exactly in 128 bits and
+// reduced once: at most HEMEM_MAX_SUM_TERMS = 8 terms keep the sum below
+// 9 * 2^124 < 2^128, and the result is the sequential modular sum's.
+#define HEMEM_MAX_SUM_TERMS 8
+extern "C" __global__ void mul_sum(u64 out, LimbMap out_map, PtrArray a, LimbMap a_map, PtrArray b,
+                                   LimbMap b_map, u32 terms, u32 accumulate, const ModConst* __restrict__ consts,
+                                   u32 n) {
+    const u32 limb = blockIdx.y;
+    const ModConst m = consts[out_map.mod[limb]];
+    u64* o = limb_ptr(out, out_map.pos[limb], n);
+    const u32 count = min(terms, (u32)HEMEM_MAX_SUM_TERMS);
+    FOR_PAIRS(c, n) {
+        Acc128 s0 = {0ull, 0ull}, s1 = {0ull, 0ull};
+        if (accumulate) {
+            const ulonglong2 v = load2(o, c);
+            s0.lo = v.x;
+            s1.lo = v.y;
+        }
+        for (u32 t = 0; t < count; ++t) {
+            const ulonglong2 u = load2(limb_ptr(a.ptr[t], a_map.pos[limb], n), c);
+            const ulonglong2 v = load2(limb_ptr(b.ptr[t], b_map.pos[limb], n), c);
+            acc_mul(s0, u.x, v.x);
+            acc_mul(s1, u.y, v.y);
+        }
+        store2(o, c, reduce_wide(s0.hi, s0.lo, m), reduce_wide(s1.hi, s1.lo, m));
+    }
+}
+
 // x = -x.
 extern "C" __global__ void negate(u64 data, LimbMap map, const ModConst* __restrict__ consts, u32 n) {
     const u32 limb = blockIdx.y;
@@ -74,15 +105,17 @@ __device__ __forceinline__ u64 apply_scalar(u32 op, u64 v, u64 s, u64 ss, u64 q)
     return mul_shoup(v, s, ss, q);
 }
 
-// x = x op s_limb (s reduced; multiplication by Shoup).
-extern "C" __global__ void scalar_op(u64 data, LimbMap map, Scalars scalars, const ModConst* __restrict__ consts,
-                                     u32 n, u32 op) {
+// out = src op s_limb (s reduced; multiplication by Shoup); in place when
+// out and src are the same limbs.
+extern "C" __global__ void scalar_op(u64 out, LimbMap out_map, u64 src, LimbMap src_map, Scalars scalars,
+                                     const ModConst* __restrict__ consts, u32 n, u32 op) {
     const u32 limb = blockIdx.y;
-    const u64 q = consts[map.mod[limb]].q;
+    const u64 q = consts[out_map.mod[limb]].q;
     const u64 s = scalars.value[limb], ss = scalars.shoup[limb];
-    u64* o = limb_ptr(data, map.pos[limb], n);
+    u64* o = limb_ptr(out, out_map.pos[limb], n);
+    const u64* x = limb_ptr(src, src_map.pos[limb], n);
     FOR_PAIRS(c, n) {
-        const ulonglong2 v = load2(o, c);
+        const ulonglong2 v = load2(x, c);
         store2(o, c, apply_scalar(op, v.x, s, ss, q), apply_scalar(op, v.y, s, ss, q));
     }
 }

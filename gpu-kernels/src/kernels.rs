@@ -46,6 +46,7 @@ pub(crate) struct Ckks {
     pub(crate) ntt_inv_rows16: [CudaFunction; 5],
     pub(crate) binary_op: CudaFunction,
     pub(crate) mul_add: CudaFunction,
+    pub(crate) mul_sum: CudaFunction,
     pub(crate) negate: CudaFunction,
     pub(crate) scalar_op: CudaFunction,
     pub(crate) sub_then_scale: CudaFunction,
@@ -247,6 +248,7 @@ impl Kernels {
                 ntt_inv_rows16: functions(&ntt, NTT_INV_ROWS16)?,
                 binary_op: function(&arith, "binary_op")?,
                 mul_add: function(&arith, "mul_add")?,
+                mul_sum: function(&arith, "mul_sum")?,
                 negate: function(&arith, "negate")?,
                 scalar_op: function(&arith, "scalar_op")?,
                 sub_then_scale: function(&arith, "sub_then_scale")?,
@@ -303,6 +305,7 @@ mod tests {
         for kernel in [
             "binary_op",
             "mul_add",
+            "mul_sum",
             "negate",
             "scalar_op",
             "sub_then_scale",

@@ -153,6 +153,29 @@ pub trait SlotArithmetic {
         let term = self.mul_plain(a, p)?;
         self.add_assign(acc, &term)
     }
+
+    /// `Σ_t a_t·p_t` without rescaling, added into `acc` when it holds a
+    /// value (at every product's scale) and made otherwise: a linear
+    /// transform's inner sum. The default takes one
+    /// [`SlotArithmetic::mul_plain`] or
+    /// [`SlotArithmetic::mul_plain_add_assign`] per term; real ciphertexts
+    /// read each operand once ([`hemem_ckks::eval::Evaluator::mult_plain_sum`]).
+    ///
+    /// # Errors
+    /// As [`SlotArithmetic::mul_plain_add_assign`].
+    fn mul_plain_sum(
+        &self,
+        acc: &mut Option<Self::Value>,
+        terms: &[(&Self::Value, &Self::Plain)],
+    ) -> Result<()> {
+        for &(a, p) in terms {
+            match acc.as_mut() {
+                None => *acc = Some(self.mul_plain(a, p)?),
+                Some(sum) => self.mul_plain_add_assign(sum, a, p)?,
+            }
+        }
+        Ok(())
+    }
     /// Rotates the slots left by `steps` (negative: right); Galois element
     /// `5^steps mod 2N`.
     ///

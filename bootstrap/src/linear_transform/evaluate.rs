@@ -24,6 +24,16 @@ trait Step<P, C> {
     fn mul(&self, a: &Self::V, p: &P) -> Result<Self::V>;
     /// `acc += a·p`.
     fn mul_add(&self, acc: &mut Self::V, a: &Self::V, p: &P) -> Result<()>;
+    /// `Σ_t a_t·p_t`, added into `acc` when it holds a value.
+    fn mul_sum(&self, acc: &mut Option<Self::V>, terms: &[(&Self::V, &P)]) -> Result<()> {
+        for &(a, p) in terms {
+            match acc.as_mut() {
+                None => *acc = Some(self.mul(a, p)?),
+                Some(sum) => self.mul_add(sum, a, p)?,
+            }
+        }
+        Ok(())
+    }
     /// Rotation by `steps`.
     fn rotate(&self, a: &Self::V, steps: i64) -> Result<Self::V>;
     /// `acc += b`.
@@ -43,6 +53,9 @@ impl<A: ExtendedArithmetic> Step<A::Plain, A::Compact> for Single<'_, A> {
     }
     fn mul_add(&self, acc: &mut A::Value, a: &A::Value, p: &A::Plain) -> Result<()> {
         self.0.mul_plain_add_assign(acc, a, p)
+    }
+    fn mul_sum(&self, acc: &mut Option<A::Value>, terms: &[(&A::Value, &A::Plain)]) -> Result<()> {
+        self.0.mul_plain_sum(acc, terms)
     }
     fn rotate(&self, a: &A::Value, steps: i64) -> Result<A::Value> {
         self.0.rotate(a, steps)
@@ -160,6 +173,7 @@ impl<P, C> EncodedLinearTransform<P, C> {
                     ops.expand(&compact)?
                 };
                 let mut next = expanded.iter();
+                let mut terms = Vec::with_capacity(batch.len());
                 for (baby, diagonal) in batch {
                     let plain = match diagonal {
                         Diagonal::Encoded(p) => p,
@@ -168,12 +182,11 @@ impl<P, C> EncodedLinearTransform<P, C> {
                             reason: "returned fewer plaintexts than it was given",
                         })?,
                     };
-                    let x = baby_value(*baby)?;
-                    match inner.as_mut() {
-                        None => inner = Some(ops.mul(x, plain)?),
-                        Some(sum) => ops.mul_add(sum, x, plain)?,
-                    }
+                    terms.push((baby_value(*baby)?, plain));
                 }
+                // The batch's products in one pass (one launch per polynomial
+                // on the GPU), added into the giant step's sum.
+                ops.mul_sum(&mut inner, &terms)?;
             }
             Ok(inner)
         };

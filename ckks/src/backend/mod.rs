@@ -234,6 +234,24 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// Shape or placement errors.
     fn mul_add_assign(&self, acc: LimbsMut<'_>, a: Limbs<'_>, b: Limbs<'_>) -> Result<()>;
 
+    /// `acc = Σ_t a_t · b_t` (with `accumulate`, `acc += Σ_t a_t · b_t`),
+    /// limb by limb: the inner sum of a BSGS linear transform's giant step.
+    ///
+    /// The default runs one product or [`Backend::mul_add_assign`] per
+    /// term; the GPU backend reads every operand once and writes `acc` once
+    /// (a per-term accumulation reads and writes `acc` once per term).
+    ///
+    /// # Errors
+    /// Shape or placement errors; no terms without `accumulate`.
+    fn mul_sum(
+        &self,
+        acc: LimbsMut<'_>,
+        terms: &[(Limbs<'_>, Limbs<'_>)],
+        accumulate: bool,
+    ) -> Result<()> {
+        mul_sum_by_terms(self, acc, terms, accumulate)
+    }
+
     /// `x = −x`.
     ///
     /// # Errors
@@ -245,6 +263,26 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// # Errors
     /// Shape or placement errors.
     fn scalar_assign(&self, op: BinaryOp, x: LimbsMut<'_>, scalars: &[u64]) -> Result<()>;
+
+    /// `out = x op s_i` with one scalar per limb (`scalars[i] < q_i`): the
+    /// out-of-place form, which spares the copy that `scalar_assign` on a
+    /// fresh buffer needs.
+    ///
+    /// The default copies and then applies `scalar_assign`; the GPU
+    /// backend reads `x` in the kernel that writes `out`.
+    ///
+    /// # Errors
+    /// Shape or placement errors.
+    fn scalar(
+        &self,
+        op: BinaryOp,
+        x: Limbs<'_>,
+        scalars: &[u64],
+        mut out: LimbsMut<'_>,
+    ) -> Result<()> {
+        self.copy(x, out.reborrow())?;
+        self.scalar_assign(op, out, scalars)
+    }
 
     /// Divides by the last limb's prime with rounding: `x` holds `l+1` limbs
     /// in NTT form, `out` the first `l` (also NTT form).
@@ -642,6 +680,33 @@ pub(crate) fn seeded_inner_product_by_parts<B: Backend + ?Sized>(
         Some(g) => backend.key_switch_inner_product_galois(digits, g, b, &views, out0, out1),
         None => backend.key_switch_inner_product(digits, b, &views, out0, out1),
     }
+}
+
+/// [`Backend::mul_sum`] one term at a time: its default, and the GPU
+/// backend's fallback for operands its kernel does not take.
+///
+/// # Errors
+/// Shape or placement errors; no terms without `accumulate`.
+pub(crate) fn mul_sum_by_terms<B: Backend + ?Sized>(
+    backend: &B,
+    mut acc: LimbsMut<'_>,
+    terms: &[(Limbs<'_>, Limbs<'_>)],
+    accumulate: bool,
+) -> Result<()> {
+    if terms.is_empty() && !accumulate {
+        return Err(crate::Error::LengthMismatch {
+            expected: 1,
+            actual: 0,
+        });
+    }
+    for (i, (a, b)) in terms.iter().enumerate() {
+        if i == 0 && !accumulate {
+            backend.binary(BinaryOp::Mul, *a, *b, acc.reborrow())?;
+        } else {
+            backend.mul_add_assign(acc.reborrow(), *a, *b)?;
+        }
+    }
+    Ok(())
 }
 
 /// The gadget decomposition digit by digit: the default of

@@ -17,9 +17,10 @@ impl Evaluator {
     /// # Errors
     /// Mismatched context, device, level, scale or slots.
     pub fn add(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
-        let mut out = self.copy_of(a)?;
-        self.add_assign(&mut out, b)?;
-        Ok(out)
+        self.check_pair(a, b)?;
+        let c0 = a.c0.add(&b.c0, self.output_class)?;
+        let c1 = a.c1.add(&b.c1, self.output_class)?;
+        Ciphertext::from_parts(&self.context, c0, c1, a.level, a.scale, a.slots)
     }
 
     /// `a += b`.
@@ -37,9 +38,10 @@ impl Evaluator {
     /// # Errors
     /// As [`Evaluator::add`].
     pub fn sub(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
-        let mut out = self.copy_of(a)?;
-        self.sub_assign(&mut out, b)?;
-        Ok(out)
+        self.check_pair(a, b)?;
+        let c0 = a.c0.sub(&b.c0, self.output_class)?;
+        let c1 = a.c1.sub(&b.c1, self.output_class)?;
+        Ciphertext::from_parts(&self.context, c0, c1, a.level, a.scale, a.slots)
     }
 
     /// `a −= b`.
@@ -70,9 +72,9 @@ impl Evaluator {
     /// Mismatched context, device, level, scale or slots.
     pub fn add_plain(&self, a: &Ciphertext, p: &Plaintext) -> Result<Ciphertext> {
         self.check_plain(a, p)?;
-        let mut out = self.copy_of(a)?;
-        out.c0.add_assign(&p.poly)?;
-        Ok(out)
+        let c0 = a.c0.add(&p.poly, self.output_class)?;
+        let c1 = a.c1.clone_as(self.output_class)?;
+        Ciphertext::from_parts(&self.context, c0, c1, a.level, a.scale, a.slots)
     }
 
     /// `a − p` for a plaintext at the same level and scale.
@@ -81,9 +83,9 @@ impl Evaluator {
     /// As [`Evaluator::add_plain`].
     pub fn sub_plain(&self, a: &Ciphertext, p: &Plaintext) -> Result<Ciphertext> {
         self.check_plain(a, p)?;
-        let mut out = self.copy_of(a)?;
-        out.c0.sub_assign(&p.poly)?;
-        Ok(out)
+        let c0 = a.c0.sub(&p.poly, self.output_class)?;
+        let c1 = a.c1.clone_as(self.output_class)?;
+        Ciphertext::from_parts(&self.context, c0, c1, a.level, a.scale, a.slots)
     }
 
     /// `a + c` in every slot. A real `c` is one scalar per limb; an imaginary
@@ -97,7 +99,6 @@ impl Evaluator {
             return Err(OperandError::NonFiniteValue.into());
         }
         let params = self.context.params();
-        let mut out = self.copy_of(a)?;
         let re = (c.re * a.scale.0).round();
         let moduli =
             params
@@ -111,7 +112,8 @@ impl Evaluator {
             .iter()
             .map(|m| m.reduce_f64(re).ok_or(OperandError::NonFiniteValue.into()))
             .collect::<Result<Vec<u64>>>()?;
-        out.c0.scalar_assign(BinaryOp::Add, &scalars)?;
+        let mut c0 = a.c0.scalar(BinaryOp::Add, &scalars, self.output_class)?;
+        let c1 = a.c1.clone_as(self.output_class)?;
         if c.im != 0.0 {
             let n = params.degree().get();
             let im = (c.im * a.scale.0).round();
@@ -128,9 +130,9 @@ impl Evaluator {
                 &words,
             )?
             .into_ntt()?;
-            out.c0.add_assign(&poly)?;
+            c0.add_assign(&poly)?;
         }
-        Ok(out)
+        Ciphertext::from_parts(&self.context, c0, c1, a.level, a.scale, a.slots)
     }
 
     /// `a − c` in every slot.

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use super::Ciphertext;
 use crate::context::Context;
 use crate::encoding::Plaintext;
+use crate::poly::{Ntt, RnsPoly};
 use hemem_memory::MemoryClass;
 
 use crate::keys::KeySet;
@@ -60,6 +61,20 @@ impl Evaluator {
     /// A copy of `a` in this evaluator's output class.
     pub(crate) fn copy_of(&self, a: &Ciphertext) -> Result<Ciphertext> {
         a.clone_as(self.output_class)
+    }
+
+    /// `a` with each polynomial replaced by `f` of it, computed out of place
+    /// into this evaluator's output class (the level, scale and slots are
+    /// `a`'s): one kernel per polynomial where a copy followed by an
+    /// in-place operation would run two and move the polynomial twice more.
+    pub(crate) fn map_parts(
+        &self,
+        a: &Ciphertext,
+        mut f: impl FnMut(&RnsPoly<Ntt>, MemoryClass) -> Result<RnsPoly<Ntt>>,
+    ) -> Result<Ciphertext> {
+        let c0 = f(&a.c0, self.output_class)?;
+        let c1 = f(&a.c1, self.output_class)?;
+        Ciphertext::from_parts(&self.context, c0, c1, a.level, a.scale, a.slots)
     }
 
     /// The context.

@@ -154,9 +154,7 @@ impl Evaluator {
     /// Mismatched context, device, level or slots.
     pub fn mult_plain_without_rescale(&self, a: &Ciphertext, p: &Plaintext) -> Result<Ciphertext> {
         self.check_plain_any_scale(a, p)?;
-        let mut out = self.copy_of(a)?;
-        out.c0.mul_assign(&p.poly)?;
-        out.c1.mul_assign(&p.poly)?;
+        let mut out = self.map_parts(a, |x, class| x.mul(&p.poly, class))?;
         out.scale = Scale(a.scale.0 * p.scale.0);
         Ok(out)
     }
@@ -183,6 +181,78 @@ impl Evaluator {
         )?;
         acc.c0.mul_add_assign(&a.c0, &p.poly)?;
         acc.c1.mul_add_assign(&a.c1, &p.poly)
+    }
+
+    /// `Σ_t a_t·p_t` without rescaling: a linear transform's inner sum in
+    /// one pass over its operands, where a product and then a
+    /// [`Evaluator::mult_plain_add_assign`] per further term would read and
+    /// write the sum once per term. Bit-identical to that sequence.
+    ///
+    /// # Errors
+    /// No terms; mismatched contexts, devices, levels or slots; products at
+    /// different scales.
+    pub fn mult_plain_sum(&self, terms: &[(&Ciphertext, &Plaintext)]) -> Result<Ciphertext> {
+        let (a, p) = self.check_plain_terms(terms)?;
+        let c0: Vec<_> = terms.iter().map(|(a, p)| (&a.c0, &p.poly)).collect();
+        let c1: Vec<_> = terms.iter().map(|(a, p)| (&a.c1, &p.poly)).collect();
+        Ciphertext::from_parts(
+            &self.context,
+            RnsPoly::mul_sum(&c0, self.output_class)?,
+            RnsPoly::mul_sum(&c1, self.output_class)?,
+            a.level,
+            Scale(a.scale.0 * p.scale.0),
+            a.slots,
+        )
+    }
+
+    /// `acc += Σ_t a_t·p_t` ([`Evaluator::mult_plain_sum`], accumulated):
+    /// `acc`'s scale must be every `a_t`'s times its `p_t`'s.
+    ///
+    /// # Errors
+    /// As [`Evaluator::mult_plain_sum`]; a mismatched `acc`.
+    pub fn mult_plain_sum_add_assign(
+        &self,
+        acc: &mut Ciphertext,
+        terms: &[(&Ciphertext, &Plaintext)],
+    ) -> Result<()> {
+        let (a, p) = self.check_plain_terms(terms)?;
+        acc.check_matches(
+            &a.context,
+            a.level,
+            Scale(a.scale.0 * p.scale.0),
+            a.slots,
+            a.device(),
+        )?;
+        let c0: Vec<_> = terms.iter().map(|(a, p)| (&a.c0, &p.poly)).collect();
+        let c1: Vec<_> = terms.iter().map(|(a, p)| (&a.c1, &p.poly)).collect();
+        acc.c0.mul_sum_assign(&c0)?;
+        acc.c1.mul_sum_assign(&c1)
+    }
+
+    /// The first term of a sum of products, after checking that every term
+    /// multiplies operands that agree and that all products agree.
+    fn check_plain_terms<'t>(
+        &self,
+        terms: &[(&'t Ciphertext, &'t Plaintext)],
+    ) -> Result<(&'t Ciphertext, &'t Plaintext)> {
+        let &(a0, p0) = terms.first().ok_or(crate::Error::LengthMismatch {
+            expected: 1,
+            actual: 0,
+        })?;
+        let scale = Scale(a0.scale.0 * p0.scale.0);
+        for &(a, p) in terms {
+            self.check_plain_any_scale(a, p)?;
+            a0.check_matches(&a.context, a.level, a0.scale, a.slots, a.device())?;
+            let product = Scale(a.scale.0 * p.scale.0);
+            if !product.matches(scale) {
+                return Err(OperandError::ScaleMismatch {
+                    left_log2: scale.log2(),
+                    right_log2: product.log2(),
+                }
+                .into());
+            }
+        }
+        Ok((a0, p0))
     }
 
     /// `a·p`, rescaled.
@@ -218,16 +288,13 @@ impl Evaluator {
         }
         let re = (c.re * const_scale.0).round();
         let im = (c.im * const_scale.0).round();
-        let mut out = self.copy_of(a)?;
-        if im == 0.0 {
+        let mut out = if im == 0.0 {
             let scalars = self.residues_of(a, re)?;
-            out.c0.scalar_assign(BinaryOp::Mul, &scalars)?;
-            out.c1.scalar_assign(BinaryOp::Mul, &scalars)?;
+            self.map_parts(a, |x, class| x.scalar(BinaryOp::Mul, &scalars, class))?
         } else {
             let poly = self.monomial_pair(a, re, im)?;
-            out.c0.mul_assign(&poly)?;
-            out.c1.mul_assign(&poly)?;
-        }
+            self.map_parts(a, |x, class| x.mul(&poly, class))?
+        };
         out.scale = Scale(a.scale.0 * const_scale.0);
         Ok(out)
     }
@@ -355,10 +422,7 @@ impl Evaluator {
             .take(a.level.primes())
             .map(|m| m.reduce_i64(k))
             .collect();
-        let mut out = self.copy_of(a)?;
-        out.c0.scalar_assign(BinaryOp::Mul, &scalars)?;
-        out.c1.scalar_assign(BinaryOp::Mul, &scalars)?;
-        Ok(out)
+        self.map_parts(a, |x, class| x.scalar(BinaryOp::Mul, &scalars, class))
     }
 
     /// `a·i`: multiplication by `X^{N/2}`, which is `i` in every slot; exact,
@@ -369,10 +433,7 @@ impl Evaluator {
     pub fn mult_by_i(&self, a: &Ciphertext) -> Result<Ciphertext> {
         self.context.check_same(&a.context)?;
         let poly = self.monomial_pair(a, 0.0, 1.0)?;
-        let mut out = self.copy_of(a)?;
-        out.c0.mul_assign(&poly)?;
-        out.c1.mul_assign(&poly)?;
-        Ok(out)
+        self.map_parts(a, |x, class| x.mul(&poly, class))
     }
 
     /// The residues of the integer-valued `value` modulo `a`'s primes.

@@ -75,6 +75,17 @@ impl<R: Representation> RnsPoly<R> {
         let backend = Arc::clone(&self.backend);
         backend.scalar_assign(op, self.limbs_mut()?, scalars)
     }
+
+    /// `self op s_i` with one scalar per limb, in a new buffer of `class`.
+    ///
+    /// # Errors
+    /// A scalar count other than the limb count; allocation errors.
+    pub fn scalar(&self, op: BinaryOp, scalars: &[u64], class: MemoryClass) -> Result<Self> {
+        let mut out = Self::allocate(&self.backend, &self.moduli, class, self.is_sensitive())?;
+        self.backend
+            .scalar(op, self.limbs()?, scalars, out.limbs_mut()?)?;
+        Ok(out)
+    }
 }
 
 impl RnsPoly<Ntt> {
@@ -103,6 +114,46 @@ impl RnsPoly<Ntt> {
         self.check_compatible(b)?;
         let backend = Arc::clone(&self.backend);
         backend.mul_add_assign(self.limbs_mut()?, a.limbs()?, b.limbs()?)
+    }
+
+    /// `Σ_t a_t · b_t` in a new buffer of `class` ([`Backend::mul_sum`]:
+    /// one pass over the operands on the GPU).
+    ///
+    /// # Errors
+    /// No terms; operands on different backends or moduli; allocation
+    /// errors.
+    ///
+    /// [`Backend::mul_sum`]: crate::backend::Backend::mul_sum
+    pub fn mul_sum(terms: &[(&Self, &Self)], class: MemoryClass) -> Result<Self> {
+        let (first, _) = terms.first().ok_or(crate::Error::LengthMismatch {
+            expected: 1,
+            actual: 0,
+        })?;
+        let sensitive = terms
+            .iter()
+            .any(|(a, b)| a.is_sensitive() || b.is_sensitive());
+        let mut out = Self::allocate(&first.backend, &first.moduli, class, sensitive)?;
+        out.sum_products(terms, false)?;
+        Ok(out)
+    }
+
+    /// `self += Σ_t a_t · b_t` ([`RnsPoly::mul_sum`], accumulated).
+    ///
+    /// # Errors
+    /// Operands on different backends or moduli.
+    pub fn mul_sum_assign(&mut self, terms: &[(&Self, &Self)]) -> Result<()> {
+        self.sum_products(terms, true)
+    }
+
+    fn sum_products(&mut self, terms: &[(&Self, &Self)], accumulate: bool) -> Result<()> {
+        let mut views = Vec::with_capacity(terms.len());
+        for (a, b) in terms {
+            self.check_compatible(a)?;
+            self.check_compatible(b)?;
+            views.push((a.limbs()?, b.limbs()?));
+        }
+        let backend = Arc::clone(&self.backend);
+        backend.mul_sum(self.limbs_mut()?, &views, accumulate)
     }
 
     /// Divides by the last limb's prime with rounding, dropping that limb.

@@ -10,8 +10,8 @@ use hemem_memory::{Allocator, Buffer, StreamId};
 use super::GpuBackend;
 use super::args::{address, first, first_u64, same_length};
 use crate::backend::{
-    Backend, BinaryOp, Device, Limbs, LimbsMut, decompose_by_parts, seeded_inner_product_by_parts,
-    tensor_by_parts,
+    Backend, BinaryOp, Device, Limbs, LimbsMut, decompose_by_parts, mul_sum_by_terms,
+    seeded_inner_product_by_parts, tensor_by_parts,
 };
 use crate::ntt::GaloisElement;
 use crate::zq::Modulus;
@@ -167,6 +167,72 @@ impl Backend for GpuBackend {
         Ok(())
     }
 
+    fn mul_sum(
+        &self,
+        acc: LimbsMut<'_>,
+        terms: &[(Limbs<'_>, Limbs<'_>)],
+        accumulate: bool,
+    ) -> Result<()> {
+        let max = launch::arith::MAX_SUM_TERMS;
+        if terms.len() > max {
+            // A launch per MAX_SUM_TERMS products, the later ones added in.
+            let mut acc = acc;
+            for (i, chunk) in terms.chunks(max).enumerate() {
+                self.mul_sum(acc.reborrow(), chunk, accumulate || i > 0)?;
+            }
+            return Ok(());
+        }
+        let Some((a0, b0)) = terms.first() else {
+            return mul_sum_by_terms(self, acc, terms, accumulate);
+        };
+        // One launch takes pairs laid out alike (every `a_t` as `a0`, every
+        // `b_t` as `b0`); anything else term by term.
+        let alike = terms.iter().all(|(a, b)| {
+            a.positions == a0.positions
+                && a.moduli == a0.moduli
+                && b.positions == b0.positions
+                && b.moduli == b0.moduli
+        });
+        if !alike {
+            return mul_sum_by_terms(self, acc, terms, accumulate);
+        }
+        same_length(acc.len(), a0.len())?;
+        same_length(acc.len(), b0.len())?;
+        let mut touched: Vec<&Buffer> = Vec::with_capacity(2 * terms.len() + 1);
+        touched.push(&*acc.buffer);
+        for (a, b) in terms {
+            touched.push(a.buffer);
+            touched.push(b.buffer);
+        }
+        let _guard = self.allocator.prepare(&touched)?;
+        let (_, ma) = self.read_view(a0)?;
+        let (_, mb) = self.read_view(b0)?;
+        let a = terms
+            .iter()
+            .map(|(a, _)| self.read_view(a).map(|v| v.0))
+            .collect::<Result<Vec<u64>>>()?;
+        let b = terms
+            .iter()
+            .map(|(_, b)| self.read_view(b).map(|v| v.0))
+            .collect::<Result<Vec<u64>>>()?;
+        let (xo, mo) = self.write_view(&acc)?;
+        // SAFETY: as `binary`; `acc` is none of the operands (it is borrowed
+        // mutably, they are not), and every operand holds its map's limbs.
+        unsafe {
+            launch::arith::mul_sum_async(
+                &self.kernels,
+                StreamId::Compute,
+                (xo, &mo),
+                (&a, &ma),
+                (&b, &mb),
+                accumulate,
+                self.consts()?,
+                self.n(),
+            )
+        }?;
+        Ok(())
+    }
+
     fn negate(&self, x: LimbsMut<'_>) -> Result<()> {
         let _guard = self.allocator.prepare(&[x.buffer])?;
         let (xo, mo) = self.write_view(&x)?;
@@ -195,6 +261,31 @@ impl Backend for GpuBackend {
                 StreamId::Compute,
                 op_code(op),
                 (xo, &mo),
+                (xo, &mo),
+                &s,
+                self.consts()?,
+                self.n(),
+            )
+        }?;
+        Ok(())
+    }
+
+    fn scalar(&self, op: BinaryOp, x: Limbs<'_>, scalars: &[u64], out: LimbsMut<'_>) -> Result<()> {
+        same_length(x.len(), scalars.len())?;
+        same_length(x.len(), out.len())?;
+        let _guard = self.allocator.prepare(&[x.buffer, out.buffer])?;
+        let (xa, xm) = self.read_view(&x)?;
+        let (oa, om) = self.write_view(&out)?;
+        let s = self.scalars(out.moduli, scalars)?;
+        // SAFETY: as `binary`; each output limb is written from the input
+        // limb of the same index only.
+        unsafe {
+            launch::arith::scalar_async(
+                &self.kernels,
+                StreamId::Compute,
+                op_code(op),
+                (oa, &om),
+                (xa, &xm),
                 &s,
                 self.consts()?,
                 self.n(),

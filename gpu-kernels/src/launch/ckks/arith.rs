@@ -105,6 +105,77 @@ pub unsafe fn mul_add_async(
     Ok(())
 }
 
+/// Most products [`mul_sum_async`] adds in one launch (`HEMEM_MAX_SUM_TERMS`
+/// in `cuda/ckks_arith.cu`: eight products below `2^124` and the old sum
+/// stay below `2^128`).
+pub const MAX_SUM_TERMS: usize = 8;
+
+/// Queues `out = Σ_t a_t·b_t` (with `accumulate`, `out += Σ_t a_t·b_t`)
+/// limb by limb, over up to [`MAX_SUM_TERMS`] pairs: every `a_t` is laid
+/// out as `a_map` says, every `b_t` as `b_map`.
+///
+/// # Errors
+/// [`Error::LaunchShape`] for mismatched maps or too many terms;
+/// [`Error::Launch`].
+///
+/// # Safety
+/// As [`binary_async`]; `out` is none of the operands.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "three operands, their maps, the mode"
+)]
+pub unsafe fn mul_sum_async(
+    kernels: &Kernels,
+    stream: StreamId,
+    (out, out_map): (u64, &LimbMap),
+    (a, a_map): (&[u64], &LimbMap),
+    (b, b_map): (&[u64], &LimbMap),
+    accumulate: bool,
+    consts: u64,
+    n: u32,
+) -> Result<()> {
+    same_count("mul_sum", out_map, &[a_map, b_map])?;
+    if b.len() != a.len() {
+        return Err(Error::LaunchShape {
+            kernel: "mul_sum",
+            what: "second operands",
+            expected: a.len(),
+            found: b.len(),
+        });
+    }
+    if a.len() > MAX_SUM_TERMS || (a.is_empty() && !accumulate) {
+        return Err(Error::LaunchShape {
+            kernel: "mul_sum",
+            what: "products",
+            expected: MAX_SUM_TERMS,
+            found: a.len(),
+        });
+    }
+    if out_map.is_empty() || a.is_empty() {
+        return Ok(());
+    }
+    let (a_array, b_array) = (PtrArray::new(a)?, PtrArray::new(b)?);
+    let terms = a.len() as u32;
+    let accumulate = u32::from(accumulate);
+    let s = kernels.device.stream(stream);
+    let mut launch = s.launch_builder(&kernels.ckks.mul_sum);
+    launch
+        .arg(&out)
+        .arg(out_map)
+        .arg(&a_array)
+        .arg(a_map)
+        .arg(&b_array)
+        .arg(b_map)
+        .arg(&terms)
+        .arg(&accumulate)
+        .arg(&consts)
+        .arg(&n);
+    // SAFETY: PTX signature (u64, LimbMap, PtrArray, LimbMap, PtrArray,
+    // LimbMap, u32, u32, const ModConst*, u32); as binary_async.
+    unsafe { launch.launch(pair_grid(n as usize, out_map.len())) }.map_err(launched("mul_sum"))?;
+    Ok(())
+}
+
 /// Queues `x = −x`.
 ///
 /// # Errors
@@ -130,37 +201,45 @@ pub unsafe fn negate_async(
     Ok(())
 }
 
-/// Queues `x = x op s_limb` (multiplication by Shoup).
+/// Queues `out = src op s_limb` (multiplication by Shoup); in place when
+/// `out` and `src` are the same limbs.
 ///
 /// # Errors
-/// [`Error::Launch`].
+/// [`Error::LaunchShape`]; [`Error::Launch`].
 ///
 /// # Safety
 /// As [`binary_async`]; `scalars` holds one reduced scalar per limb.
+#[allow(clippy::too_many_arguments, reason = "two operands, their maps, the scalars")]
 pub unsafe fn scalar_async(
     kernels: &Kernels,
     stream: StreamId,
     op: ElementOp,
-    (x, map): (u64, &LimbMap),
+    (out, out_map): (u64, &LimbMap),
+    (src, src_map): (u64, &LimbMap),
     scalars: &Scalars,
     consts: u64,
     n: u32,
 ) -> Result<()> {
-    if map.is_empty() {
+    same_count("scalar_op", out_map, &[src_map])?;
+    if out_map.is_empty() {
         return Ok(());
     }
     let s = kernels.device.stream(stream);
     let mut launch = s.launch_builder(&kernels.ckks.scalar_op);
     let code = op as u32;
     launch
-        .arg(&x)
-        .arg(map)
+        .arg(&out)
+        .arg(out_map)
+        .arg(&src)
+        .arg(src_map)
         .arg(scalars)
         .arg(&consts)
         .arg(&n)
         .arg(&code);
-    // SAFETY: PTX signature (u64, LimbMap, Scalars, const ModConst*, u32, u32).
-    unsafe { launch.launch(pair_grid(n as usize, map.len())) }.map_err(launched("scalar_op"))?;
+    // SAFETY: PTX signature (u64, LimbMap, u64, LimbMap, Scalars,
+    // const ModConst*, u32, u32).
+    unsafe { launch.launch(pair_grid(n as usize, out_map.len())) }
+        .map_err(launched("scalar_op"))?;
     Ok(())
 }
 
