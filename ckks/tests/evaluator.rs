@@ -893,3 +893,61 @@ fn a_sum_of_plaintext_products_equals_the_products_one_by_one() {
         Err(Error::Operand(OperandError::ScaleMismatch { .. }))
     ));
 }
+
+/// Hoisted rotations (their ModDowns batched) give, step by step and in
+/// order, the limbs of one rotation at a time from the same decomposition,
+/// steps of 0 and repeated steps included.
+#[test]
+fn hoisted_rotations_equal_single_rotations_from_the_decomposition() {
+    let s = Setup::new(Preset::TestFGb, 93);
+    let steps = [3i64, 0, 1, -2, 5, 3, 8, -7, 2];
+    let eval = s.evaluator(&KeySetRequest {
+        rotations: steps.iter().copied().filter(|&k| k != 0).collect(),
+        ..Default::default()
+    });
+    let slots = s.context.params().slots();
+    let values = unit_disk(&mut seeded_rng(94), slots);
+    let ct = s.encrypt(&values);
+    let decomposition = eval.decompose(&ct).unwrap();
+    let hoisted = eval.rotate_hoisted(&ct, &steps).unwrap();
+    assert_eq!(hoisted.len(), steps.len());
+    // Any batch size gives the same limbs.
+    for batch in [1, 3, steps.len()] {
+        let other = eval
+            .clone()
+            .with_mod_down_batch(batch)
+            .rotate_hoisted(&ct, &steps)
+            .unwrap();
+        for (a, b) in other.iter().zip(&hoisted) {
+            assert_eq!(
+                a.parts().0.to_words().unwrap(),
+                b.parts().0.to_words().unwrap()
+            );
+            assert_eq!(
+                a.parts().1.to_words().unwrap(),
+                b.parts().1.to_words().unwrap()
+            );
+        }
+    }
+    for (rotated, &k) in hoisted.iter().zip(&steps) {
+        let one = eval.rotate_decomposed(&ct, &decomposition, k).unwrap();
+        assert_eq!(
+            rotated.parts().0.to_words().unwrap(),
+            one.parts().0.to_words().unwrap(),
+            "step {k}"
+        );
+        assert_eq!(
+            rotated.parts().1.to_words().unwrap(),
+            one.parts().1.to_words().unwrap(),
+            "step {k}"
+        );
+        let got = s.decrypt(rotated);
+        let precision = bits(max_abs_error(&got, &rotate_left(&values, k)));
+        assert!(precision > 15.0, "step {k}: {precision:.1} bits");
+    }
+    // A missing key is still a typed error, whichever batch it falls in.
+    assert!(matches!(
+        eval.rotate_hoisted(&ct, &[1, 2, 3, 5, 4]),
+        Err(Error::Key(KeyError::MissingRotationKey { step: 4 }))
+    ));
+}

@@ -815,9 +815,13 @@ fn evaluator(name: &str, preset: Preset, min_bits: f64, rows: NttRows) {
             &rot(&x, steps),
         );
     }
-    let hc = c.eval.rotate_hoisted(&cx, &[1, 5, 16]).unwrap();
-    let hg = g.eval.rotate_hoisted(&gx, &[1, 5, 16]).unwrap();
-    for ((a, b), k) in hc.into_iter().zip(hg).zip([1i64, 5, 16]) {
+    // Six steps: two batches of ModDowns on the GPU (four rotations, then
+    // two), one step of 0 (a copy) among them.
+    let hoisted = [1i64, 5, 0, 16, -3, 1];
+    let hc = c.eval.rotate_hoisted(&cx, &hoisted).unwrap();
+    let hg = g.eval.rotate_hoisted(&gx, &hoisted).unwrap();
+    assert_eq!(hg.len(), hoisted.len());
+    for ((a, b), k) in hc.into_iter().zip(hg).zip(hoisted) {
         check(&format!("hoisted rotate {k}"), a, b, &rot(&x, k));
     }
     // A linear transform's inner sum in one pass (`mult_plain_sum`): ten

@@ -173,6 +173,13 @@ impl Bootstrapper {
             }
             Err(e) => return Err(e),
         };
+        // Compact diagonals mean the budget is short: hoisted rotations then
+        // take their ModDowns one at a time, holding fewer temporaries.
+        let evaluator = if storage == DiagonalStorage::Compact {
+            evaluator.with_mod_down_batch(1)
+        } else {
+            evaluator
+        };
         let eval_mod = EvalMod::new(schedule.choice.eval_mod)?;
         Ok(Self {
             context: context.clone(),

@@ -346,6 +346,28 @@ pub trait Backend: Send + Sync + fmt::Debug {
         Ok(())
     }
 
+    /// ModDown of any number of parts, each followed by its addition when
+    /// one is given: the ModDowns of a set of hoisted rotations
+    /// ([`crate::eval::Evaluator::rotate_hoisted`]), as
+    /// [`Backend::mod_down_pair`] for each pair.
+    ///
+    /// The default runs them one part after the other; the GPU backend runs
+    /// as many parts as its kernels take in one launch per kernel (a ModDown
+    /// of one rotation is a few small launches that leave most of the GPU
+    /// idle).
+    ///
+    /// # Errors
+    /// Shape or placement errors; lists of different lengths.
+    fn mod_down_many(
+        &self,
+        x: &[Limbs<'_>],
+        p_count: usize,
+        addend: &[Option<Limbs<'_>>],
+        out: &mut [LimbsMut<'_>],
+    ) -> Result<()> {
+        mod_down_by_parts(self, x, p_count, addend, out)
+    }
+
     /// [`Backend::rescale`] of the two parts of a ciphertext.
     ///
     /// The default rescales one part after the other; the GPU backend runs
@@ -680,6 +702,37 @@ pub(crate) fn seeded_inner_product_by_parts<B: Backend + ?Sized>(
         Some(g) => backend.key_switch_inner_product_galois(digits, g, b, &views, out0, out1),
         None => backend.key_switch_inner_product(digits, b, &views, out0, out1),
     }
+}
+
+/// [`Backend::mod_down_many`] one part at a time: its default, and the GPU
+/// backend's fallback for parts its kernels do not take together.
+///
+/// # Errors
+/// Shape or placement errors; lists of different lengths.
+pub(crate) fn mod_down_by_parts<B: Backend + ?Sized>(
+    backend: &B,
+    x: &[Limbs<'_>],
+    p_count: usize,
+    addend: &[Option<Limbs<'_>>],
+    out: &mut [LimbsMut<'_>],
+) -> Result<()> {
+    if addend.len() != x.len() || out.len() != x.len() {
+        return Err(crate::Error::LengthMismatch {
+            expected: x.len(),
+            actual: if addend.len() == x.len() {
+                out.len()
+            } else {
+                addend.len()
+            },
+        });
+    }
+    for ((x, addend), out) in x.iter().zip(addend).zip(out.iter_mut()) {
+        match addend {
+            Some(e) => backend.mod_down_add(*x, p_count, *e, out.reborrow())?,
+            None => backend.mod_down(*x, p_count, out.reborrow())?,
+        }
+    }
+    Ok(())
 }
 
 /// [`Backend::mul_sum`] one term at a time: its default, and the GPU

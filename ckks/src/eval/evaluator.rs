@@ -11,6 +11,12 @@ use hemem_memory::MemoryClass;
 use crate::keys::KeySet;
 use crate::{KeyError, Result};
 
+/// Hoisted rotations whose ModDowns run together by default
+/// ([`Evaluator::with_mod_down_batch`]): on the GPU one launch per kernel
+/// for all eight parts, where one rotation's ModDown pair is a few launches
+/// of ten limbs that leave most of the GPU idle.
+pub const DEFAULT_MOD_DOWN_BATCH: usize = 4;
+
 /// Evaluates homomorphic operations. Each operation runs where its operands
 /// live and checks that they agree in context, device, level, scale and slot
 /// count, returning a typed error that names the mismatch (and the
@@ -23,6 +29,8 @@ pub struct Evaluator {
     pub(crate) context: Context,
     pub(crate) keys: Option<Arc<KeySet>>,
     pub(crate) output_class: MemoryClass,
+    /// Rotations whose ModDowns [`Evaluator::rotate_hoisted`] runs together.
+    pub(crate) mod_down_batch: usize,
 }
 
 impl Evaluator {
@@ -33,6 +41,7 @@ impl Evaluator {
             context: context.clone(),
             keys: None,
             output_class: MemoryClass::Ciphertext,
+            mod_down_batch: DEFAULT_MOD_DOWN_BATCH,
         }
     }
 
@@ -42,6 +51,7 @@ impl Evaluator {
             context: context.clone(),
             keys: Some(keys),
             output_class: MemoryClass::Ciphertext,
+            mod_down_batch: DEFAULT_MOD_DOWN_BATCH,
         }
     }
 
@@ -50,6 +60,17 @@ impl Evaluator {
     /// intermediates that live only inside one bootstrap.
     pub fn with_output_class(mut self, class: MemoryClass) -> Self {
         self.output_class = class;
+        self
+    }
+
+    /// The same evaluator, running the ModDowns of up to `rotations`
+    /// hoisted rotations together ([`Evaluator::rotate_hoisted`]; at least
+    /// 1, [`DEFAULT_MOD_DOWN_BATCH`] by default). Larger batches use the
+    /// GPU better and hold more temporaries: each rotation waiting for its
+    /// ModDown keeps its inner product over `Q ∪ P` and its rotated `c0`
+    /// (about 44 MB at FGb's top level). The results are the same.
+    pub fn with_mod_down_batch(mut self, rotations: usize) -> Self {
+        self.mod_down_batch = rotations.max(1);
         self
     }
 

@@ -16,7 +16,7 @@ mod rotate;
 pub use ciphertext::{Ciphertext, TensoredCiphertext};
 pub use decryptor::Decryptor;
 pub use encryptor::Encryptor;
-pub use evaluator::Evaluator;
+pub use evaluator::{DEFAULT_MOD_DOWN_BATCH, Evaluator};
 pub use extended::ExtendedCiphertext;
 pub use flooding::{FloodingGoal, NoiseFlooding};
 pub use keyswitch::Decomposition;

@@ -3,10 +3,11 @@
 
 use hemem_memory::MemoryClass;
 
-use super::keyswitch::{Decomposition, apply_key, decompose};
+use super::keyswitch::{Decomposition, apply_key, decompose, inner_product};
 use super::{Ciphertext, Evaluator};
 use crate::keys::SwitchingKey;
 use crate::ntt::GaloisElement;
+use crate::poly::{Ntt, RnsPoly};
 use crate::{KeyError, Result};
 
 impl Evaluator {
@@ -170,16 +171,93 @@ impl Evaluator {
 
     /// Rotations of `a` by each of `steps`, sharing one decomposition
     /// (hoisting): one ModUp instead of one per rotation. Each step needs a
-    /// direct key.
+    /// direct key. The ModDowns of up to [`Evaluator::with_mod_down_batch`]
+    /// rotations run together.
     ///
     /// # Errors
     /// As [`Evaluator::rotate_decomposed`].
     pub fn rotate_hoisted(&self, a: &Ciphertext, steps: &[i64]) -> Result<Vec<Ciphertext>> {
         let decomposition = self.decompose(a)?;
-        steps
-            .iter()
-            .map(|&s| self.rotate_decomposed(a, &decomposition, s))
-            .collect()
+        let mut rotated = Vec::with_capacity(steps.len());
+        for batch in steps.chunks(self.mod_down_batch.max(1)) {
+            rotated.extend(self.rotate_decomposed_batch(a, &decomposition, batch)?);
+        }
+        Ok(rotated)
+    }
+
+    /// [`Evaluator::rotate_decomposed`] for each of `steps`, their ModDowns
+    /// in one [`crate::backend::Backend::mod_down_many`]: the same
+    /// arithmetic, so the same limbs.
+    fn rotate_decomposed_batch(
+        &self,
+        a: &Ciphertext,
+        decomposition: &Decomposition,
+        steps: &[i64],
+    ) -> Result<Vec<Ciphertext>> {
+        self.context.check_same(&a.context)?;
+        if decomposition.level != a.level {
+            return Err(crate::OperandError::LevelMismatch {
+                left: a.level,
+                right: decomposition.level,
+            }
+            .into());
+        }
+        let params = self.context.params();
+        // Each rotation's σ(c0) and inner product; `None` for a step of 0.
+        let mut switched = Vec::with_capacity(steps.len());
+        for &s in steps {
+            let k = s.rem_euclid(a.slots as i64) as usize;
+            if k == 0 {
+                switched.push(None);
+                continue;
+            }
+            let (g, key) = self
+                .direct_rotation_key(k, a.slots)?
+                .ok_or(KeyError::MissingRotationKey { step: s })?;
+            let c0 = a.c0.automorphism(g, MemoryClass::Temporary)?;
+            let (acc0, acc1) = inner_product(params, decomposition, key, Some(g))?;
+            switched.push(Some((c0, acc0, acc1)));
+        }
+        let q = params.q_indices(decomposition.level);
+        let backend = a.c0.backend();
+        let mut parts: Vec<RnsPoly<Ntt>> = Vec::with_capacity(2 * steps.len());
+        for _ in switched.iter().flatten() {
+            for _ in 0..2 {
+                parts.push(RnsPoly::allocate(backend, &q, self.output_class, false)?);
+            }
+        }
+        {
+            let mut x = Vec::with_capacity(parts.len());
+            let mut addend = Vec::with_capacity(parts.len());
+            for (c0, acc0, acc1) in switched.iter().flatten() {
+                x.extend([acc0.limbs()?, acc1.limbs()?]);
+                addend.extend([Some(c0.limbs()?), None]);
+            }
+            let mut out = parts
+                .iter_mut()
+                .map(RnsPoly::limbs_mut)
+                .collect::<Result<Vec<_>>>()?;
+            backend.mod_down_many(&x, params.p_moduli().len(), &addend, &mut out)?;
+        }
+        let mut parts = parts.into_iter();
+        let mut rotated = Vec::with_capacity(steps.len());
+        for s in &switched {
+            rotated.push(match s {
+                None => self.copy_of(a)?,
+                Some(_) => match (parts.next(), parts.next()) {
+                    (Some(k0), Some(k1)) => {
+                        Ciphertext::from_parts(&self.context, k0, k1, a.level, a.scale, a.slots)?
+                    }
+                    _ => {
+                        return Err(crate::Error::LengthMismatch {
+                            expected: 2 * steps.len(),
+                            actual: 0,
+                        });
+                    }
+                },
+            });
+        }
+        Ok(rotated)
     }
 
     /// Sums all slots: every slot of the result holds `Σ_j a_j`, by

@@ -107,10 +107,12 @@ impl GpuBackend {
         Ok(())
     }
 
-    /// ModDown of one or two parts (the same views but for their buffers),
-    /// each with the addition after it in the epilogue where `addend` has
-    /// one: one launch per kernel for every part. `Ok(false)` when the
-    /// views differ (the caller falls back to one part at a time).
+    /// ModDown of several parts (the same views but for their buffers; at
+    /// most [`launch::ntt::MAX_PARTS`], and `parts · p_count` at most
+    /// [`launch::MAX_LIMBS`]), each with the addition after it in the
+    /// epilogue where `addend` has one: one launch per kernel for every
+    /// part. `Ok(false)` when the views differ or there are too many parts
+    /// (the caller falls back to one part at a time).
     pub(super) fn mod_down_parts(
         &self,
         x: &[Limbs<'_>],
@@ -156,14 +158,15 @@ impl GpuBackend {
                 .all(|e| first_add.is_some_and(|f| f.positions == e.positions))
             && x.len() == out.len()
             && x.len() == addend.len()
-            && x.len() <= 2;
+            && x.len() <= launch::ntt::MAX_PARTS
+            && x.len() * p_count <= launch::MAX_LIMBS;
         if !uniform {
             return Ok(false);
         }
         let parts = x.len();
-        let mut xs = [0u64; 2];
-        let mut outs = [0u64; 2];
-        let mut adds = [0u64; 2];
+        let mut xs = [0u64; launch::ntt::MAX_PARTS];
+        let mut outs = [0u64; launch::ntt::MAX_PARTS];
+        let mut adds = [0u64; launch::ntt::MAX_PARTS];
         for (((v, o), e), (xa, (oa, ea))) in x
             .iter()
             .zip(out)
@@ -193,7 +196,10 @@ impl GpuBackend {
         let _guard = self.allocator.prepare(&touched)?;
         let p_addr = address(&p_part)?;
         let limb_bytes = (p_count * self.degree * 8) as u64;
-        let p_parts = [p_addr, p_addr + limb_bytes];
+        let mut p_parts = [0u64; launch::ntt::MAX_PARTS];
+        for (z, slot) in p_parts.iter_mut().enumerate().take(parts) {
+            *slot = p_addr + z as u64 * limb_bytes;
+        }
         let p_map = self.limb_map(contiguous(0, p_count)?, p_moduli)?;
         // The P limbs to coefficients, out of place (no copy), times
         // N^{-1}·P̂_i^{-1}: the conversion's y_i, once per coefficient.
@@ -205,7 +211,7 @@ impl GpuBackend {
         // out = (x_i − NTT(convert(y))) · P^{-1} (+ addend): the
         // conversion is computed as the transform loads its points, the
         // subtraction, scaling and addition as it stores them.
-        let mut all_p = [0usize; 2 * launch::MAX_SOURCES];
+        let mut all_p = [0usize; launch::MAX_LIMBS];
         for (slot, &m) in all_p
             .iter_mut()
             .zip(p_moduli.iter().cycle())
@@ -228,7 +234,7 @@ impl GpuBackend {
                 input: p_addr,
                 map: &conv_map,
                 per: p_count,
-                tables: first_u64(&[table, table], parts)?,
+                tables: first_u64(&[table; launch::ntt::MAX_PARTS], parts)?,
                 exact: true,
                 prescaled: true,
                 own: None,

@@ -10,8 +10,8 @@ use hemem_memory::{Allocator, Buffer, StreamId};
 use super::GpuBackend;
 use super::args::{address, first, first_u64, same_length};
 use crate::backend::{
-    Backend, BinaryOp, Device, Limbs, LimbsMut, decompose_by_parts, mul_sum_by_terms,
-    seeded_inner_product_by_parts, tensor_by_parts,
+    Backend, BinaryOp, Device, Limbs, LimbsMut, decompose_by_parts, mod_down_by_parts,
+    mul_sum_by_terms, seeded_inner_product_by_parts, tensor_by_parts,
 };
 use crate::ntt::GaloisElement;
 use crate::zq::Modulus;
@@ -336,6 +336,30 @@ impl Backend for GpuBackend {
         }
         for ((x, addend), out) in x.into_iter().zip(addend).zip(out) {
             self.mod_down_parts(&[x], p_count, &[addend], &[out])?;
+        }
+        Ok(())
+    }
+
+    fn mod_down_many(
+        &self,
+        x: &[Limbs<'_>],
+        p_count: usize,
+        addend: &[Option<Limbs<'_>>],
+        out: &mut [LimbsMut<'_>],
+    ) -> Result<()> {
+        if addend.len() != x.len() || out.len() != x.len() || p_count == 0 {
+            return mod_down_by_parts(self, x, p_count, addend, out);
+        }
+        // As many parts per launch as the conversion's limb map holds.
+        let per = (launch::MAX_LIMBS / p_count).clamp(1, launch::ntt::MAX_PARTS);
+        for ((xs, adds), outs) in x
+            .chunks(per)
+            .zip(addend.chunks(per))
+            .zip(out.chunks_mut(per))
+        {
+            if !self.mod_down_parts(xs, p_count, adds, outs)? {
+                mod_down_by_parts(self, xs, p_count, adds, outs)?;
+            }
         }
         Ok(())
     }

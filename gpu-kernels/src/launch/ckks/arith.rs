@@ -209,7 +209,10 @@ pub unsafe fn negate_async(
 ///
 /// # Safety
 /// As [`binary_async`]; `scalars` holds one reduced scalar per limb.
-#[allow(clippy::too_many_arguments, reason = "two operands, their maps, the scalars")]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "two operands, their maps, the scalars"
+)]
 pub unsafe fn scalar_async(
     kernels: &Kernels,
     stream: StreamId,
