@@ -376,6 +376,10 @@ impl MemoryResource for ManagedResource {
         }
         self.reap(&mut state, false);
     }
+
+    fn placement(&self, _request: &AllocRequest) -> Result<Option<Placement>> {
+        Ok(Some(Placement::Managed))
+    }
 }
 
 impl Drop for ManagedResource {
