@@ -173,6 +173,7 @@ impl Allocator {
                     Arc::clone(&residency),
                     Arc::clone(&policy),
                     cap,
+                    budget / 16,
                     zeroing.clone(),
                 )?,
             );

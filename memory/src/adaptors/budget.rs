@@ -119,10 +119,21 @@ impl<R: MemoryResource> BudgetAdaptor<R> {
                 return Err(e);
             }
         }
-        if placement == Placement::DevicePool
-            && let Some(held) = self.upstream.held_bytes(placement)
-        {
-            self.residency.observe_pool(held);
+        match placement {
+            Placement::DevicePool => {
+                if let Some(held) = self.upstream.held_bytes(placement) {
+                    self.residency.observe_pool(held);
+                }
+            }
+            Placement::Managed => {
+                // A block handed out with its pages on the device counts as
+                // resident at once when room can be made for it.
+                if let Err(e) = self.residency.admit_managed(allocation.id) {
+                    self.upstream.deallocate(allocation);
+                    return Err(e);
+                }
+            }
+            _ => {}
         }
         Ok(allocation)
     }
@@ -519,5 +530,92 @@ mod tests {
         a.upstream().deallocate(direct);
         a.deallocate(counted);
         assert_eq!(a.residency().usage().pool_used, 0);
+    }
+
+    /// A managed resource handing out freed blocks whose pages are still on
+    /// the device: it registers them, and counts nothing.
+    #[derive(Debug)]
+    struct Reused {
+        residency: Arc<Residency>,
+    }
+
+    impl MemoryResource for Reused {
+        fn allocate(&self, request: &AllocRequest) -> Result<Allocation> {
+            let ptr = DevicePtr(request.id.0 << 32);
+            let (class, bytes) = (request.class, request.bytes as u64);
+            self.residency
+                .register_managed_on_device(request.id, class, ptr, bytes, Advice::NONE);
+            let memory = Memory::Managed(DeviceMemory {
+                ptr,
+                stream: StreamId::Compute,
+            });
+            Ok(Allocation::new(request, Placement::Managed, memory))
+        }
+
+        fn deallocate(&self, allocation: Allocation) {
+            self.residency.unregister_managed(allocation.id);
+        }
+    }
+
+    /// The adaptor admits a block handed out on the device: resident at
+    /// once when room can be made (evicting the least recently used), else
+    /// tracked as not resident; never over the budget.
+    #[test]
+    fn a_block_handed_out_on_the_device_is_admitted_by_the_adaptor() {
+        let seed = 0xad_0175;
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
+        let budget = 4 * MIB;
+        let a = budgeted(budget, Mock::new(None, Placement::Host, 1));
+        let residency = Arc::clone(a.residency());
+        let a = BudgetAdaptor::new(
+            Reused {
+                residency: Arc::clone(&residency),
+            },
+            residency,
+        );
+        let mut size = || MIB + rng.next_u64() % MIB;
+        let first = a
+            .allocate(&request(1, MemoryClass::Ciphertext, size()))
+            .expect("fits");
+        let first_bytes = first.bytes as u64;
+        assert_eq!(a.residency().is_resident(first.id), Some(true));
+        assert_eq!(a.residency().usage().managed_resident, first_bytes);
+        let second = a
+            .allocate(&request(2, MemoryClass::Ciphertext, size()))
+            .expect("fits");
+        assert_eq!(a.residency().is_resident(second.id), Some(true));
+        // No room beside both: the first (least recently used) leaves.
+        let third = a
+            .allocate(&request(3, MemoryClass::Ciphertext, size()))
+            .expect("evicts");
+        assert_eq!(
+            a.residency().is_resident(first.id),
+            Some(false),
+            "seed {seed}"
+        );
+        assert_eq!(
+            a.residency().is_resident(third.id),
+            Some(true),
+            "seed {seed}"
+        );
+        // Everything resident held by an operation: not counted, not resident.
+        let _held = a
+            .residency()
+            .prepare(&[second.id, third.id])
+            .expect("resident");
+        let fourth = a
+            .allocate(&request(4, MemoryClass::Ciphertext, size()))
+            .expect("tracked");
+        assert_eq!(
+            a.residency().is_resident(fourth.id),
+            Some(false),
+            "seed {seed}"
+        );
+        let usage = a.residency().usage();
+        assert!(usage.peak_device <= budget, "seed {seed}: {usage:?}");
+        for block in [first, second, third, fourth] {
+            a.deallocate(block);
+        }
+        assert_eq!(a.residency().usage().managed_resident, 0);
     }
 }
