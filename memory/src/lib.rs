@@ -27,7 +27,8 @@
 //! the upstream where a request will go ([`MemoryResource::placement`]),
 //! reserves pooled bytes before forwarding, gives them back on a refusal or
 //! a free, records what the pool really holds ([`MemoryResource::held_bytes`])
-//! and admits a managed block handed out with its pages on the device; a
+//! and admits managed blocks that must count from the start (a block handed
+//! out with its pages on the device, a constant table); a
 //! refusal is [`Error::OverBudget`] with the bytes in use per class and
 //! placement. The resources only allocate and free (the managed and
 //! streamed ones register their blocks with the manager, which counts

@@ -5,6 +5,8 @@
 //! handed out with its pages still on the device, by the budget adaptor's
 //! admission.
 
+use std::sync::Arc;
+
 use super::Residency;
 use super::batch::Batch;
 use super::driver::ManagedRange;
@@ -25,6 +27,11 @@ pub(super) struct Entry {
     /// was resident, handed out again ([`Residency::admit_managed`] decides
     /// whether it counts as resident).
     pub(super) on_device: bool,
+    /// Counted resident for its whole life and never evicted: a constant
+    /// table ([`MemoryClass::Constant`]). Kernels read twiddle and modulus
+    /// tables without declaring them, so an evicted table would fault back
+    /// in uncounted; instead the budget adaptor admits it at allocation.
+    pub(super) fixed: bool,
     pub(super) read_mostly_wanted: bool,
     pub(super) read_mostly_set: bool,
     pub(super) uses: Uses,
@@ -94,6 +101,7 @@ impl Residency {
                 resident: false,
                 populated: false,
                 on_device,
+                fixed: class == MemoryClass::Constant,
                 read_mostly_wanted: advice.read_mostly,
                 read_mostly_set: false,
                 uses: Uses::default(),
@@ -102,26 +110,44 @@ impl Residency {
         );
     }
 
-    /// Admits a managed buffer registered with its pages on the device
-    /// ([`Residency::register_managed_on_device`]): it is counted as
-    /// resident at once — its first use then needs no prefetch, which for a
-    /// fresh output costs a copy-stream round trip per operation — when
-    /// room can be made for it under the budget (trimming the pool,
-    /// evicting as for any other request). Otherwise it stays tracked as
-    /// not resident, as a new buffer is, and is brought in (and counted) on
-    /// its first use. Returns whether it counts as resident; other buffers
-    /// are left as they are (`false`). Called by the
-    /// [`BudgetAdaptor`](crate::BudgetAdaptor) alone.
+    /// Admits a managed buffer as the budget adaptor lets its allocation
+    /// pass; called by the [`BudgetAdaptor`](crate::BudgetAdaptor) alone.
+    /// Returns whether it now counts as resident.
+    ///
+    /// * A block registered with its pages on the device
+    ///   ([`Residency::register_managed_on_device`]) is counted as resident
+    ///   at once — its first use then needs no prefetch, which for a fresh
+    ///   output costs a copy-stream round trip per operation — when room can
+    ///   be made for it under the budget (trimming the pool, evicting as for
+    ///   any other request). Otherwise it stays tracked as not resident, as
+    ///   a new buffer is, and is brought in (and counted) on its first use.
+    /// * A constant table is brought to the device now, as an operation's
+    ///   declaration would bring it, and stays counted until it is freed.
+    /// * Other buffers are left as they are (`false`).
     ///
     /// # Errors
-    /// Driver errors from the trim or the evictions.
-    pub(crate) fn admit_managed(&self, id: AllocationId) -> Result<bool> {
+    /// [`Error::OverBudget`](crate::Error::OverBudget) when a constant table
+    /// cannot fit; driver errors from the trim or the evictions.
+    pub(crate) fn admit_managed(self: &Arc<Self>, id: AllocationId) -> Result<bool> {
+        let (on_device, fixed) = match self.lock().managed.get(&id) {
+            Some(e) if !e.resident => (e.on_device, e.fixed),
+            _ => return Ok(false),
+        };
+        if on_device && self.admit_on_device(id)? {
+            return Ok(true);
+        }
+        if fixed {
+            drop(self.prepare(&[id])?);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Counts a block whose pages are on the device as resident when room
+    /// can be made for it; `false` when it cannot.
+    fn admit_on_device(&self, id: AllocationId) -> Result<bool> {
         let mut s = self.lock();
-        let Some(entry) = s
-            .managed
-            .get_mut(&id)
-            .filter(|e| e.on_device && !e.resident)
-        else {
+        let Some(entry) = s.managed.get_mut(&id) else {
             return Ok(false);
         };
         entry.on_device = false;

@@ -170,8 +170,9 @@ impl State {
         self.evict_until_fits(extra_pool, extra_managed, actions, statistics)
     }
 
-    /// Plans evictions of unpinned resident buffers, in the [`Eviction`]
-    /// order, until the extra bytes fit; `false` when they cannot.
+    /// Plans evictions of unpinned resident buffers (never a constant
+    /// table, which stays counted for its life), in the [`Eviction`] order,
+    /// until the extra bytes fit; `false` when they cannot.
     pub(super) fn evict_until_fits(
         &mut self,
         extra_pool: u64,
@@ -186,7 +187,7 @@ impl State {
             let victim = self
                 .managed
                 .iter()
-                .filter(|(_, e)| e.resident && e.pins == 0)
+                .filter(|(_, e)| e.resident && e.pins == 0 && !e.fixed)
                 .max_by_key(|(id, e)| {
                     (
                         e.uses.expected_wait(eviction, now),
