@@ -154,7 +154,7 @@ impl Allocator {
         let mut router = Router::new(Arc::clone(&policy))
             .with(
                 Placement::DevicePool,
-                DevicePoolResource::new(device, pool, Arc::clone(&residency), zeroing.clone()),
+                DevicePoolResource::new(device, pool, zeroing.clone()),
             )
             .with(
                 Placement::Streamed,
@@ -173,6 +173,7 @@ impl Allocator {
                     Arc::clone(&residency),
                     Arc::clone(&policy),
                     cap,
+                    budget / 16,
                     zeroing.clone(),
                 )?,
             );
@@ -900,8 +901,8 @@ pub(crate) mod tests {
         assert_eq!(a.release(foreign), Err(Error::ForeignBuffer { id }));
     }
 
-    /// A device resource without a device: fake addresses, with the pool's
-    /// or the managed resource's bookkeeping.
+    /// A device resource without a device: fake addresses, with the managed
+    /// resource's registration (the budget adaptor counts pooled bytes).
     #[derive(Debug)]
     struct FakeDevice {
         placement: Placement,
@@ -917,7 +918,6 @@ pub(crate) mod tests {
                 stream: request.stream,
             };
             if self.placement == Placement::DevicePool {
-                self.residency.reserve_pool(request.class, bytes)?;
                 Ok(Allocation::new(
                     request,
                     self.placement,
@@ -941,10 +941,7 @@ pub(crate) mod tests {
         }
 
         fn deallocate(&self, allocation: Allocation) {
-            if self.placement == Placement::DevicePool {
-                self.residency
-                    .release_pool(allocation.class, allocation.bytes as u64);
-            } else {
+            if self.placement == Placement::Managed {
                 self.residency.unregister_managed(allocation.id);
             }
         }

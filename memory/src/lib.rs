@@ -15,7 +15,27 @@
 //!   [`Residency`] manager) — wrap an upstream [`MemoryResource`].
 //! * the [`Router`] asks a [`policy::PlacementPolicy`] where a request goes;
 //!   the resources ([`HostResource`], [`DevicePoolResource`],
-//!   [`ManagedResource`], [`PinnedHostResource`]) own one placement each.
+//!   [`ManagedResource`], [`PinnedHostResource`], [`StreamedResource`]) own
+//!   one placement each.
+//!
+//! # The budget, counted in one place
+//!
+//! Device-resident bytes have one ledger, the [`Residency`] manager's, with
+//! one formula ([`ResidencyUsage::device_bytes`]) and one test of whether
+//! more fit. The [`BudgetAdaptor`] is the only layer of the chain that
+//! admits or refuses bytes, as RMM's `limiting_resource_adaptor` is: it asks
+//! the upstream where a request will go ([`MemoryResource::placement`]),
+//! reserves pooled bytes before forwarding, gives them back on a refusal or
+//! a free, records what the pool really holds ([`MemoryResource::held_bytes`])
+//! and admits managed blocks that must count from the start (a block handed
+//! out with its pages on the device, a constant table); a
+//! refusal is [`Error::OverBudget`] with the bytes in use per class and
+//! placement. The resources only allocate and free (the managed and
+//! streamed ones register their blocks with the manager, which counts
+//! nothing). Managed buffers count when the manager makes them resident
+//! (an operation's declaration, [`Allocator::prepare`]), streamed objects
+//! when it fetches their device copies; both admissions go through the
+//! same test.
 //! * [`cuda`] — the GPU handle ([`GpuDevice`]) and the only code that calls the
 //!   driver. cudarc loads libcuda at run time, so this crate builds and its
 //!   CPU tests run without CUDA; every GPU entry point returns

@@ -325,4 +325,29 @@ pub trait MemoryResource: Send + Sync + fmt::Debug {
 
     /// Gives memory back. Sensitive memory is zeroed before release.
     fn deallocate(&self, allocation: Allocation);
+
+    /// Where [`allocate`](MemoryResource::allocate) would place `request`,
+    /// asked before it is made: a resource of one placement answers that
+    /// placement, the [`crate::Router`] its policy's choice, an adaptor its
+    /// upstream's answer. The [`crate::BudgetAdaptor`] reserves the bytes
+    /// for that placement before it forwards the request. `None` (the
+    /// default) when the resource cannot say: the budget adaptor then
+    /// counts the allocation once it is made.
+    ///
+    /// # Errors
+    /// A policy's refusal to place (a profiled replay that diverged).
+    fn placement(&self, request: &AllocRequest) -> Result<Option<Placement>> {
+        let _ = request;
+        Ok(None)
+    }
+
+    /// Bytes this resource holds from the device for `placement` as the
+    /// driver rounds them — a pool's reservation, live blocks and the freed
+    /// memory it keeps — or `None` (the default) when it holds none or
+    /// cannot say. The [`crate::BudgetAdaptor`] reads it after each pooled
+    /// allocation, so the budget counts what the pool really holds.
+    fn held_bytes(&self, placement: Placement) -> Option<u64> {
+        let _ = placement;
+        None
+    }
 }

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
-use crate::{AllocRequest, Allocation, Memory, MemoryResource, Result};
+use crate::{AllocRequest, Allocation, Memory, MemoryResource, Placement, Result};
 
 #[derive(Debug, Default)]
 struct Cache {
@@ -90,6 +90,14 @@ impl<R: MemoryResource> MemoryResource for CachingAdaptor<R> {
             }
         }
         self.upstream.deallocate(allocation);
+    }
+
+    fn placement(&self, request: &AllocRequest) -> Result<Option<Placement>> {
+        self.upstream.placement(request)
+    }
+
+    fn held_bytes(&self, placement: Placement) -> Option<u64> {
+        self.upstream.held_bytes(placement)
     }
 }
 

@@ -1,7 +1,7 @@
 //! Counting adaptor, as RMM's `statistics_resource_adaptor`.
 
 use crate::statistics::{Event, StatisticsHandle};
-use crate::{AllocRequest, Allocation, MemoryResource, Result, Statistics};
+use crate::{AllocRequest, Allocation, MemoryResource, Placement, Result, Statistics};
 
 /// Counts bytes, allocations and frees per class and placement of everything
 /// that passes through it to `upstream`. The same counters hold the residency
@@ -65,5 +65,13 @@ impl<R: MemoryResource> MemoryResource for StatisticsAdaptor<R> {
             },
         );
         self.upstream.deallocate(allocation);
+    }
+
+    fn placement(&self, request: &AllocRequest) -> Result<Option<Placement>> {
+        self.upstream.placement(request)
+    }
+
+    fn held_bytes(&self, placement: Placement) -> Option<u64> {
+        self.upstream.held_bytes(placement)
     }
 }

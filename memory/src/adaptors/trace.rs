@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use crate::trace::{Trace, TraceRecord};
-use crate::{AllocRequest, Allocation, AllocationId, MemoryResource, Result, StreamId};
+use crate::{AllocRequest, Allocation, AllocationId, MemoryResource, Placement, Result, StreamId};
 
 #[derive(Debug, Default)]
 struct Log {
@@ -103,5 +103,13 @@ impl<R: MemoryResource> MemoryResource for TraceAdaptor<R> {
             }
         }
         self.upstream.deallocate(allocation);
+    }
+
+    fn placement(&self, request: &AllocRequest) -> Result<Option<Placement>> {
+        self.upstream.placement(request)
+    }
+
+    fn held_bytes(&self, placement: Placement) -> Option<u64> {
+        self.upstream.held_bytes(placement)
     }
 }

@@ -1,5 +1,11 @@
 //! Managed buffers under the budget: the manager's record of each, and
-//! their registration — new, handed out again while resident, or freed.
+//! their registration — new, handed out again while resident, or freed —
+//! by the managed resource. Registration counts nothing: a buffer counts
+//! once it is made resident, by an operation's declaration or, for a block
+//! handed out with its pages still on the device, by the budget adaptor's
+//! admission.
+
+use std::sync::Arc;
 
 use super::Residency;
 use super::batch::Batch;
@@ -17,6 +23,15 @@ pub(super) struct Entry {
     pub(super) resident: bool,
     /// Whether it has been on the device once (so bringing it back moves data).
     pub(super) populated: bool,
+    /// Its pages are on the device but not counted yet: a freed block that
+    /// was resident, handed out again ([`Residency::admit_managed`] decides
+    /// whether it counts as resident).
+    pub(super) on_device: bool,
+    /// Counted resident for its whole life and never evicted: a constant
+    /// table ([`MemoryClass::Constant`]). Kernels read twiddle and modulus
+    /// tables without declaring them, so an evicted table would fault back
+    /// in uncounted; instead the budget adaptor admits it at allocation.
+    pub(super) fixed: bool,
     pub(super) read_mostly_wanted: bool,
     pub(super) read_mostly_set: bool,
     pub(super) uses: Uses,
@@ -48,6 +63,33 @@ impl Residency {
         bytes: u64,
         advice: Advice,
     ) {
+        self.track_managed(id, class, ptr, bytes, advice, false);
+    }
+
+    /// Starts tracking a managed buffer whose pages are already on the
+    /// device: a freed block that was resident, handed out again by the
+    /// managed resource's cache. It is not counted yet: the budget adaptor
+    /// admits it ([`Residency::admit_managed`]) as the allocation passes.
+    pub(crate) fn register_managed_on_device(
+        &self,
+        id: AllocationId,
+        class: MemoryClass,
+        ptr: DevicePtr,
+        bytes: u64,
+        advice: Advice,
+    ) {
+        self.track_managed(id, class, ptr, bytes, advice, true);
+    }
+
+    fn track_managed(
+        &self,
+        id: AllocationId,
+        class: MemoryClass,
+        ptr: DevicePtr,
+        bytes: u64,
+        advice: Advice,
+        on_device: bool,
+    ) {
         let mut s = self.lock();
         s.managed_allocated += bytes;
         s.managed.insert(
@@ -58,6 +100,8 @@ impl Residency {
                 bytes,
                 resident: false,
                 populated: false,
+                on_device,
+                fixed: class == MemoryClass::Constant,
                 read_mostly_wanted: advice.read_mostly,
                 read_mostly_set: false,
                 uses: Uses::default(),
@@ -66,28 +110,48 @@ impl Residency {
         );
     }
 
-    /// Starts tracking a managed buffer whose pages are already on the device:
-    /// a freed block that was resident, handed out again by the managed
-    /// resource's cache. It is counted as resident at once — its first use
-    /// then needs no prefetch, which for a fresh output costs a copy-stream
-    /// round trip per operation — when room can be made for it under the
-    /// budget (trimming the pool, evicting as for any other request).
-    /// Otherwise it is tracked as not resident, as
-    /// [`Residency::register_managed`] tracks a new buffer. Returns whether it
-    /// counts as resident.
+    /// Admits a managed buffer as the budget adaptor lets its allocation
+    /// pass; called by the [`BudgetAdaptor`](crate::BudgetAdaptor) alone.
+    /// Returns whether it now counts as resident.
+    ///
+    /// * A block registered with its pages on the device
+    ///   ([`Residency::register_managed_on_device`]) is counted as resident
+    ///   at once — its first use then needs no prefetch, which for a fresh
+    ///   output costs a copy-stream round trip per operation — when room can
+    ///   be made for it under the budget (trimming the pool, evicting as for
+    ///   any other request). Otherwise it stays tracked as not resident, as
+    ///   a new buffer is, and is brought in (and counted) on its first use.
+    /// * A constant table is brought to the device now, as an operation's
+    ///   declaration would bring it, and stays counted until it is freed.
+    /// * Other buffers are left as they are (`false`).
     ///
     /// # Errors
-    /// Driver errors from the trim or the evictions.
-    pub(crate) fn register_managed_resident(
-        &self,
-        id: AllocationId,
-        class: MemoryClass,
-        ptr: DevicePtr,
-        bytes: u64,
-        advice: Advice,
-    ) -> Result<bool> {
-        self.register_managed(id, class, ptr, bytes, advice);
+    /// [`Error::OverBudget`](crate::Error::OverBudget) when a constant table
+    /// cannot fit; driver errors from the trim or the evictions.
+    pub(crate) fn admit_managed(self: &Arc<Self>, id: AllocationId) -> Result<bool> {
+        let (on_device, fixed) = match self.lock().managed.get(&id) {
+            Some(e) if !e.resident => (e.on_device, e.fixed),
+            _ => return Ok(false),
+        };
+        if on_device && self.admit_on_device(id)? {
+            return Ok(true);
+        }
+        if fixed {
+            drop(self.prepare(&[id])?);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Counts a block whose pages are on the device as resident when room
+    /// can be made for it; `false` when it cannot.
+    fn admit_on_device(&self, id: AllocationId) -> Result<bool> {
         let mut s = self.lock();
+        let Some(entry) = s.managed.get_mut(&id) else {
+            return Ok(false);
+        };
+        entry.on_device = false;
+        let bytes = entry.bytes;
         let mut batch = Batch::default();
         let settled = self.settle(&mut batch, &mut s, 0, bytes);
         let finished = self.finish(batch, &mut s);
@@ -129,14 +193,14 @@ mod tests {
     fn a_reused_resident_block_counts_at_once_and_needs_no_prefetch() {
         let (r, d, stats) = manager(3 * MIB, true);
         let reuse = |n: u64| {
-            r.register_managed_resident(
+            r.register_managed_on_device(
                 id(n),
                 MemoryClass::Ciphertext,
                 DevicePtr(n << 20),
                 MIB,
                 Advice::NONE,
-            )
-            .expect("driver")
+            );
+            r.admit_managed(id(n)).expect("driver")
         };
         register(&r, 1, MemoryClass::Ciphertext, MIB);
         register(&r, 2, MemoryClass::Ciphertext, MIB);

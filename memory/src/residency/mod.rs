@@ -7,6 +7,13 @@
 //! holding after an allocation or a trim when that is more, since it reserves
 //! in chunks) plus the managed bytes this manager has made resident.
 //!
+//! The manager holds the budget's ledger (`state`); the
+//! [`BudgetAdaptor`](crate::BudgetAdaptor) is the only layer of the
+//! allocator's chain that writes pooled bytes to it and admits bytes at
+//! allocation. The resources register what the manager must know for its
+//! own work — managed blocks to prefetch and evict, streamed objects to
+//! fetch — and registration counts nothing.
+//!
 //! Operations declare the managed buffers they touch ([`Residency::prepare`]).
 //! Those that are not resident are brought to the device — prefetched on the
 //! copy stream, except under the `managed` policy, which lets pages fault in

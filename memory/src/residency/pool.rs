@@ -1,12 +1,15 @@
 //! The pool's part of the budget: reserving and releasing pooled bytes,
-//! what the pool really holds, and making room for a pooled request.
+//! what the pool really holds, and making room for a pooled request. The
+//! [`BudgetAdaptor`](crate::BudgetAdaptor) is the only caller: the pool
+//! resource itself counts nothing.
 
 use super::Residency;
 use super::batch::Batch;
 use crate::{MemoryClass, Result};
 
 impl Residency {
-    /// Reserves room for `bytes` of pooled memory of `class`.
+    /// Reserves room for `bytes` of pooled memory of `class` (the budget
+    /// adaptor, before it forwards a pooled request).
     ///
     /// # Errors
     /// [`Error::OverBudget`](crate::Error::OverBudget) when the pool's
@@ -26,8 +29,10 @@ impl Residency {
         Ok(())
     }
 
-    /// Records what the pool really holds from the device (at least the
-    /// modelled footprint: live bytes and the high-water mark since a trim).
+    /// Records what the pool really holds from the device, as the driver
+    /// rounds it (the budget adaptor, after each pooled allocation; the
+    /// footprint is at least live bytes and their high-water mark since a
+    /// trim). It also ends a run of the pool's refusals.
     pub(crate) fn observe_pool(&self, held: u64) {
         let mut s = self.lock();
         s.streamed.placed();
@@ -35,8 +40,10 @@ impl Residency {
         s.note_peak();
     }
 
-    /// Releases pooled bytes reserved by [`Residency::reserve_pool`]. The
-    /// pool keeps the memory (its footprint does not shrink until a trim).
+    /// Releases pooled bytes reserved by [`Residency::reserve_pool`] (the
+    /// budget adaptor, when the upstream refused or the block is freed).
+    /// The pool keeps the memory (its footprint does not shrink until a
+    /// trim).
     pub(crate) fn release_pool(&self, class: MemoryClass, bytes: u64) {
         let mut s = self.lock();
         s.pool_used = s.pool_used.saturating_sub(bytes);

@@ -1,6 +1,22 @@
 //! The manager's state and the budget's arithmetic: device-resident bytes,
 //! their peaks, whether more bytes fit, the per-class figures of a refusal,
 //! and the plan of trims and evictions that makes room for more.
+//!
+//! This is the budget's one ledger and its one rule: [`device_bytes`] is
+//! the only formula for device-resident bytes and [`State::over`] the only
+//! test of whether more fit. Who writes to it:
+//!
+//! * pooled blocks — the [`BudgetAdaptor`](crate::BudgetAdaptor), alone
+//!   (`Residency::reserve_pool`, `release_pool`, `observe_pool` for what the
+//!   pool really holds), and a managed block handed out with its pages on
+//!   the device, which the adaptor admits (`Residency::admit_managed`);
+//! * managed residency — the manager's own decisions: an operation's
+//!   declaration ([`Residency::prepare`](super::Residency::prepare)) brings
+//!   buffers in, evictions take them out; the managed resource only
+//!   registers and unregisters blocks;
+//! * streamed objects' device copies (arena chunks, pool slots of their
+//!   own) — the manager, as it fetches and evicts them;
+//! * what the pool holds after a trim — the trim's report.
 
 use std::cmp::Reverse;
 use std::collections::HashMap;
@@ -44,20 +60,28 @@ pub(super) struct State {
     pub(super) zero_copy: ZeroCopy,
 }
 
-impl State {
-    pub(super) fn device_bytes(&self) -> u64 {
-        self.pool_reserved.max(self.pool_used) + self.managed_resident
-    }
+/// Device-resident bytes: the pool's footprint (what it holds from the
+/// device, at least its live bytes) plus the managed bytes made resident.
+/// The one formula: the manager's peak and
+/// [`ResidencyUsage::device_bytes`](super::ResidencyUsage::device_bytes)
+/// both read it.
+pub(super) fn device_bytes(pool_used: u64, pool_reserved: u64, managed_resident: u64) -> u64 {
+    pool_reserved.max(pool_used) + managed_resident
+}
 
+impl State {
     pub(super) fn note_peak(&mut self) {
-        self.peak_device = self.peak_device.max(self.device_bytes());
+        let now = device_bytes(self.pool_used, self.pool_reserved, self.managed_resident);
+        self.peak_device = self.peak_device.max(now);
         let streamed = self.streamed.arena.bytes() + self.streamed.outside;
         let others = self.pool_used.saturating_sub(streamed);
         self.streamed.others_peak = self.streamed.others_peak.max(others);
     }
 
     /// Whether `extra_pool` more pooled bytes and `extra_managed` more
-    /// resident managed bytes exceed the budget.
+    /// resident managed bytes exceed the budget: the one decision of
+    /// whether bytes fit, for every admission (the budget adaptor's, an
+    /// operation's declaration, the streaming look-ahead's).
     ///
     /// The pool's maximum size is the budget, so with no managed memory
     /// (the `device` and `planned` policies) the driver itself keeps the
@@ -146,8 +170,9 @@ impl State {
         self.evict_until_fits(extra_pool, extra_managed, actions, statistics)
     }
 
-    /// Plans evictions of unpinned resident buffers, in the [`Eviction`]
-    /// order, until the extra bytes fit; `false` when they cannot.
+    /// Plans evictions of unpinned resident buffers (never a constant
+    /// table, which stays counted for its life), in the [`Eviction`] order,
+    /// until the extra bytes fit; `false` when they cannot.
     pub(super) fn evict_until_fits(
         &mut self,
         extra_pool: u64,
@@ -162,7 +187,7 @@ impl State {
             let victim = self
                 .managed
                 .iter()
-                .filter(|(_, e)| e.resident && e.pins == 0)
+                .filter(|(_, e)| e.resident && e.pins == 0 && !e.fixed)
                 .max_by_key(|(id, e)| {
                     (
                         e.uses.expected_wait(eviction, now),

@@ -75,7 +75,7 @@ pub struct ResidencyUsage {
 impl ResidencyUsage {
     /// Device-resident bytes: the pool's footprint plus resident managed bytes.
     pub fn device_bytes(&self) -> u64 {
-        self.pool_reserved.max(self.pool_used) + self.managed_resident
+        super::state::device_bytes(self.pool_used, self.pool_reserved, self.managed_resident)
     }
 }
 

@@ -1,18 +1,25 @@
 //! The `DevicePool` placement: the library's own stream-ordered pool.
+//!
+//! This resource only allocates and frees. What its blocks cost the budget
+//! is counted by the [`BudgetAdaptor`](crate::BudgetAdaptor) above it: the
+//! adaptor reserves a request's bytes before the pool sees it, gives them
+//! back when the pool refuses or the block is freed, and reads what the pool
+//! really holds from the driver ([`MemoryResource::held_bytes`]: the pool
+//! reserves in chunks, so it can hold more than it hands out).
 
 use std::fmt;
 use std::sync::Arc;
 
 use crate::cuda::{GpuDevice, Pool, PoolAllocError};
-use crate::residency::Residency;
 use crate::resource::ZeroingFailures;
 use crate::{AllocRequest, Allocation, Error, Memory, MemoryResource, Placement, Result};
 
 /// Stream-ordered device memory from the library's own pool
 /// (`cuMemAllocFromPoolAsync` / `cuMemFreeAsync` on the request's stream;
-/// release threshold at the maximum, so freed memory stays pooled). Every
-/// allocation first reserves room under the device budget; the pool is
-/// trimmed by the residency manager when the budget needs room.
+/// release threshold at the maximum, so freed memory stays pooled). The
+/// device budget is not this resource's concern: the budget adaptor counts
+/// its blocks, and the residency manager trims the pool when the budget
+/// needs room.
 ///
 /// Thread-safe. Memory is freed in order on its stream, after everything
 /// queued there before the free; sensitive memory is zeroed on that stream
@@ -23,7 +30,6 @@ use crate::{AllocRequest, Allocation, Error, Memory, MemoryResource, Placement, 
 /// event (`Allocator::hand_over`).
 pub struct DevicePoolResource {
     pool: Arc<Pool>,
-    residency: Arc<Residency>,
     limit: usize,
     zeroing: ZeroingFailures,
 }
@@ -37,17 +43,10 @@ impl fmt::Debug for DevicePoolResource {
 }
 
 impl DevicePoolResource {
-    /// A resource over `pool` (created on `gpu`) whose bytes count against
-    /// `residency`'s budget.
-    pub(crate) fn new(
-        gpu: &GpuDevice,
-        pool: Arc<Pool>,
-        residency: Arc<Residency>,
-        zeroing: ZeroingFailures,
-    ) -> Self {
+    /// A resource over `pool` (created on `gpu`).
+    pub(crate) fn new(gpu: &GpuDevice, pool: Arc<Pool>, zeroing: ZeroingFailures) -> Self {
         Self {
             pool,
-            residency,
             limit: usize::try_from(gpu.info().total_bytes).unwrap_or(usize::MAX),
             zeroing,
         }
@@ -68,33 +67,18 @@ impl MemoryResource for DevicePoolResource {
                 class: request.class,
             });
         }
-        let bytes = request.bytes as u64;
-        self.residency.reserve_pool(request.class, bytes)?;
         match self.pool.allocate(request.bytes, request.stream) {
-            Ok(memory) => {
-                // The pool reserves from the device in chunks, so what it
-                // holds can exceed the bytes handed out: the budget counts
-                // what it really holds.
-                if let Ok(held) = self.pool.reserved() {
-                    self.residency.observe_pool(held);
-                }
-                Ok(Allocation::new(
-                    request,
-                    Placement::DevicePool,
-                    Memory::DevicePool(memory),
-                ))
-            }
-            Err(e) => {
-                self.residency.release_pool(request.class, bytes);
-                Err(match e {
-                    PoolAllocError::OutOfMemory => Error::OutOfMemory {
-                        requested: request.bytes,
-                        placement: Placement::DevicePool,
-                        class: request.class,
-                    },
-                    PoolAllocError::Other(e) => e,
-                })
-            }
+            Ok(memory) => Ok(Allocation::new(
+                request,
+                Placement::DevicePool,
+                Memory::DevicePool(memory),
+            )),
+            Err(PoolAllocError::OutOfMemory) => Err(Error::OutOfMemory {
+                requested: request.bytes,
+                placement: Placement::DevicePool,
+                class: request.class,
+            }),
+            Err(PoolAllocError::Other(e)) => Err(e),
         }
     }
 
@@ -104,14 +88,23 @@ impl MemoryResource for DevicePoolResource {
                 && let Err(cause) = self.pool.zero(memory, allocation.bytes)
             {
                 // Never hand secret words to the next owner: the block stays
-                // allocated (and counted) and the failure is reported.
+                // allocated (in the pool's reservation, which the budget
+                // reads) and the failure is reported.
                 self.zeroing
                     .record(Placement::DevicePool, allocation.bytes, cause);
                 return;
             }
             self.pool.free(memory);
-            self.residency
-                .release_pool(allocation.class, allocation.bytes as u64);
         }
+    }
+
+    fn placement(&self, _request: &AllocRequest) -> Result<Option<Placement>> {
+        Ok(Some(Placement::DevicePool))
+    }
+
+    fn held_bytes(&self, placement: Placement) -> Option<u64> {
+        (placement == Placement::DevicePool)
+            .then(|| self.pool.reserved().ok())
+            .flatten()
     }
 }

@@ -2,7 +2,7 @@
 
 use zeroize::Zeroize;
 
-use crate::{AllocRequest, Allocation, Error, Memory, MemoryResource, Result};
+use crate::{AllocRequest, Allocation, Error, Memory, MemoryResource, Placement, Result};
 
 /// Host memory as vectors of 64-bit words, zero-initialised.
 ///
@@ -63,6 +63,10 @@ impl MemoryResource for HostResource {
         {
             words.zeroize();
         }
+    }
+
+    fn placement(&self, _request: &AllocRequest) -> Result<Option<Placement>> {
+        Ok(Some(Placement::Host))
     }
 }
 

@@ -1,4 +1,14 @@
 //! The `Managed` placement: CUDA managed memory, advised by class.
+//!
+//! This resource allocates, advises, caches and frees; it counts nothing
+//! against the device budget. It registers each block with the residency
+//! manager, which prefetches and evicts it and counts it while it has made
+//! it resident; a block handed out again with its pages still on the device
+//! is registered as such, and the [`BudgetAdaptor`](crate::BudgetAdaptor)
+//! admits it as resident when it fits. Blocks waiting in the cache or for
+//! their free keep the pages they had on the device, uncounted: bounded by
+//! the cache limit the allocator sets (a sixteenth of the budget) and by the
+//! frees the GPU has not reached yet.
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -62,14 +72,16 @@ struct State {
 /// call.
 ///
 /// Blocks without read-mostly advice (ciphertexts, plaintexts: what churns)
-/// are not freed but cached, up to a sixteenth of the device budget, and
+/// are not freed but cached, up to the cache limit (the allocator gives a
+/// sixteenth of the device budget), and
 /// handed to the next request of the same size and class: a fresh
 /// `cuMemAllocManaged` costs about 12 µs plus page population, and its
 /// `cuMemFree` may synchronise the device. A cached block is not counted as
 /// resident by the residency manager while it waits; when it is reused, a
-/// block that was resident when freed is counted as resident at once (room
-/// made under the budget), so its first use needs no prefetch and no
-/// copy-stream round trip. A block whose free the GPU has not reached yet is
+/// block that was resident when freed is registered as on the device and
+/// the budget adaptor counts it as resident at once (room made under the
+/// budget), so its first use needs no prefetch and no copy-stream round
+/// trip. A block whose free the GPU has not reached yet is
 /// handed out too, in stream order as a pool would (the request's stream
 /// waits on the device for the free's events): when the host runs ahead of
 /// the GPU, an operation's output otherwise never finds a completed block of
@@ -79,6 +91,7 @@ pub struct ManagedResource {
     residency: Arc<Residency>,
     policy: Arc<dyn PlacementPolicy>,
     cap: Option<u64>,
+    cache_limit: u64,
     state: Mutex<State>,
     zeroing: ZeroingFailures,
 }
@@ -93,7 +106,8 @@ impl fmt::Debug for ManagedResource {
 
 impl ManagedResource {
     /// A managed resource on `gpu`; `cap` bounds total managed bytes (`None`:
-    /// driver-managed oversubscription).
+    /// driver-managed oversubscription), `cache_limit` the bytes of freed
+    /// blocks kept for reuse.
     ///
     /// # Errors
     /// [`DeviceError::ManagedUnsupported`] without concurrent managed access.
@@ -102,6 +116,7 @@ impl ManagedResource {
         residency: Arc<Residency>,
         policy: Arc<dyn PlacementPolicy>,
         cap: Option<u64>,
+        cache_limit: u64,
         zeroing: ZeroingFailures,
     ) -> Result<Self> {
         if !gpu.info().concurrent_managed_access {
@@ -115,14 +130,10 @@ impl ManagedResource {
             residency,
             policy,
             cap,
+            cache_limit,
             state: Mutex::new(State::default()),
             zeroing,
         })
-    }
-
-    /// Bytes of completed blocks kept for reuse at most.
-    fn cache_limit(&self) -> u64 {
-        self.residency.budget() / 16
     }
 
     /// Moves the pending blocks whose events completed to the cache (or
@@ -137,7 +148,7 @@ impl ManagedResource {
             };
             match (done, p.reusable) {
                 (true, Some(class))
-                    if !wait && state.cached_bytes + p.bytes <= self.cache_limit() =>
+                    if !wait && state.cached_bytes + p.bytes <= self.cache_limit =>
                 {
                     state.cached_bytes += p.bytes;
                     state.cached.push(Cached {
@@ -233,25 +244,16 @@ impl MemoryResource for ManagedResource {
             drop(state);
             let advice = self.policy.advice(request.class);
             if block.resident {
-                // Still on the device: counted as resident at once (when it
-                // fits), so its first use queues no prefetch.
-                if let Err(e) = self.residency.register_managed_resident(
+                // Still on the device: the budget adaptor counts it as
+                // resident at once when it fits, so its first use queues no
+                // prefetch.
+                self.residency.register_managed_on_device(
                     request.id,
                     request.class,
                     block.ptr,
                     bytes,
                     advice,
-                ) {
-                    // A driver error: give the block back to the driver once
-                    // both streams are done with it.
-                    self.residency.unregister_managed(request.id);
-                    self.gpu.defer(self.gpu.synchronize(StreamId::Compute));
-                    self.gpu.defer(self.gpu.synchronize(StreamId::Copy));
-                    self.gpu.defer(self.gpu.free_managed(block.ptr));
-                    let mut state = self.lock();
-                    state.allocated = state.allocated.saturating_sub(block.bytes);
-                    return Err(e);
-                }
+                );
             } else {
                 self.residency.register_managed(
                     request.id,
@@ -375,6 +377,10 @@ impl MemoryResource for ManagedResource {
             }
         }
         self.reap(&mut state, false);
+    }
+
+    fn placement(&self, _request: &AllocRequest) -> Result<Option<Placement>> {
+        Ok(Some(Placement::Managed))
     }
 }
 

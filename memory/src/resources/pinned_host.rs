@@ -71,4 +71,8 @@ impl MemoryResource for PinnedHostResource {
             self.arena.release(block);
         }
     }
+
+    fn placement(&self, _request: &AllocRequest) -> Result<Option<Placement>> {
+        Ok(Some(Placement::PinnedHost))
+    }
 }

@@ -70,4 +70,14 @@ impl MemoryResource for Router {
             resource.deallocate(allocation);
         }
     }
+
+    /// The policy's placement (policies answer a repeated request the same
+    /// way, so asking first changes nothing).
+    fn placement(&self, request: &AllocRequest) -> Result<Option<Placement>> {
+        self.policy.place(request).map(Some)
+    }
+
+    fn held_bytes(&self, placement: Placement) -> Option<u64> {
+        self.route(placement).ok()?.held_bytes(placement)
+    }
 }

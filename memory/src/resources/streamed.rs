@@ -81,4 +81,8 @@ impl MemoryResource for StreamedResource {
         self.residency.unregister_streamed(allocation.id);
         self.store.release(memory.master);
     }
+
+    fn placement(&self, _request: &AllocRequest) -> Result<Option<Placement>> {
+        Ok(Some(Placement::Streamed))
+    }
 }
