@@ -335,7 +335,10 @@ pub trait MemoryResource: Send + Sync + fmt::Debug {
     /// counts the allocation once it is made.
     ///
     /// # Errors
-    /// A policy's refusal to place (a profiled replay that diverged).
+    /// A policy's refusal to place (a profiled replay that diverged); what
+    /// the resource would refuse anyway ([`crate::Error::ZeroSize`],
+    /// [`crate::Error::TooLarge`]), so that it is refused as such rather
+    /// than as over the budget.
     fn placement(&self, request: &AllocRequest) -> Result<Option<Placement>> {
         let _ = request;
         Ok(None)

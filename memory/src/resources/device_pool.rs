@@ -53,8 +53,9 @@ impl DevicePoolResource {
     }
 }
 
-impl MemoryResource for DevicePoolResource {
-    fn allocate(&self, request: &AllocRequest) -> Result<Allocation> {
+impl DevicePoolResource {
+    /// Refuses a zero-byte request and one larger than the device.
+    fn check(&self, request: &AllocRequest) -> Result<()> {
         if request.bytes == 0 {
             return Err(Error::ZeroSize {
                 class: request.class,
@@ -67,6 +68,13 @@ impl MemoryResource for DevicePoolResource {
                 class: request.class,
             });
         }
+        Ok(())
+    }
+}
+
+impl MemoryResource for DevicePoolResource {
+    fn allocate(&self, request: &AllocRequest) -> Result<Allocation> {
+        self.check(request)?;
         match self.pool.allocate(request.bytes, request.stream) {
             Ok(memory) => Ok(Allocation::new(
                 request,
@@ -98,7 +106,10 @@ impl MemoryResource for DevicePoolResource {
         }
     }
 
-    fn placement(&self, _request: &AllocRequest) -> Result<Option<Placement>> {
+    /// The pool; a zero-byte request or one larger than the device is
+    /// refused here, as [`MemoryResource::allocate`] would refuse it.
+    fn placement(&self, request: &AllocRequest) -> Result<Option<Placement>> {
+        self.check(request)?;
         Ok(Some(Placement::DevicePool))
     }
 

@@ -74,7 +74,11 @@ impl MemoryResource for Router {
     /// The policy's placement (policies answer a repeated request the same
     /// way, so asking first changes nothing).
     fn placement(&self, request: &AllocRequest) -> Result<Option<Placement>> {
-        self.policy.place(request).map(Some)
+        let placement = self.policy.place(request)?;
+        // The resource refuses here what it would refuse anyway (a zero or
+        // impossibly large request), before any byte is counted for it.
+        self.route(placement)?.placement(request)?;
+        Ok(Some(placement))
     }
 
     fn held_bytes(&self, placement: Placement) -> Option<u64> {

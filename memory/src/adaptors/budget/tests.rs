@@ -32,6 +32,8 @@ struct Mock {
     announces: Option<Placement>,
     places: Placement,
     granule: u64,
+    /// Requests above this are refused when placement is asked.
+    limit: usize,
     pool: Mutex<Pool>,
 }
 
@@ -41,6 +43,7 @@ impl Mock {
             announces,
             places,
             granule,
+            limit: usize::MAX,
             pool: Mutex::new(Pool::default()),
         }
     }
@@ -79,7 +82,14 @@ impl MemoryResource for Mock {
         pool.freed.push(allocation.id);
     }
 
-    fn placement(&self, _request: &AllocRequest) -> Result<Option<Placement>> {
+    fn placement(&self, request: &AllocRequest) -> Result<Option<Placement>> {
+        if request.bytes > self.limit {
+            return Err(Error::TooLarge {
+                requested: request.bytes,
+                limit: self.limit,
+                class: request.class,
+            });
+        }
         Ok(self.announces)
     }
 
@@ -513,4 +523,31 @@ fn constant_tables_count_for_their_whole_life() {
     a.deallocate(other);
     assert_eq!(residency.usage().managed_resident, 0);
     assert_eq!(residency.usage().managed_allocated, 0);
+}
+
+/// What the upstream refuses when asked where it would place a request (a
+/// request larger than the device) keeps its own error, and a request
+/// larger than the budget but not the device is over the budget; neither
+/// leaves a byte counted.
+#[test]
+fn the_upstreams_own_refusals_come_before_the_budget() {
+    let mut mock = Mock::new(Some(Placement::DevicePool), Placement::DevicePool, MIB);
+    mock.limit = (1024 * MIB) as usize;
+    let adaptor = budgeted(64 * MIB, mock);
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(0xb0d6);
+    for id in 0..50 {
+        let class = random_class(&mut rng);
+        let huge = 1024 * MIB + 1 + rng.next_u64() % (1 << 40);
+        assert!(matches!(
+            adaptor.allocate(&request(2 * id, class, huge)),
+            Err(Error::TooLarge { .. })
+        ));
+        let over = 64 * MIB + 1 + rng.next_u64() % (960 * MIB);
+        assert!(matches!(
+            adaptor.allocate(&request(2 * id + 1, class, over)),
+            Err(Error::OverBudget { .. })
+        ));
+    }
+    let usage = adaptor.residency().usage();
+    assert_eq!((usage.pool_used, adaptor.upstream().pool().live), (0, 0));
 }
