@@ -58,6 +58,7 @@ mod state;
 mod streamed;
 #[cfg(test)]
 mod testing;
+mod timing;
 mod usage;
 #[cfg(test)]
 mod workloads;
@@ -70,6 +71,7 @@ pub use eviction::Eviction;
 pub use guard::ResidencyGuard;
 pub use plan::StreamingPlan;
 pub use streamed::ZeroCopy;
+pub use timing::RunTimes;
 pub use usage::{DriverTime, ResidencyUsage};
 
 use std::fmt;
