@@ -30,7 +30,7 @@ summary() { # json file
 import json, sys
 r = json.load(open(sys.argv[1]))
 keys = ['preset', 'memory_policy', 'batch', 'sub_batch', 'hoisting', 'diagonal_storage', 'keys_expanded', 'key_set_bytes', 'constant_bytes', 'streaming_plan', 'plan_departures', 'last_departure_step', 'median_ms', 'precision_bits', 'key_setup_ms', 'device_budget_bytes',
-        'peak_device_resident_bytes', 'pool_peak_bytes', 'streamed_bytes', 'others_peak_bytes', 'prefetched_bytes', 'stable_bytes', 'largest_step_bytes', 'planned_fetch_bytes', 'floor_fetch_bytes', 'zero_copy_uses', 'zero_copy_bytes', 'arena_bytes', 'arena_chunks', 'pool_refusals', 'refusals_resolved_after']
+        'peak_device_resident_bytes', 'pool_peak_bytes', 'streamed_bytes', 'others_peak_bytes', 'prefetched_bytes', 'stable_bytes', 'largest_step_bytes', 'planned_fetch_bytes', 'floor_fetch_bytes', 'planned_run_ms', 'planned_stall_ms', 'window_run_ms', 'model_copy_gbps', 'model_copy_rate_measured', 'zero_copy_uses', 'zero_copy_bytes', 'arena_bytes', 'arena_chunks', 'pool_refusals', 'refusals_resolved_after']
 print({k: r.get(k) for k in keys})
 print('runs', r.get('bootstrap_ms'), 'to_device', r.get('to_device_bytes'), 'cupti_htod', r.get('cupti_htod_bytes'), 'evictions', r.get('evictions'))
 PY

@@ -9,7 +9,7 @@ use hemem_memory::policy::Divergence;
 use hemem_memory::testing::gpu_or_skip;
 use hemem_memory::{
     Allocator, BudgetSetting, ByteSize, Error, GpuDevice, MemoryClass, MemoryConfig, Placement,
-    PolicyConfig, ProfiledConfig,
+    PolicyConfig, ProfiledConfig, StreamingPlan,
 };
 
 const MIB: usize = 1 << 20;
@@ -304,6 +304,70 @@ fn gpu_planned_streams_objects_bit_exact_under_a_hard_budget() {
         .expect("masters live on the host");
     let err = allocator.zero(&mut huge).expect_err("over budget");
     assert!(matches!(err, Error::OverBudget { .. }), "{err}");
+}
+
+/// The run a phase records is timed on the device (compute-stream events
+/// at its steps' boundaries, copy-stream events around its fetches): the
+/// stall plan gets its model's figures, with a measured copy rate, and the
+/// runs that follow its split keep every object's words.
+#[test]
+fn gpu_a_recorded_phase_is_timed_for_the_stall_plan() {
+    let Some(device) = gpu_or_skip("gpu_a_recorded_phase_is_timed_for_the_stall_plan") else {
+        return;
+    };
+    let budget = 64 * ByteSize::MIB;
+    let config = MemoryConfig {
+        streaming_plan: StreamingPlan::Stalls,
+        ..config(PolicyConfig::Planned, budget)
+    };
+    let allocator = Allocator::gpu(&device, &config).expect("allocator");
+    // Twelve 7 MiB keys under a 64 MiB budget.
+    let words = 7 * MIB / 8;
+    let mut keys = Vec::new();
+    for k in 0..12u64 {
+        let mut key = allocator
+            .allocate(MemoryClass::EvaluationKey, words * 8)
+            .expect("streamed");
+        allocator
+            .upload(&mut key, 0, &pattern(0x7157 + k, words))
+            .expect("upload to the master");
+        allocator.seal(&key).expect("sealed");
+        keys.push(key);
+    }
+    let mut back = vec![0u64; words];
+    for phase in 0..3 {
+        let _phase = allocator.phase(11);
+        for (k, key) in keys.iter().enumerate() {
+            allocator.download(key, 0, &mut back).expect("download");
+            assert!(
+                back == pattern(0x7157 + k as u64, words),
+                "key {k}, phase {phase}"
+            );
+        }
+    }
+    let usage = allocator.residency_usage().expect("gpu allocator");
+    println!("{usage:?}");
+    assert_eq!(usage.streaming_plan, StreamingPlan::Stalls);
+    let (run, window) = (
+        usage.planned_run_ns.expect("the recorded run was timed"),
+        usage.window_run_ns.expect("the window split modelled"),
+    );
+    assert!(run > 0 && run <= window, "{usage:?}");
+    assert!(
+        usage.planned_stall_ns.is_some_and(|s| s <= run),
+        "{usage:?}"
+    );
+    assert_eq!(usage.model_copy_rate_measured, Some(true), "{usage:?}");
+    let rate = usage.model_copy_rate.expect("a rate");
+    println!(
+        "copy rate measured on the recorded run: {:.1} GB/s",
+        rate as f64 / 1e9
+    );
+    assert!(
+        (1_000_000_000..1_000_000_000_000).contains(&rate),
+        "{usage:?}"
+    );
+    assert!(usage.peak_device <= budget, "{usage:?}");
 }
 
 /// `words` random words from a seeded ChaCha20 stream (never zero).

@@ -197,8 +197,24 @@ struct Report {
     planned_fetch_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     floor_fetch_bytes: Option<u64>,
+    /// `planned`, where the recorded bootstrap was timed on the device: the
+    /// stall model's bootstrap under the chosen split (compute and the
+    /// waits for copies, ms), its stalls, the window split's bootstrap in
+    /// the same model, and the copy rate the model took (GB/s; measured on
+    /// the recorded run, or the PCIe Gen5 default).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    planned_run_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    planned_stall_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    window_run_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model_copy_gbps: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model_copy_rate_measured: Option<bool>,
     /// `planned`: how the recorded order is split (`belady`: per gap
-    /// between uses; `window`: a stable set and a sliding window).
+    /// between uses; `window`: a stable set and a sliding window; `stalls`:
+    /// the window's split improved on the stall model).
     #[serde(skip_serializing_if = "Option::is_none")]
     streaming_plan: Option<&'static str>,
     /// `planned`: bootstraps whose operations departed from the recorded
@@ -585,6 +601,19 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         largest_step_bytes: usage.map(|u| u.largest_step_bytes),
         planned_fetch_bytes: usage.map(|u| u.planned_bytes),
         floor_fetch_bytes: usage.map(|u| u.floor_bytes),
+        planned_run_ms: usage
+            .and_then(|u| u.planned_run_ns)
+            .map(|ns| ns as f64 / 1e6),
+        planned_stall_ms: usage
+            .and_then(|u| u.planned_stall_ns)
+            .map(|ns| ns as f64 / 1e6),
+        window_run_ms: usage
+            .and_then(|u| u.window_run_ns)
+            .map(|ns| ns as f64 / 1e6),
+        model_copy_gbps: usage
+            .and_then(|u| u.model_copy_rate)
+            .map(|r| r as f64 / 1e9),
+        model_copy_rate_measured: usage.and_then(|u| u.model_copy_rate_measured),
         streaming_plan: usage.map(|u| u.streaming_plan.name()),
         plan_departures: usage.map(|u| u.departures),
         last_departure_step: usage.and_then(|u| u.last_departure),

@@ -6,6 +6,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use super::timing::{RunClock, RunTimes};
 use crate::cuda::{Event, GpuDevice, Location, Pool, PoolAllocError};
 use crate::{AllocationId, DeviceMemory, DevicePtr, Result, StreamId};
 
@@ -140,6 +141,35 @@ pub trait ResidencyDriver: Send + Sync + fmt::Debug {
     /// # Errors
     /// Driver errors.
     fn synchronize(&self) -> Result<()>;
+
+    /// Starts timing a run (`on`: the steps marked and the copies queued
+    /// from now until [`Self::take_run_times`]), forgetting what an earlier
+    /// one left, or stops. The default times nothing.
+    fn time_run(&self, _on: bool) {}
+
+    /// Marks the start of a step's compute on the compute stream, after its
+    /// waits for its fetches, while a run is timed.
+    ///
+    /// # Errors
+    /// Driver errors.
+    fn step_started(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Marks the end of the step started last (before the next step's
+    /// waits, or at the run's end), while a run is timed.
+    ///
+    /// # Errors
+    /// Driver errors.
+    fn step_ended(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Stops timing and returns what the run measured, waiting for its
+    /// work; `None` when nothing was timed (or a step was left unmarked).
+    fn take_run_times(&self) -> Option<RunTimes> {
+        None
+    }
 }
 
 /// The real driver: prefetches and evictions on the copy stream, ordered
@@ -153,6 +183,8 @@ pub(crate) struct GpuResidencyDriver {
     /// The latest use marks and their compute-stream events, oldest first.
     marks: Mutex<VecDeque<(u64, Event)>>,
     next_mark: AtomicU64,
+    /// The events of a run being timed.
+    clock: RunClock,
 }
 
 /// Use marks the driver keeps (older ones are waited for as a whole).
@@ -167,6 +199,7 @@ impl GpuResidencyDriver {
             fetched: Mutex::new(HashMap::new()),
             marks: Mutex::new(VecDeque::new()),
             next_mark: AtomicU64::new(0),
+            clock: RunClock::default(),
         }
     }
 
@@ -278,8 +311,12 @@ impl ResidencyDriver for GpuResidencyDriver {
     }
 
     fn fetch(&self, id: AllocationId, slot: DevicePtr, master: u64, bytes: u64) -> Result<()> {
+        let before = self.clock.before_copy(&self.gpu)?;
         self.gpu
             .copy_to_device_async(slot, master, bytes, StreamId::Copy)?;
+        if let Some(before) = before {
+            self.clock.copied(&self.gpu, bytes, before)?;
+        }
         let event = self.gpu.record_event(StreamId::Copy)?;
         self.fetched().insert(id, event);
         Ok(())
@@ -310,6 +347,24 @@ impl ResidencyDriver for GpuResidencyDriver {
     fn synchronize(&self) -> Result<()> {
         self.gpu.synchronize(StreamId::Compute)?;
         self.gpu.synchronize(StreamId::Copy)
+    }
+
+    fn time_run(&self, on: bool) {
+        self.clock.time_run(on);
+    }
+
+    fn step_started(&self) -> Result<()> {
+        self.clock.step_started(&self.gpu)
+    }
+
+    fn step_ended(&self) -> Result<()> {
+        self.clock.step_ended(&self.gpu)
+    }
+
+    fn take_run_times(&self) -> Option<RunTimes> {
+        // A clock that fails leaves the recording untimed (the window
+        // split); the error itself comes back from the next operation.
+        self.clock.take().ok().flatten()
     }
 }
 
@@ -443,6 +498,15 @@ pub(crate) mod mock {
         /// Masters cannot be mapped for zero-copy reads (as on a device
         /// without host mapping).
         pub(crate) no_zero_copy: Arc<std::sync::atomic::AtomicBool>,
+        /// The synthetic compute time of each step of a timed run, in
+        /// seconds (step `k` takes entry `k` modulo their number); empty:
+        /// the mock times nothing, as a driver without a clock.
+        pub(crate) step_durations: Arc<Mutex<Vec<f64>>>,
+        /// The copy rate a timed run reports (`None`: not measured).
+        pub(crate) copy_rate: Arc<Mutex<Option<f64>>>,
+        /// The timed run: whether one is, and whether each step started so
+        /// far has ended.
+        pub(crate) timed: Arc<Mutex<Option<Vec<bool>>>>,
     }
 
     impl RecordingDriver {
@@ -571,5 +635,41 @@ pub(crate) mod mock {
             self.push(Call::Synchronize);
             Ok(())
         }
+
+        fn time_run(&self, on: bool) {
+            *lock(&self.timed) = on.then(Vec::new);
+        }
+
+        fn step_started(&self) -> Result<()> {
+            if let Some(steps) = lock(&self.timed).as_mut() {
+                steps.push(false);
+            }
+            Ok(())
+        }
+
+        fn step_ended(&self) -> Result<()> {
+            if let Some(last) = lock(&self.timed).as_mut().and_then(|s| s.last_mut()) {
+                *last = true;
+            }
+            Ok(())
+        }
+
+        fn take_run_times(&self) -> Option<RunTimes> {
+            let steps = lock(&self.timed).take()?;
+            let durations = lock(&self.step_durations).clone();
+            if durations.is_empty() || steps.is_empty() || !steps.iter().all(|&e| e) {
+                return None;
+            }
+            Some(RunTimes {
+                steps: (0..steps.len())
+                    .map(|k| durations[k % durations.len()])
+                    .collect(),
+                copy_rate: *lock(&self.copy_rate),
+            })
+        }
+    }
+
+    fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+        m.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

@@ -65,6 +65,7 @@ mod state;
 mod streamed;
 #[cfg(test)]
 mod testing;
+mod timing;
 mod usage;
 #[cfg(test)]
 mod workloads;
@@ -77,6 +78,7 @@ pub use eviction::Eviction;
 pub use guard::ResidencyGuard;
 pub use plan::StreamingPlan;
 pub use streamed::ZeroCopy;
+pub use timing::RunTimes;
 pub use usage::{DriverTime, ResidencyUsage};
 
 use std::fmt;

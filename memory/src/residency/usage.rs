@@ -50,6 +50,20 @@ pub struct ResidencyUsage {
     pub floor_bytes: u64,
     /// How recordings are split into kept and streamed objects.
     pub streaming_plan: StreamingPlan,
+    /// Where the last recording's run was timed on the device: its split's
+    /// run in the stall model (compute and stalls, nanoseconds per run;
+    /// see `plan`'s `stalls`), the stalls alone, and the window split's
+    /// run in the same model (the same split under `window`).
+    pub planned_run_ns: Option<u64>,
+    /// See `planned_run_ns`.
+    pub planned_stall_ns: Option<u64>,
+    /// See `planned_run_ns`.
+    pub window_run_ns: Option<u64>,
+    /// The copy rate the stall model assumed, bytes per second, and whether
+    /// it was measured on the timed run (else a PCIe Gen5 constant).
+    pub model_copy_rate: Option<u64>,
+    /// See `model_copy_rate`.
+    pub model_copy_rate_measured: Option<bool>,
     /// Phase runs that departed from their recording (their look-ahead
     /// stopped there), and the step at which the last one did: a run whose
     /// operations come in another order each time is never planned.
@@ -102,6 +116,7 @@ impl Residency {
     /// The accounting now.
     pub fn usage(&self) -> ResidencyUsage {
         let s = self.lock();
+        let timing = s.streamed.choice.timing;
         ResidencyUsage {
             budget: s.budget,
             pool_used: s.pool_used,
@@ -120,6 +135,11 @@ impl Residency {
             planned_bytes: s.streamed.choice.planned_bytes,
             floor_bytes: s.streamed.floor_bytes,
             streaming_plan: s.streaming_plan,
+            planned_run_ns: timing.map(|t| t.run_ns),
+            planned_stall_ns: timing.map(|t| t.stall_ns),
+            window_run_ns: timing.map(|t| t.window_run_ns),
+            model_copy_rate: timing.map(|t| t.copy_rate),
+            model_copy_rate_measured: timing.map(|t| t.rate_measured),
             departures: s.planner.departures().0,
             last_departure: s.planner.departures().1,
             zero_copy_uses: s.streamed.zero_copy_uses,

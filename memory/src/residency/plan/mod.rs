@@ -62,12 +62,41 @@
 //! eviction by next use over a known order is MemHC's (§ 4.3); deciding
 //! per interval rather than per object is how Belady's rule reads when every
 //! future use is known.
+//!
+//! # By the stalls a run would see ([`StreamingPlan::Stalls`])
+//!
+//! Bytes are not time. A copy is hidden when the compute before its use
+//! is long enough; a burst of large objects used in quick succession waits
+//! on PCIe whatever the bytes elsewhere. Measured on the H100 (FGb at
+//! 2 GiB, docs/BENCHMARKS.md): each CoeffToSlot key takes ~1.6 ms to copy
+//! against ~0.5 ms of key switch, and with the window split's 0.27 GB of
+//! streaming room CoeffToSlot ran 10–15 ms slower than with everything on
+//! the device, while SlotToCoeff and EvalMod had slack. So the run a phase
+//! records (its first) is also timed on the device — each step's compute
+//! from compute-stream events at its boundaries, and the copies' rate from
+//! events around each fetch (`ResidencyDriver::take_run_times`; without a
+//! measured rate, PCIe Gen5's ~50 GB/s) — and a stall model replays a
+//! steady-state run of a split in time: the window's fetches in the
+//! window's order on one serial copy stream, each starting when the room
+//! it fills has been freed (after the last use of the object that left)
+//! and each step when the step before it and its own fetches are done
+//! (`stalls`). The `stalls` plan starts from the window split, takes the
+//! fastest of the window's candidate rooms, and then greedily keeps the
+//! objects the simulated run waits for and streams those whose copies
+//! hide, while the simulated run gets shorter. Where the recorded run was
+//! not timed (a run that departed from its recording replaced it), the
+//! plan is the window split. It is MemHC's look-ahead (§ 4.3) with each
+//! task's duration known as well as its order.
 
 mod planner;
 mod recording;
+mod stalls;
 
 pub(crate) use planner::Planner;
 pub(crate) use recording::{Recording, StableChoice};
+#[cfg(test)]
+pub(in crate::residency) use stalls::tests::burst_case;
+pub(crate) use stalls::{DEFAULT_COPY_RATE, StepTimes};
 
 /// How many steps ahead the residency manager fetches (see
 /// [`Recording::simulate_window`]).
@@ -85,17 +114,23 @@ pub enum StreamingPlan {
     /// Belady's demand schedule over the room less a reserve, decided per
     /// gap between two uses, fetched ahead into the reserve.
     Belady,
+    /// The window split improved on the stall model of the recorded run
+    /// (its steps' device times and the copies' rate): the objects of
+    /// dense bursts stay, those used where compute hides a copy stream.
+    /// The window split where the run was not timed.
+    Stalls,
 }
 
 impl StreamingPlan {
     /// Every plan.
-    pub const ALL: [Self; 2] = [Self::Window, Self::Belady];
+    pub const ALL: [Self; 3] = [Self::Window, Self::Belady, Self::Stalls];
 
     /// The plan's name (`HEMEM_STREAMING_PLAN`).
     pub const fn name(self) -> &'static str {
         match self {
             Self::Window => "window",
             Self::Belady => "belady",
+            Self::Stalls => "stalls",
         }
     }
 }

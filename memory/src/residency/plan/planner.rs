@@ -13,6 +13,9 @@ struct Active {
     steps: Vec<Vec<AllocationId>>,
     /// Whether every step so far matched the recording.
     following: bool,
+    /// Whether the run is timed: its phase had no recording when it began
+    /// (the run is the one recorded; see `stalls`).
+    timed: bool,
 }
 
 /// Recordings by phase key, and the phase now running.
@@ -30,11 +33,19 @@ impl Planner {
     /// Starts phase `key` (ending any phase left open).
     pub(crate) fn begin(&mut self, key: u64) {
         self.end();
+        let recorded = self.recordings.contains_key(&key);
         self.active = Some(Active {
             key,
             steps: Vec::new(),
-            following: self.recordings.contains_key(&key),
+            following: recorded,
+            timed: !recorded,
         });
+    }
+
+    /// Whether the running phase's run is timed: it is its phase's first,
+    /// the one that becomes its recording.
+    pub(crate) fn timing(&self) -> bool {
+        self.active.as_ref().is_some_and(|a| a.timed)
     }
 
     /// Ends the running phase, keeping its steps as the phase's recording
@@ -149,6 +160,13 @@ mod tests {
         assert_eq!(run(&mut p, 7, &steps), vec![true; 4]);
         // Another phase key has no recording yet.
         assert_eq!(run(&mut p, 8, &steps), vec![false; 4]);
+        // Only a run that becomes its phase's recording is timed.
+        p.begin(7);
+        assert!(!p.timing());
+        p.begin(9);
+        assert!(p.timing());
+        p.end();
+        assert!(!p.timing());
         // Outside a phase nothing is recorded or predicted.
         assert!(!p.step(&ids(&[1])));
         assert_eq!(p.next_use(AllocationId(1)), None);

@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::LOOK_AHEAD;
+use super::stalls::{PlanTiming, StepTimes};
 use crate::AllocationId;
 
 /// One recorded phase: the streamed objects of each step, and where each
@@ -12,13 +13,16 @@ use crate::AllocationId;
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Recording {
     pub(super) steps: Vec<Vec<AllocationId>>,
-    positions: HashMap<AllocationId, Vec<usize>>,
+    pub(super) positions: HashMap<AllocationId, Vec<usize>>,
     /// The objects that stay resident (see the module's documentation).
-    stable: HashSet<AllocationId>,
+    pub(super) stable: HashSet<AllocationId>,
     /// With [`StreamingPlan::Belady`](super::StreamingPlan::Belady): the
     /// gaps after which the object is fetched again, each named by the
     /// object and the step that ends it (every other gap is kept).
     dropped: Option<HashSet<(AllocationId, usize)>>,
+    /// The device times of the recorded run, when it was timed (see
+    /// [`StepTimes`]).
+    pub(super) times: Option<StepTimes>,
 }
 
 impl Recording {
@@ -34,7 +38,18 @@ impl Recording {
             positions,
             stable: HashSet::new(),
             dropped: None,
+            times: None,
         }
+    }
+
+    /// Gives the recording its run's device times; ignored unless there is
+    /// one finite, non-negative time per step and a positive copy rate (a run
+    /// timed in part, or by a clock that failed, is not modelled).
+    pub(crate) fn set_times(&mut self, times: StepTimes) {
+        let valid = times.compute.len() == self.steps.len()
+            && times.compute.iter().all(|t| t.is_finite() && *t >= 0.0)
+            && times.rate > 0.0;
+        self.times = valid.then_some(times);
     }
 
     /// Whether `id` stays on the device until its next use at or after
@@ -84,6 +99,7 @@ impl Recording {
             stable_bytes: self.stable.iter().filter_map(|&id| size(id)).sum(),
             largest_step_bytes: largest_step,
             planned_bytes: moved,
+            timing: None,
         }
     }
 
@@ -117,7 +133,7 @@ impl Recording {
     }
 
     /// The most bytes any one step declares.
-    fn largest_step_bytes(&self, size: &impl Fn(AllocationId) -> Option<u64>) -> u64 {
+    pub(super) fn largest_step_bytes(&self, size: &impl Fn(AllocationId) -> Option<u64>) -> u64 {
         self.steps
             .iter()
             .map(|step| step.iter().filter_map(|&id| size(id)).sum::<u64>())
@@ -167,16 +183,7 @@ impl Recording {
         slack: f64,
     ) -> StableChoice {
         let largest_step = self.largest_step_bytes(&size);
-        let mut reserves = vec![(largest_step as f64 * reserve) as u64];
-        reserves.extend([4, 16, 64, 256].map(|w| self.window_bytes(&size, w)));
-        let candidates: Vec<(u64, HashSet<AllocationId>, u64)> = reserves
-            .into_iter()
-            .map(|r| {
-                let (stable, used) = self.greedy_stable(&size, capacity.saturating_sub(r));
-                let moved = self.simulate_window(&size, &stable, capacity.saturating_sub(used));
-                (moved, stable, used)
-            })
-            .collect();
+        let candidates = self.window_candidates(&size, capacity, reserve);
         let fewest = candidates.iter().map(|c| c.0).min().unwrap_or(0);
         let within = (fewest as f64 * (1.0 + slack.max(0.0))) as u64;
         let mut best: Option<(u64, HashSet<AllocationId>, u64)> = None;
@@ -199,7 +206,32 @@ impl Recording {
             stable_bytes: used,
             largest_step_bytes: largest_step,
             planned_bytes: moved,
+            timing: None,
         }
+    }
+
+    /// The window split's candidates for `capacity` bytes (see
+    /// [`Recording::choose_stable`]): for each streaming room, the bytes
+    /// its simulation fetches per run, the stable set and its bytes.
+    pub(super) fn window_candidates(
+        &self,
+        size: &impl Fn(AllocationId) -> Option<u64>,
+        capacity: u64,
+        reserve: f64,
+    ) -> Vec<(u64, HashSet<AllocationId>, u64)> {
+        let largest_step = self.largest_step_bytes(size);
+        let mut reserves = vec![(largest_step as f64 * reserve) as u64];
+        reserves.extend([4, 16, 64, 256].map(|w| self.window_bytes(size, w)));
+        let orders = self.window_orders();
+        reserves
+            .into_iter()
+            .map(|r| {
+                let (stable, used) = self.greedy_stable(size, capacity.saturating_sub(r));
+                let room = capacity.saturating_sub(used);
+                let moved = self.window_fetches(size, &stable, room, &orders);
+                (moved, stable, used)
+            })
+            .collect()
     }
 
     /// The fewest bytes a run must fetch when its streamed objects share
@@ -343,42 +375,24 @@ impl Recording {
         stable: &HashSet<AllocationId>,
         room: u64,
     ) -> u64 {
-        let len = self.steps.len();
+        self.window_fetches(size, stable, room, &self.window_orders())
+    }
+
+    /// [`Recording::simulate_window`] over the orders
+    /// [`Recording::window_orders`] gives.
+    pub(super) fn window_fetches(
+        &self,
+        size: &impl Fn(AllocationId) -> Option<u64>,
+        stable: &HashSet<AllocationId>,
+        room: u64,
+        orders: &[Vec<(usize, AllocationId)>],
+    ) -> u64 {
         let mut resident: HashSet<AllocationId> = HashSet::new();
         let mut fetched = 0u64;
         for run in 0..2 {
-            for k in 0..len {
-                // The step's own objects first, then the others by next use.
-                let mut wanted: Vec<(usize, AllocationId)> = self
-                    .positions
-                    .keys()
-                    .filter(|id| !stable.contains(id))
-                    .filter_map(|&id| {
-                        let next = self.next_use(id, k)?;
-                        (next <= LOOK_AHEAD).then_some((next, id))
-                    })
-                    .collect();
-                wanted.sort_unstable();
-                let mut window = HashSet::new();
-                let mut used = 0u64;
-                for (next, id) in wanted {
-                    let bytes = size(id).unwrap_or(0);
-                    if next > 0 && used + bytes > room {
-                        break;
-                    }
-                    used += bytes;
-                    window.insert(id);
-                }
-                // Objects stay until the window drops them.
-                let kept: u64 = resident
-                    .iter()
-                    .filter(|id| !window.contains(id))
-                    .filter_map(|&id| size(id))
-                    .sum();
-                if used + kept > room {
-                    resident.retain(|id| window.contains(id));
-                }
-                for &id in &window {
+            for order in orders {
+                let (window, _) = self.window_step(size, stable, room, order, &mut resident);
+                for id in window {
                     if resident.insert(id) && run == 1 {
                         fetched += size(id).unwrap_or(0);
                     }
@@ -386,6 +400,70 @@ impl Recording {
             }
         }
         fetched
+    }
+
+    /// For each step, the objects the next [`LOOK_AHEAD`] steps touch (the
+    /// step's own included), each once, by distance to its next use (0:
+    /// the step's own) and then by id: the order in which the look-ahead
+    /// fetches them.
+    pub(super) fn window_orders(&self) -> Vec<Vec<(usize, AllocationId)>> {
+        let len = self.steps.len();
+        (0..len)
+            .map(|k| {
+                let mut order: Vec<(usize, AllocationId)> = Vec::new();
+                let mut seen = HashSet::new();
+                for distance in 0..len.min(LOOK_AHEAD + 1) {
+                    for &id in self.steps.get((k + distance) % len).into_iter().flatten() {
+                        if seen.insert(id) {
+                            order.push((distance, id));
+                        }
+                    }
+                }
+                order.sort_unstable();
+                order
+            })
+            .collect()
+    }
+
+    /// One step of the sliding window: the streaming objects of `order`
+    /// (see [`Recording::window_orders`]) that the room holds — the step's
+    /// own always, then the others by next use while they fit — and its
+    /// bytes; the objects `resident` holds outside it stay, unless they
+    /// and the window overflow the room: then they leave, and are
+    /// returned (to be fetched again when the window next wants them).
+    pub(super) fn window_step(
+        &self,
+        size: &impl Fn(AllocationId) -> Option<u64>,
+        stable: &HashSet<AllocationId>,
+        room: u64,
+        order: &[(usize, AllocationId)],
+        resident: &mut HashSet<AllocationId>,
+    ) -> (Vec<AllocationId>, Vec<AllocationId>) {
+        let mut window = Vec::new();
+        let mut used = 0u64;
+        for &(next, id) in order.iter().filter(|(_, id)| !stable.contains(id)) {
+            let bytes = size(id).unwrap_or(0);
+            if next > 0 && used + bytes > room {
+                break;
+            }
+            used += bytes;
+            window.push(id);
+        }
+        // Objects stay until the window drops them.
+        let wanted: HashSet<AllocationId> = window.iter().copied().collect();
+        let outside: Vec<AllocationId> = resident
+            .iter()
+            .filter(|id| !wanted.contains(id))
+            .copied()
+            .collect();
+        let kept: u64 = outside.iter().filter_map(|&id| size(id)).sum();
+        if used + kept > room {
+            for id in &outside {
+                resident.remove(id);
+            }
+            return (window, outside);
+        }
+        (window, Vec::new())
     }
 
     /// The distance in steps from step `from` to the next step that touches
@@ -411,6 +489,8 @@ pub(crate) struct StableChoice {
     pub(crate) largest_step_bytes: u64,
     /// Bytes the simulation of the split fetches per run.
     pub(crate) planned_bytes: u64,
+    /// The split's run in the stall model, where the recording was timed.
+    pub(crate) timing: Option<PlanTiming>,
 }
 
 #[cfg(test)]

@@ -118,6 +118,11 @@ impl Residency {
         s: &mut State,
         touched: &[AllocationId],
     ) -> Result<bool> {
+        let timing = s.planner.timing();
+        if timing {
+            // The step before ends here, before this one's waits.
+            self.driver.step_ended()?;
+        }
         let following = s.planner.step(touched);
         let budget = s.budget;
         // An object served in place at its last use tries for a device copy
@@ -151,6 +156,9 @@ impl Residency {
                 self.driver.await_fetch(id)?;
                 e.awaited = true;
             }
+        }
+        if timing {
+            self.driver.step_started()?;
         }
         if following {
             // Leave room for what the rest of the work allocates besides the

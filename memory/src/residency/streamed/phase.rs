@@ -3,21 +3,33 @@
 //! the budget leaves streamed objects.
 
 use super::super::Residency;
-use super::super::plan::StreamingPlan;
+use super::super::plan::{DEFAULT_COPY_RATE, StepTimes, StreamingPlan};
 use super::super::state::State;
 use super::{StreamedEntry, ZeroCopy};
 
 impl Residency {
     /// Starts a phase of work named `key` (see [`plan`](crate::residency::plan)).
+    /// Its first run, the one recorded, is timed on the device (each step's
+    /// compute and the copies' rate) for the stall model.
     pub fn begin_phase(&self, key: u64) {
-        self.lock().planner.begin(key);
+        let mut s = self.lock();
+        s.planner.begin(key);
+        self.driver.time_run(s.planner.timing());
     }
 
     /// Ends the phase begun last. A new recording gets its stable set for
     /// the room the budget leaves streamed objects (the budget less the
-    /// peak of everything else and a margin).
+    /// peak of everything else and a margin), chosen with its run's device
+    /// times where it was timed (reading them waits for the run's work).
     pub fn end_phase(&self) {
         let mut s = self.lock();
+        let times = if s.planner.timing() {
+            // A failed mark leaves the run untimed (the window split).
+            self.driver.step_ended().ok();
+            self.driver.take_run_times()
+        } else {
+            None
+        };
         let capacity = Self::streamed_capacity(&s);
         let room = s.budget.saturating_sub(s.streamed.others_peak);
         let reserve = s.streaming_reserve;
@@ -27,11 +39,23 @@ impl Residency {
             planner, streamed, ..
         } = &mut *s;
         if let Some(recording) = planner.end() {
+            if let Some(times) = times {
+                recording.set_times(StepTimes {
+                    compute: times.steps,
+                    rate: times.copy_rate.unwrap_or(DEFAULT_COPY_RATE),
+                    rate_measured: times.copy_rate.is_some(),
+                });
+            }
             let entries = &streamed.entries;
             let size = |id| entries.get(&id).map(|e: &StreamedEntry| e.bytes);
             streamed.choice = match plan {
-                StreamingPlan::Window => recording.choose_stable(size, capacity, reserve, slack),
+                StreamingPlan::Window => {
+                    let mut choice = recording.choose_stable(size, capacity, reserve, slack);
+                    choice.timing = recording.time_split(size, capacity);
+                    choice
+                }
                 StreamingPlan::Belady => recording.choose_belady(size, capacity, reserve),
+                StreamingPlan::Stalls => recording.choose_stalls(size, capacity, reserve, slack),
             };
             streamed.floor_bytes = recording.floor_bytes(size, room);
         }
@@ -93,7 +117,8 @@ impl Residency {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{MIB, fetched, id, manager, object};
+    use super::super::super::plan::{DEFAULT_COPY_RATE, StreamingPlan, burst_case};
+    use super::super::testing::{MIB, fetched, id, manager, manager_with_arena, object};
     use crate::{MemoryClass, Placement};
 
     /// Bytes fetched over `runs` runs of a cyclic phase whose steps touch the
@@ -140,5 +165,108 @@ mod tests {
         );
         // Least recently used would fetch all 40 every run: 200 MiB.
         assert!(moved < 100 * MIB, "{moved}");
+    }
+
+    #[test]
+    fn a_timed_recording_gets_the_stall_split_and_the_runs_follow_it() {
+        // The burst after slack of the stall model's tests, with the mock
+        // giving the recorded run its steps' times and the copy rate.
+        let (steps, compute, sizes) = burst_case(4, 40);
+        // Room for the streamed objects: 481 MB (the budget less 1/32).
+        let budget = 496_516_129;
+        // Objects in pool slots of their own (the mock's pool never
+        // fragments: the runs move their plan within 2 %), and in the
+        // arena (whose holes cost a little more: 10 %, as the arena's
+        // tests allow).
+        for (arena, tolerance) in [(false, 50), (true, 10)] {
+            let (window, stalls) = timed_runs(&steps, &compute, &sizes, budget, arena, tolerance);
+            // Only the first run was timed, with one time per step: both
+            // plans have the model's figures, the window's the same in both.
+            assert_eq!(window.planned_run_ns, window.window_run_ns);
+            assert_eq!(stalls.window_run_ns, window.planned_run_ns);
+            assert_eq!(stalls.model_copy_rate, Some(DEFAULT_COPY_RATE as u64));
+            assert_eq!(stalls.model_copy_rate_measured, Some(true));
+            let (w, s) = (
+                window.planned_run_ns.expect("timed"),
+                stalls.planned_run_ns.expect("timed"),
+            );
+            assert!(s < w, "stalls {s} ns against window {w} ns");
+            assert!(
+                stalls.planned_stall_ns < window.planned_stall_ns,
+                "{stalls:?}"
+            );
+            assert!(stalls.planned_bytes > window.planned_bytes, "{stalls:?}");
+        }
+    }
+
+    /// Four runs of the phase `steps` over objects of `sizes` under
+    /// `budget`, under the window plan and the stall plan, the first run
+    /// timed by the mock (`compute`, and the default copy rate as if
+    /// measured): checks that from the third run on the objects each split
+    /// keeps are never fetched and the bytes moved are the planned ones
+    /// within 1/`tolerance`; returns the two plans' figures.
+    fn timed_runs(
+        steps: &[Vec<crate::AllocationId>],
+        compute: &[f64],
+        sizes: &[(u64, u64)],
+        budget: u64,
+        arena: bool,
+        tolerance: u64,
+    ) -> (
+        crate::residency::ResidencyUsage,
+        crate::residency::ResidencyUsage,
+    ) {
+        let mut usages = Vec::new();
+        for plan in [StreamingPlan::Window, StreamingPlan::Stalls] {
+            let (r, d, _) = manager_with_arena(budget, arena);
+            r.set_streaming_plan(plan);
+            *d.step_durations.lock().expect("durations") = compute.to_vec();
+            *d.copy_rate.lock().expect("rate") = Some(DEFAULT_COPY_RATE);
+            for &(n, bytes) in sizes {
+                object(&r, n, bytes);
+            }
+            for run in 0..4 {
+                r.begin_phase(5);
+                // What the split keeps, as the look-ahead reads it.
+                let stable: Vec<u64> = sizes
+                    .iter()
+                    .map(|&(n, _)| n)
+                    .filter(|&n| r.lock().planner.is_stable(id(n)))
+                    .collect();
+                for step in steps {
+                    drop(r.prepare(step).expect("fits"));
+                }
+                r.end_phase();
+                let calls = d.take();
+                if run < 2 {
+                    continue;
+                }
+                // The objects the split keeps stay; the others move what
+                // the split was simulated to move.
+                let usage = r.usage();
+                let kept: u64 = sizes
+                    .iter()
+                    .filter(|(n, _)| stable.contains(n))
+                    .map(|s| s.1)
+                    .sum();
+                assert_eq!(kept, usage.stable_bytes, "{plan:?}: {stable:?}");
+                let moved = fetched(&calls);
+                assert!(
+                    moved.iter().all(|n| !stable.contains(n)),
+                    "{plan:?}: {moved:?} against {stable:?}"
+                );
+                let bytes: u64 = moved
+                    .iter()
+                    .map(|n| sizes.iter().find(|s| s.0 == *n).map_or(0, |s| s.1))
+                    .sum();
+                assert!(
+                    bytes.abs_diff(usage.planned_bytes) <= usage.planned_bytes / tolerance,
+                    "{plan:?}, arena {arena}: moved {bytes}, planned {}",
+                    usage.planned_bytes
+                );
+            }
+            usages.push(r.usage());
+        }
+        (usages[0], usages[1])
     }
 }
