@@ -308,16 +308,21 @@ impl Recording {
         // window's own choice on ties.
         let (mut best, mut best_used, mut best_run) =
             (window_stable, window.stable_bytes, window_run);
+        // Never less streaming room than the window split leaves: a room
+        // of a few steps, enough in the model, left a budget of 2 GiB no
+        // space for FVb's temporaries beside a larger stable set
+        // (`OverBudget` on the H100, where the window split completes).
         for (_, stable, used) in self.window_candidates(&size, capacity, reserve) {
+            if used > window.stable_bytes {
+                continue;
+            }
             let run = evaluate(&stable, used).0.total;
             if run < best_run {
                 (best, best_used, best_run) = (stable, used, run);
             }
         }
         let largest = self.largest_step_bytes(&size);
-        let min_room = capacity
-            .saturating_sub(window.stable_bytes)
-            .min((largest as f64 * reserve.max(1.0)) as u64);
+        let min_room = capacity.saturating_sub(window.stable_bytes);
         let mut evaluations = 0;
         for _ in 0..ROUNDS {
             let (_, trace) = evaluate(&best, best_used);

@@ -193,6 +193,7 @@ fn the_stall_split_is_never_slower_than_the_window_split() {
         let fastest_candidate = r
             .window_candidates(&size, capacity, 2.0)
             .into_iter()
+            .filter(|(_, _, used)| *used <= window_choice.stable_bytes)
             .map(|(_, stable, used)| {
                 nanos(
                     r.simulate_stalls(size, &stable, capacity - used, &case.compute, rate)
@@ -208,6 +209,8 @@ fn the_stall_split_is_never_slower_than_the_window_split() {
         let used: u64 = stable.iter().filter_map(|&id| size(id)).sum();
         assert_eq!(used, choice.stable_bytes, "{at}");
         assert!(used <= capacity, "{at}");
+        // Never less streaming room than the window split leaves.
+        assert!(used <= window_choice.stable_bytes, "{at}");
         let room = capacity - used;
         let run = r.simulate_stalls(size, &stable, room, &case.compute, rate);
         assert_eq!(nanos(run.total), timing.run_ns, "{at}");
