@@ -12,7 +12,7 @@
 //! | `HEMEM_RECORD_TRACE` | where to write this run's trace | none |
 //! | `HEMEM_MANAGED_OVERSUBSCRIPTION` | `refuse`, `allow` | `refuse` |
 //! | `HEMEM_EVICTION` | `lru`, `next-use` | `lru` |
-//! | `HEMEM_STREAMING_PLAN` | `planned`: `window`, `belady`, `stalls` | `window` |
+//! | `HEMEM_STREAMING_PLAN` | `planned`: `window`, `belady`, `stalls` | `stalls` |
 //! | `HEMEM_STREAMING_RESERVE` | `planned`: a non-negative number | `2` |
 //! | `HEMEM_STREAMING_SLACK` | `planned`: a non-negative number | `0` |
 //! | `HEMEM_STREAMING_ARENA` | `planned`: `on`/`1`/`true`, `off`/`0`/`false` | `on` |
@@ -292,10 +292,10 @@ pub struct MemoryConfig {
     pub eviction: Option<Eviction>,
     /// `planned`: how the recorded order of a phase decides what stays on
     /// the device between uses (`HEMEM_STREAMING_PLAN`): a fixed stable set
-    /// and a sliding window (`window`, the default), Belady's schedule
-    /// per gap between uses, fetched ahead into a reserve (`belady`), or
-    /// the window's split improved on a model of the stalls the recorded
-    /// run's device times predict (`stalls`).
+    /// and a sliding window (`window`), Belady's schedule per gap between
+    /// uses, fetched ahead into a reserve (`belady`), or the window's split
+    /// improved on a model of the stalls the recorded run's device times
+    /// predict (`stalls`, the default).
     pub streaming_plan: StreamingPlan,
     /// `planned`: how many times the largest operation's streamed bytes are
     /// left free for fetching ahead (`HEMEM_STREAMING_RESERVE`, default 2:
@@ -338,7 +338,7 @@ impl Default for MemoryConfig {
             record_trace: None,
             pinned_bytes: 64 * ByteSize::MIB,
             eviction: None,
-            streaming_plan: StreamingPlan::Window,
+            streaming_plan: StreamingPlan::Stalls,
             streaming_reserve: 2.0,
             streaming_slack: 0.0,
             streaming_arena: true,
@@ -571,10 +571,10 @@ mod tests {
         .expect("valid");
         assert_eq!(
             (c.streaming_plan, MemoryConfig::default().streaming_plan),
-            (StreamingPlan::Belady, StreamingPlan::Window)
+            (StreamingPlan::Belady, StreamingPlan::Stalls)
         );
-        let stalls = MemoryConfig::from_vars(vars(&[("HEMEM_STREAMING_PLAN", "stalls")]));
-        assert_eq!(stalls.expect("valid").streaming_plan, StreamingPlan::Stalls);
+        let window = MemoryConfig::from_vars(vars(&[("HEMEM_STREAMING_PLAN", "window")]));
+        assert_eq!(window.expect("valid").streaming_plan, StreamingPlan::Window);
         assert_eq!(
             (c.streaming_slack, MemoryConfig::default().streaming_slack),
             (0.15, 0.0)
