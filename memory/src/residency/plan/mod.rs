@@ -57,8 +57,8 @@
 //! at 2 GiB, docs/BENCHMARKS.md), the streaming arena's chunks do fragment
 //! under it: the run moved 1.14 GB a bootstrap against 0.97 GB planned,
 //! where the window's split moved its planned 0.90 GB once the arena had
-//! settled; so the window stays the default and this plan is an option
-//! (`HEMEM_STREAMING_PLAN=belady`). Lookahead
+//! settled; so this plan is an option (`HEMEM_STREAMING_PLAN=belady`),
+//! not the default. Lookahead
 //! eviction by next use over a known order is MemHC's (§ 4.3); deciding
 //! per interval rather than per object is how Belady's rule reads when every
 //! future use is known.
@@ -85,8 +85,13 @@
 //! objects the simulated run waits for and streams those whose copies
 //! hide, while the simulated run gets shorter. Where the recorded run was
 //! not timed (a run that departed from its recording replaced it), the
-//! plan is the window split. It is MemHC's look-ahead (§ 4.3) with each
-//! task's duration known as well as its order.
+//! plan is the window split. It never leaves less streaming room than the
+//! window split (a room of two steps beside a larger stable set left FVb's
+//! temporaries no space under 2 GiB). It is MemHC's look-ahead (§ 4.3)
+//! with each task's duration known as well as its order, and the default:
+//! on the H100 it bootstrapped FGb under 2 GiB in 58.7–61.3 ms against the
+//! window split's 65.0–65.8 in one call, moving 1.2–1.4 GB a bootstrap
+//! against 0.9–1.1.
 
 mod planner;
 mod recording;
