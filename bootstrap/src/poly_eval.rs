@@ -42,7 +42,7 @@ use hemem_memory::MemoryClass;
 use num_complex::Complex64;
 
 use crate::approx::chebyshev;
-use crate::arith::SlotArithmetic;
+use crate::arith::{SlotArithmetic, at_level};
 use crate::ckks_ops::CkksOps;
 use crate::{Error, Result};
 
@@ -390,10 +390,14 @@ impl<A: SlotArithmetic> PowerBasis<'_, A> {
         let b = i - a;
         self.ensure(a)?;
         self.ensure(b)?;
+        if self.chebyshev && a != b {
+            // T_{a−b}, for T_{a+b} = 2·T_a·T_b − T_{a−b} below.
+            self.ensure(a - b)?;
+        }
         let ops = self.ops;
         let level = self.top - ceil_log2(a);
-        let ta = ops.level_down(self.get(a)?, level)?;
-        let tb = ops.level_down(self.get(b)?, level)?;
+        let ta = at_level(ops, self.get(a)?, level)?;
+        let tb = at_level(ops, self.get(b)?, level)?;
         let prod = ops.mul_relin(&ta, &tb)?;
         let value = if !self.chebyshev {
             ops.rescale(&prod)?
@@ -404,9 +408,8 @@ impl<A: SlotArithmetic> PowerBasis<'_, A> {
             ops.add_const(&r, Complex64::new(-1.0, 0.0))?
         } else {
             // T_{a+b} = 2·T_a·T_b − T_{a−b}.
-            self.ensure(a - b)?;
             let doubled = ops.mul_integer(&prod, 2)?;
-            let td = ops.level_down(self.get(a - b)?, level)?;
+            let td = at_level(ops, self.get(a - b)?, level)?;
             let ratio = ops.scale(&doubled) / ops.scale(&td);
             let td = ops.mul_const(&td, Complex64::new(1.0, 0.0), ratio)?;
             let diff = ops.sub(&doubled, &td)?;

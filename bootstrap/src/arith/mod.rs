@@ -203,6 +203,44 @@ pub trait SlotArithmetic {
     fn set_scale(&self, a: &Self::Value, scale: f64) -> Result<Self::Value>;
 }
 
+/// A value at a wanted level: the value itself where it is there already,
+/// else [`SlotArithmetic::level_down`]'s copy (on a GPU a copy of every limb
+/// of both polynomials, which a value already at the level does not need).
+#[derive(Debug)]
+pub enum AtLevel<'a, V> {
+    /// The value, already at the level.
+    Same(&'a V),
+    /// A copy brought down to the level.
+    Lower(V),
+}
+
+impl<V> std::ops::Deref for AtLevel<'_, V> {
+    type Target = V;
+    fn deref(&self) -> &V {
+        match self {
+            Self::Same(v) => v,
+            Self::Lower(v) => v,
+        }
+    }
+}
+
+/// `a` at `level` ([`AtLevel`]): borrowed where it is there, brought down
+/// otherwise.
+///
+/// # Errors
+/// As [`SlotArithmetic::level_down`] (a level above `a`'s).
+pub fn at_level<'a, A: SlotArithmetic + ?Sized>(
+    ops: &A,
+    a: &'a A::Value,
+    level: usize,
+) -> Result<AtLevel<'a, A::Value>> {
+    if ops.level(a) == level {
+        Ok(AtLevel::Same(a))
+    } else {
+        ops.level_down(a, level).map(AtLevel::Lower)
+    }
+}
+
 /// Whether two scales agree as additions require (relative `2^-40`), as
 /// [`Scale::matches`].
 pub fn scales_match(a: f64, b: f64) -> bool {

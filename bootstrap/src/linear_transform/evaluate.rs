@@ -10,6 +10,7 @@
 //! `P`, and one ModDown pair ends the transform ([`crate::hoisting`]).
 
 use super::{Diagonal, EXPAND_BATCH, EncodedLinearTransform};
+use crate::arith::at_level;
 use crate::hoisting::{ExtendedArithmetic, Hoisting};
 use crate::{Error, Result};
 
@@ -116,7 +117,7 @@ impl<P, C> EncodedLinearTransform<P, C> {
                 level,
             });
         }
-        let x = ops.level_down(x, self.level)?;
+        let x = at_level(ops, x, self.level)?;
         let steps: Vec<i64> = self.babies.iter().map(|&b| b as i64).collect();
         match self.hoisting {
             // (`Auto` is resolved when the transform is encoded.)
