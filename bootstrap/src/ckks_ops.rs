@@ -111,6 +111,18 @@ impl SlotArithmetic for CkksOps<'_> {
             .mult_const_without_rescale(a, c, Scale(const_scale))?)
     }
 
+    fn mul_const_at_level(
+        &self,
+        a: &Ciphertext,
+        c: Complex64,
+        const_scale: f64,
+        level: usize,
+    ) -> Result<Ciphertext> {
+        Ok(self
+            .evaluator
+            .mult_const_at_level(a, c, Scale(const_scale), Level(level))?)
+    }
+
     fn add_const(&self, a: &Ciphertext, c: Complex64) -> Result<Ciphertext> {
         Ok(self.evaluator.add_const(a, c)?)
     }

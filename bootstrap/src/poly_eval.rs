@@ -509,15 +509,17 @@ impl<A: SlotArithmetic> PowerBasis<'_, A> {
             if ci == 0.0 {
                 continue;
             }
-            let ti = self.at_level(i, mul_level)?;
-            let const_scale = target * prime / self.ops.scale(&ti);
-            let term = self
-                .ops
-                .mul_const(&ti, Complex64::new(ci, 0.0), const_scale)?;
-            acc = Some(match acc {
-                None => term,
-                Some(sum) => self.ops.add(&sum, &term)?,
-            });
+            self.ensure(i)?;
+            let ti = self.get(i)?;
+            let const_scale = target * prime / self.ops.scale(ti);
+            // T_i brought down and multiplied in one pass, added in place.
+            let term =
+                self.ops
+                    .mul_const_at_level(ti, Complex64::new(ci, 0.0), const_scale, mul_level)?;
+            match acc.as_mut() {
+                None => acc = Some(term),
+                Some(sum) => self.ops.add_assign(sum, &term)?,
+            }
         }
         let acc = acc.ok_or(Error::InvalidDegree { degree: 0 })?;
         let c0 = c.first().copied().unwrap_or(0.0);

@@ -951,3 +951,37 @@ fn hoisted_rotations_equal_single_rotations_from_the_decomposition() {
         Err(Error::Key(KeyError::MissingRotationKey { step: 4 }))
     ));
 }
+
+/// A constant product at a lower level in one pass equals `level_down`
+/// then the product, limb for limb, at every level below the input's and
+/// at its own; a level above it is a typed error.
+#[test]
+fn a_constant_product_at_a_lower_level_equals_level_down_then_the_product() {
+    let s = Setup::new(Preset::TestFGb, 95);
+    let eval = s.evaluator(&KeySetRequest::default());
+    let slots = s.context.params().slots();
+    let mut rng = seeded_rng(96);
+    let values = unit_disk(&mut rng, slots);
+    let ct = s.encrypt(&values);
+    let words = |ct: &Ciphertext| {
+        let (c0, c1) = ct.parts();
+        (c0.to_words().unwrap(), c1.to_words().unwrap())
+    };
+    for level in 0..=ct.level().0 {
+        let level = Level(level);
+        for c in [Complex64::new(0.37, 0.0), Complex64::new(-0.8, 0.25)] {
+            let scale = Scale(2f64.powi(20));
+            let one = eval.mult_const_at_level(&ct, c, scale, level).unwrap();
+            let two = eval
+                .mult_const_without_rescale(&eval.level_down(&ct, level).unwrap(), c, scale)
+                .unwrap();
+            assert_eq!(words(&one), words(&two), "level {level:?}, {c}");
+            assert_eq!((one.level(), one.scale()), (two.level(), two.scale()));
+        }
+    }
+    let above = Level(ct.level().0 + 1);
+    assert!(matches!(
+        eval.mult_const_at_level(&ct, Complex64::new(0.5, 0.0), Scale(2.0), above),
+        Err(Error::Operand(OperandError::LevelOutOfRange { .. }))
+    ));
+}

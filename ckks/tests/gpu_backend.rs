@@ -783,6 +783,17 @@ fn evaluator(name: &str, preset: Preset, min_bits: f64, rows: NttRows) {
         g.eval.add_const(&gx, k).unwrap(),
         &x.iter().map(|a| a + k).collect::<Vec<_>>(),
     );
+    let low = Level(cx.level().0 - 2);
+    check(
+        "mult_const_at_level",
+        c.eval
+            .mult_const_at_level(&cx, Complex64::new(0.25, 0.0), Scale(2f64.powi(20)), low)
+            .unwrap(),
+        g.eval
+            .mult_const_at_level(&gx, Complex64::new(0.25, 0.0), Scale(2f64.powi(20)), low)
+            .unwrap(),
+        &x.iter().map(|a| a * 0.25).collect::<Vec<_>>(),
+    );
     check(
         "mult_by_i",
         c.eval.mult_by_i(&cx).unwrap(),

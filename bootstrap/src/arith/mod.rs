@@ -86,6 +86,22 @@ pub trait SlotArithmetic {
     /// # Errors
     /// A non-finite constant or scale.
     fn mul_const(&self, a: &Self::Value, c: Complex64, const_scale: f64) -> Result<Self::Value>;
+    /// [`SlotArithmetic::mul_const`] of `a` brought down to `level` (by
+    /// default [`at_level`] then the product; real ciphertexts read only
+    /// the kept primes, in one pass).
+    ///
+    /// # Errors
+    /// As [`SlotArithmetic::level_down`] and [`SlotArithmetic::mul_const`].
+    fn mul_const_at_level(
+        &self,
+        a: &Self::Value,
+        c: Complex64,
+        const_scale: f64,
+        level: usize,
+    ) -> Result<Self::Value> {
+        let low = at_level(self, a, level)?;
+        self.mul_const(&low, c, const_scale)
+    }
     /// Adds `round(c·sa)` (the imaginary part through `X^{N/2}`): adds `c`
     /// to every slot, up to that rounding.
     ///

@@ -267,6 +267,55 @@ impl Evaluator {
         self.rescale(&self.mult_plain_without_rescale(a, p)?)
     }
 
+    /// `a` brought down to `level` and multiplied by the constant `c` as
+    /// [`Evaluator::mult_const_without_rescale`] does, in one pass where
+    /// `c` is real (the dropped primes are never read) — what a
+    /// polynomial's baby steps do with every power of the basis.
+    ///
+    /// # Errors
+    /// As [`Evaluator::level_down`] and
+    /// [`Evaluator::mult_const_without_rescale`].
+    pub fn mult_const_at_level(
+        &self,
+        a: &Ciphertext,
+        c: Complex64,
+        const_scale: Scale,
+        level: Level,
+    ) -> Result<Ciphertext> {
+        self.context.check_same(&a.context)?;
+        if level > a.level {
+            return Err(OperandError::LevelOutOfRange {
+                level,
+                max: a.level,
+            }
+            .into());
+        }
+        if !(const_scale.0.is_finite() && const_scale.0 > 0.0) {
+            return Err(OperandError::InvalidScale.into());
+        }
+        if !(c.re.is_finite() && c.im.is_finite()) {
+            return Err(OperandError::NonFiniteValue.into());
+        }
+        if level == a.level {
+            return self.mult_const_without_rescale(a, c, const_scale);
+        }
+        if (c.im * const_scale.0).round() != 0.0 {
+            return self.mult_const_without_rescale(&self.level_down(a, level)?, c, const_scale);
+        }
+        let scalars = self.residues_at(level, (c.re * const_scale.0).round())?;
+        let count = level.primes();
+        let [c0, c1] = [&a.c0, &a.c1]
+            .map(|x| x.scalar_prefix(BinaryOp::Mul, &scalars, count, self.output_class));
+        Ciphertext::from_parts(
+            &self.context,
+            c0?,
+            c1?,
+            level,
+            Scale(a.scale.0 * const_scale.0),
+            a.slots,
+        )
+    }
+
     /// `a·c` for a complex constant encoded at `const_scale` (the constant
     /// becomes `round(Re c·const_scale) + round(Im c·const_scale)·X^{N/2}`),
     /// not rescaled: scale `Δ_a·const_scale`.
@@ -438,11 +487,17 @@ impl Evaluator {
 
     /// The residues of the integer-valued `value` modulo `a`'s primes.
     fn residues_of(&self, a: &Ciphertext, value: f64) -> Result<Vec<u64>> {
+        self.residues_at(a.level, value)
+    }
+
+    /// The residues of the integer-valued `value` modulo the primes of
+    /// `level`.
+    fn residues_at(&self, level: Level, value: f64) -> Result<Vec<u64>> {
         self.context
             .params()
             .q_moduli()
             .iter()
-            .take(a.level.primes())
+            .take(level.primes())
             .map(|m| {
                 m.reduce_f64(value)
                     .ok_or_else(|| OperandError::NonFiniteValue.into())

@@ -81,9 +81,26 @@ impl<R: Representation> RnsPoly<R> {
     /// # Errors
     /// A scalar count other than the limb count; allocation errors.
     pub fn scalar(&self, op: BinaryOp, scalars: &[u64], class: MemoryClass) -> Result<Self> {
-        let mut out = Self::allocate(&self.backend, &self.moduli, class, self.is_sensitive())?;
-        self.backend
-            .scalar(op, self.limbs()?, scalars, out.limbs_mut()?)?;
+        self.scalar_prefix(op, scalars, self.moduli.len(), class)
+    }
+
+    /// `self op s_i` over the first `count` limbs only (the top primes
+    /// dropped, as [`RnsPoly::truncated`] drops them), in a new buffer of
+    /// `class`: the truncation and the operation in one pass.
+    ///
+    /// # Errors
+    /// `count` above the limb count; a scalar count other than `count`;
+    /// allocation errors.
+    pub fn scalar_prefix(
+        &self,
+        op: BinaryOp,
+        scalars: &[u64],
+        count: usize,
+        class: MemoryClass,
+    ) -> Result<Self> {
+        let src = self.prefix(count)?;
+        let mut out = Self::allocate(&self.backend, src.moduli, class, self.is_sensitive())?;
+        self.backend.scalar(op, src, scalars, out.limbs_mut()?)?;
         Ok(out)
     }
 }
