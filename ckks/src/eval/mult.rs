@@ -171,16 +171,7 @@ impl Evaluator {
         a: &Ciphertext,
         p: &Plaintext,
     ) -> Result<()> {
-        self.check_plain_any_scale(a, p)?;
-        acc.check_matches(
-            &a.context,
-            a.level,
-            Scale(a.scale.0 * p.scale.0),
-            a.slots,
-            a.device(),
-        )?;
-        acc.c0.mul_add_assign(&a.c0, &p.poly)?;
-        acc.c1.mul_add_assign(&a.c1, &p.poly)
+        self.mult_plain_sum_add_assign(acc, &[(a, p)])
     }
 
     /// `Σ_t a_t·p_t` without rescaling: a linear transform's inner sum in

@@ -129,6 +129,19 @@ impl Evaluator {
         decompose(self.context.params(), &a.c1, a.level)
     }
 
+    /// Checks that `decomposition` can be `a`'s: same context, same level.
+    fn check_decomposition(&self, a: &Ciphertext, decomposition: &Decomposition) -> Result<()> {
+        self.context.check_same(&a.context)?;
+        if decomposition.level != a.level {
+            return Err(crate::OperandError::LevelMismatch {
+                left: a.level,
+                right: decomposition.level,
+            }
+            .into());
+        }
+        Ok(())
+    }
+
     /// Rotates `a` by `steps` using its precomputed decomposition (which must
     /// come from [`Evaluator::decompose`] on `a`). Needs a direct key.
     ///
@@ -141,14 +154,7 @@ impl Evaluator {
         decomposition: &Decomposition,
         steps: i64,
     ) -> Result<Ciphertext> {
-        self.context.check_same(&a.context)?;
-        if decomposition.level != a.level {
-            return Err(crate::OperandError::LevelMismatch {
-                left: a.level,
-                right: decomposition.level,
-            }
-            .into());
-        }
+        self.check_decomposition(a, decomposition)?;
         let k = steps.rem_euclid(a.slots as i64) as usize;
         if k == 0 {
             return self.copy_of(a);
@@ -194,14 +200,7 @@ impl Evaluator {
         decomposition: &Decomposition,
         steps: &[i64],
     ) -> Result<Vec<Ciphertext>> {
-        self.context.check_same(&a.context)?;
-        if decomposition.level != a.level {
-            return Err(crate::OperandError::LevelMismatch {
-                left: a.level,
-                right: decomposition.level,
-            }
-            .into());
-        }
+        self.check_decomposition(a, decomposition)?;
         let params = self.context.params();
         // Each rotation's σ(c0) and inner product; `None` for a step of 0.
         let mut switched = Vec::with_capacity(steps.len());
