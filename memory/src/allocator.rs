@@ -166,17 +166,21 @@ impl Allocator {
                 Oversubscription::Refuse => Some(free),
                 Oversubscription::AllowDriverManaged => None,
             };
-            router = router.with(
-                Placement::Managed,
-                ManagedResource::new(
-                    device,
-                    Arc::clone(&residency),
-                    Arc::clone(&policy),
-                    cap,
-                    budget / 16,
-                    zeroing.clone(),
-                )?,
-            );
+            let managed = Arc::new(ManagedResource::new(
+                device,
+                Arc::clone(&residency),
+                Arc::clone(&policy),
+                cap,
+                budget / 16,
+                zeroing.clone(),
+            )?);
+            // The residency manager gives the kept blocks back before it
+            // evicts a live buffer (a weak link: the resource holds it).
+            let kept = Arc::downgrade(&managed);
+            residency.set_kept_release(Box::new(move || {
+                kept.upgrade().map_or(0, |m| m.release_kept())
+            }));
+            router = router.with(Placement::Managed, managed);
         } else if policy.name() != "device" {
             return Err(DeviceError::ManagedUnsupported {
                 ordinal: device.ordinal(),

@@ -35,7 +35,9 @@
 //! nothing). Managed buffers count when the manager makes them resident
 //! (an operation's declaration, [`Allocator::prepare`]), streamed objects
 //! when it fetches their device copies; both admissions go through the
-//! same test.
+//! same test. Freed managed blocks kept with their pages on the device (a
+//! cache for reuse, frees the GPU has not reached) count as well, and are
+//! freed before any live buffer is evicted.
 //! * [`cuda`] — the GPU handle ([`GpuDevice`]) and the only code that calls the
 //!   driver. cudarc loads libcuda at run time, so this crate builds and its
 //!   CPU tests run without CUDA; every GPU entry point returns

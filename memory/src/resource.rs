@@ -354,3 +354,23 @@ pub trait MemoryResource: Send + Sync + fmt::Debug {
         None
     }
 }
+
+/// A shared resource serves as the resource it shares (as RMM's resources
+/// are referenced, not owned, by their adaptors).
+impl<R: MemoryResource + ?Sized> MemoryResource for std::sync::Arc<R> {
+    fn allocate(&self, request: &AllocRequest) -> Result<Allocation> {
+        (**self).allocate(request)
+    }
+
+    fn deallocate(&self, allocation: Allocation) {
+        (**self).deallocate(allocation);
+    }
+
+    fn placement(&self, request: &AllocRequest) -> Result<Option<Placement>> {
+        (**self).placement(request)
+    }
+
+    fn held_bytes(&self, placement: Placement) -> Option<u64> {
+        (**self).held_bytes(placement)
+    }
+}

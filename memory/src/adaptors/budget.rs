@@ -22,7 +22,12 @@
 //!   declaring them) is admitted here too, brought to the device and
 //!   counted until it is freed, never evicted; one that cannot fit is
 //!   refused. Operations' declarations ([`crate::Allocator::prepare`]) make
-//!   the others resident, through the same arithmetic.
+//!   the others resident, through the same arithmetic. Freed blocks the
+//!   managed resource keeps with their pages on the device (cached for
+//!   reuse, or waiting for the GPU to reach their free) count too: after
+//!   each managed allocation and free this adaptor records their bytes
+//!   (the upstream's [`MemoryResource::held_bytes`]), and the manager has
+//!   them freed before it evicts any live buffer.
 //! * **streamed objects** — their masters are host memory; their device
 //!   copies are counted by the residency manager when it fetches them.
 //!
@@ -86,6 +91,13 @@ impl<R: MemoryResource> BudgetAdaptor<R> {
         }
     }
 
+    /// Counts the freed managed blocks the upstream keeps resident.
+    fn observe_kept(&self) {
+        if let Some(kept) = self.upstream.held_bytes(Placement::Managed) {
+            self.residency.observe_managed_kept(kept);
+        }
+    }
+
     /// Gives back what [`BudgetAdaptor::reserve`] took.
     fn release(&self, placement: Placement, class: MemoryClass, bytes: u64) {
         if placement == Placement::DevicePool {
@@ -129,10 +141,13 @@ impl<R: MemoryResource> BudgetAdaptor<R> {
                 }
             }
             Placement::Managed => {
+                // A block taken from the kept ones is no longer kept.
+                self.observe_kept();
                 // A block handed out with its pages on the device counts as
                 // resident at once when room can be made for it.
                 if let Err(e) = self.residency.admit_managed(allocation.id) {
                     self.upstream.deallocate(allocation);
+                    self.observe_kept();
                     return Err(e);
                 }
             }
@@ -185,6 +200,9 @@ impl<R: MemoryResource> MemoryResource for BudgetAdaptor<R> {
         );
         self.upstream.deallocate(allocation);
         self.release(placement, class, bytes);
+        if placement == Placement::Managed {
+            self.observe_kept();
+        }
     }
 
     fn placement(&self, request: &AllocRequest) -> Result<Option<Placement>> {

@@ -25,6 +25,9 @@ pub(super) enum Action {
         range: ManagedRange,
         to_device: bool,
     },
+    /// The managed resource frees the blocks it keeps
+    /// ([`Residency::set_kept_release`]).
+    ReleaseKept,
 }
 
 /// Driver calls between one `begin` and `end`.
@@ -73,6 +76,13 @@ impl Residency {
                     } else {
                         &mut state.driver_time.to_host_ns
                     }
+                }
+                Action::ReleaseKept => {
+                    if let Some(release) = self.kept_release.get() {
+                        release();
+                    }
+                    state.managed_kept = 0;
+                    &mut state.driver_time.trim_ns
                 }
             };
             *spent += nanos_since(start);

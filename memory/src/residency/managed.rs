@@ -243,4 +243,53 @@ mod tests {
         assert_eq!(r.usage().managed_allocated, 0);
         assert_eq!(d.take(), vec![Call::Begin, Call::ToDevice(1), Call::End]);
     }
+
+    /// Freed managed blocks kept resident count against the budget, in the
+    /// device bytes and in the test of whether more fits; when an operation
+    /// needs their room they are given back (the registered release runs)
+    /// before any live buffer is evicted, and only then are buffers evicted.
+    #[test]
+    fn kept_blocks_count_and_go_before_live_buffers() {
+        use rand_core::{Rng as _, SeedableRng as _};
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(0x6e97);
+        for _ in 0..40 {
+            let budget = 8 * MIB;
+            let (r, d, _) = manager(budget, true);
+            let released = Arc::new(AtomicU64::new(0));
+            let calls = Arc::clone(&released);
+            r.set_kept_release(Box::new(move || {
+                calls.fetch_add(1, Ordering::Relaxed);
+                0
+            }));
+            // Live buffers fill part of the budget; the kept blocks the rest.
+            let live = 1 + rng.next_u64() % 4;
+            for n in 1..=live {
+                register(&r, n, MemoryClass::Ciphertext, MIB);
+            }
+            let ids: Vec<_> = (1..=live).map(id).collect();
+            drop(r.prepare(&ids).expect("fits"));
+            let kept = (budget - live * MIB).saturating_sub(1 + rng.next_u64() % MIB);
+            r.observe_managed_kept(kept);
+            assert_eq!(r.usage().managed_kept, kept);
+            assert_eq!(r.usage().device_bytes(), live * MIB + kept);
+            d.take();
+            // One more MiB does not fit beside the kept blocks: they go, and
+            // no live buffer is evicted.
+            register(&r, 99, MemoryClass::Ciphertext, MIB);
+            drop(r.prepare(&[id(99)]).expect("fits once the kept blocks go"));
+            assert_eq!(released.load(Ordering::Relaxed), 1);
+            assert_eq!(r.usage().managed_kept, 0);
+            let calls = d.take();
+            assert!(
+                !calls.iter().any(|c| matches!(c, Call::ToHost(_))),
+                "{calls:?}"
+            );
+            assert!(r.usage().device_bytes() <= budget);
+            for n in 1..=live {
+                assert_eq!(r.is_resident(id(n)), Some(true));
+            }
+        }
+    }
 }

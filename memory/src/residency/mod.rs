@@ -95,7 +95,13 @@ pub struct Residency {
     driver: Box<dyn ResidencyDriver>,
     statistics: StatisticsHandle,
     prefetch_on_use: bool,
+    /// Frees the blocks the managed resource keeps (set by the allocator).
+    kept_release: std::sync::OnceLock<KeptRelease>,
 }
+
+/// What [`Residency::set_kept_release`] registers: frees the freed managed
+/// blocks a resource keeps resident, and returns their bytes.
+pub(crate) type KeptRelease = Box<dyn Fn() -> u64 + Send + Sync>;
 
 impl fmt::Debug for Residency {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -130,7 +136,25 @@ impl Residency {
             driver,
             statistics,
             prefetch_on_use,
+            kept_release: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Registers how freed managed blocks kept resident (a cache for reuse,
+    /// frees the GPU has not reached) are given back when the budget needs
+    /// their room: before any live buffer is evicted. Once; later calls are
+    /// ignored.
+    pub(crate) fn set_kept_release(&self, release: KeptRelease) {
+        let _ = self.kept_release.set(release);
+    }
+
+    /// The resident bytes of the freed managed blocks kept now (the budget
+    /// adaptor, after each managed allocation and free): they count against
+    /// the budget like live ones.
+    pub(crate) fn observe_managed_kept(&self, bytes: u64) {
+        let mut s = self.lock();
+        s.managed_kept = bytes;
+        s.note_peak();
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

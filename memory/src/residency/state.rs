@@ -39,6 +39,10 @@ pub(super) struct State {
     pub(super) pool_by_class: [u64; 6],
     pub(super) managed: HashMap<AllocationId, Entry>,
     pub(super) managed_resident: u64,
+    /// Resident bytes of freed managed blocks the managed resource keeps
+    /// (cached for reuse, or waiting for their free): reported by the
+    /// budget adaptor, given back by [`Action::ReleaseKept`].
+    pub(super) managed_kept: u64,
     pub(super) managed_allocated: u64,
     pub(super) clock: u64,
     pub(super) peak_device: u64,
@@ -69,9 +73,16 @@ pub(super) fn device_bytes(pool_used: u64, pool_reserved: u64, managed_resident:
     pool_reserved.max(pool_used) + managed_resident
 }
 
+/// Device bytes of managed memory: the resident bytes of live buffers and
+/// those of freed blocks the managed resource keeps (cached for reuse, or
+/// waiting for the GPU to reach their free).
+fn managed_on_device(s: &State) -> u64 {
+    s.managed_resident + s.managed_kept
+}
+
 impl State {
     pub(super) fn note_peak(&mut self) {
-        let now = device_bytes(self.pool_used, self.pool_reserved, self.managed_resident);
+        let now = device_bytes(self.pool_used, self.pool_reserved, managed_on_device(self));
         self.peak_device = self.peak_device.max(now);
         let streamed = self.streamed.arena.bytes() + self.streamed.outside;
         let others = self.pool_used.saturating_sub(streamed);
@@ -96,7 +107,7 @@ impl State {
         } else {
             self.pool_reserved.max(live)
         };
-        pool.saturating_add(self.managed_resident)
+        pool.saturating_add(managed_on_device(self))
             .saturating_add(extra_managed)
             > self.budget
     }
@@ -166,6 +177,11 @@ impl State {
             });
             self.pool_reserved = self.pool_used;
             statistics.record_trim();
+        }
+        // Freed managed blocks kept resident go before any live buffer.
+        if self.managed_kept > 0 && self.over(extra_pool, extra_managed) {
+            actions.push(Action::ReleaseKept);
+            self.managed_kept = 0;
         }
         self.evict_until_fits(extra_pool, extra_managed, actions, statistics)
     }

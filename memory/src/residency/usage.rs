@@ -16,6 +16,9 @@ pub struct ResidencyUsage {
     pub pool_reserved: u64,
     /// Managed bytes made resident by the manager.
     pub managed_resident: u64,
+    /// Resident bytes of freed managed blocks kept for reuse or waiting for
+    /// their free (counted against the budget, given back first).
+    pub managed_kept: u64,
     /// Managed bytes allocated (resident or not).
     pub managed_allocated: u64,
     /// Bytes of resident streamed objects.
@@ -89,7 +92,11 @@ pub struct ResidencyUsage {
 impl ResidencyUsage {
     /// Device-resident bytes: the pool's footprint plus resident managed bytes.
     pub fn device_bytes(&self) -> u64 {
-        super::state::device_bytes(self.pool_used, self.pool_reserved, self.managed_resident)
+        super::state::device_bytes(
+            self.pool_used,
+            self.pool_reserved,
+            self.managed_resident + self.managed_kept,
+        )
     }
 }
 
@@ -122,6 +129,7 @@ impl Residency {
             pool_used: s.pool_used,
             pool_reserved: s.pool_reserved,
             managed_resident: s.managed_resident,
+            managed_kept: s.managed_kept,
             managed_allocated: s.managed_allocated,
             streamed_resident: s.streamed.resident,
             arena_bytes: s.streamed.arena.bytes(),

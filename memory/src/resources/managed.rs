@@ -6,9 +6,10 @@
 //! it resident; a block handed out again with its pages still on the device
 //! is registered as such, and the [`BudgetAdaptor`](crate::BudgetAdaptor)
 //! admits it as resident when it fits. Blocks waiting in the cache or for
-//! their free keep the pages they had on the device, uncounted: bounded by
-//! the cache limit the allocator sets (a sixteenth of the budget) and by the
-//! frees the GPU has not reached yet.
+//! their free keep the pages they had on the device: this resource reports
+//! their bytes ([`MemoryResource::held_bytes`]), the budget adaptor counts
+//! them, and the residency manager has them freed
+//! ([`ManagedResource::release_kept`]) before it evicts a live buffer.
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -76,8 +77,8 @@ struct State {
 /// sixteenth of the device budget), and
 /// handed to the next request of the same size and class: a fresh
 /// `cuMemAllocManaged` costs about 12 µs plus page population, and its
-/// `cuMemFree` may synchronise the device. A cached block is not counted as
-/// resident by the residency manager while it waits; when it is reused, a
+/// `cuMemFree` may synchronise the device. A cached block is counted as
+/// kept (not as a live buffer) while it waits; when it is reused, a
 /// block that was resident when freed is registered as on the device and
 /// the budget adaptor counts it as resident at once (room made under the
 /// budget), so its first use needs no prefetch and no copy-stream round
@@ -169,6 +170,25 @@ impl ManagedResource {
         if wait {
             self.free_cached(state);
         }
+    }
+
+    /// Resident bytes of the freed blocks `state` keeps.
+    fn kept_resident(state: &State) -> u64 {
+        let pending = state.pending.iter().filter(|p| p.resident).map(|p| p.bytes);
+        let cached = state.cached.iter().filter(|c| c.resident).map(|c| c.bytes);
+        pending.chain(cached).sum()
+    }
+
+    /// Frees every kept block — the cached ones, and the pending ones once
+    /// the GPU reaches their frees (the host waits for their events) — and
+    /// returns the resident bytes given back: what the residency manager
+    /// calls when the budget needs their room, before it evicts a live
+    /// buffer ([`Residency::set_kept_release`]).
+    pub(crate) fn release_kept(&self) -> u64 {
+        let mut state = self.lock();
+        let kept = Self::kept_resident(&state);
+        self.reap(&mut state, true);
+        kept
     }
 
     /// Frees every cached block.
@@ -381,6 +401,12 @@ impl MemoryResource for ManagedResource {
 
     fn placement(&self, _request: &AllocRequest) -> Result<Option<Placement>> {
         Ok(Some(Placement::Managed))
+    }
+
+    /// The resident bytes of the freed blocks kept: cached for reuse, or
+    /// waiting for the GPU to reach their free. The budget counts them.
+    fn held_bytes(&self, placement: Placement) -> Option<u64> {
+        (placement == Placement::Managed).then(|| Self::kept_resident(&self.lock()))
     }
 }
 

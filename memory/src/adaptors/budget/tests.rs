@@ -354,6 +354,8 @@ fn only_the_adaptor_counts() {
 struct Reused {
     residency: Arc<Residency>,
     on_device: bool,
+    /// Bytes of freed blocks it keeps "resident" (as a cache would).
+    kept: std::sync::atomic::AtomicU64,
 }
 
 impl MemoryResource for Reused {
@@ -376,7 +378,21 @@ impl MemoryResource for Reused {
     }
 
     fn deallocate(&self, allocation: Allocation) {
+        // As the real resource: a freed block keeps pages on the device
+        // only if it had them.
+        let resident = self.residency.is_resident(allocation.id) == Some(true);
         self.residency.unregister_managed(allocation.id);
+        if resident {
+            self.kept.fetch_add(
+                allocation.bytes as u64,
+                std::sync::atomic::Ordering::Relaxed,
+            );
+        }
+    }
+
+    fn held_bytes(&self, placement: Placement) -> Option<u64> {
+        (placement == Placement::Managed)
+            .then(|| self.kept.load(std::sync::atomic::Ordering::Relaxed))
     }
 }
 
@@ -387,6 +403,7 @@ fn managed(budget: u64, on_device: bool) -> BudgetAdaptor<Reused> {
         Reused {
             residency: Arc::clone(&residency),
             on_device,
+            kept: std::sync::atomic::AtomicU64::new(0),
         },
         residency,
     )
@@ -468,6 +485,7 @@ fn constant_tables_count_for_their_whole_life() {
         Reused {
             residency: Arc::clone(&residency),
             on_device: false,
+            kept: std::sync::atomic::AtomicU64::new(0),
         },
         Arc::clone(&residency),
     );
@@ -550,4 +568,24 @@ fn the_upstreams_own_refusals_come_before_the_budget() {
     }
     let usage = adaptor.residency().usage();
     assert_eq!((usage.pool_used, adaptor.upstream().pool().live), (0, 0));
+}
+
+/// What the managed upstream keeps after a free (its `held_bytes`) is what
+/// the budget counts as kept, in the device bytes.
+#[test]
+fn freed_managed_blocks_kept_by_the_upstream_count() {
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(0x6e98);
+    let adaptor = managed(64 * MIB, true);
+    let mut total = 0;
+    for n in 0..20 {
+        let bytes = MIB + rng.next_u64() % MIB;
+        let block = adaptor
+            .allocate(&request(n, MemoryClass::Ciphertext, bytes))
+            .expect("fits");
+        adaptor.deallocate(block);
+        total += bytes;
+        let usage = adaptor.residency().usage();
+        assert_eq!(usage.managed_kept, total);
+        assert_eq!(usage.device_bytes(), total);
+    }
 }
