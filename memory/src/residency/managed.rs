@@ -272,7 +272,8 @@ mod tests {
             drop(r.prepare(&ids).expect("fits"));
             let kept = (budget - live * MIB).saturating_sub(1 + rng.next_u64() % MIB);
             r.observe_managed_kept(kept);
-            assert_eq!(r.usage().managed_kept, kept);
+            assert_eq!(r.usage().managed_kept, kept, "under the budget: kept");
+            assert_eq!(released.load(Ordering::Relaxed), 0);
             assert_eq!(r.usage().device_bytes(), live * MIB + kept);
             d.take();
             // One more MiB does not fit beside the kept blocks: they go, and
@@ -290,6 +291,12 @@ mod tests {
             for n in 1..=live {
                 assert_eq!(r.is_resident(id(n)), Some(true));
             }
+            // Blocks kept past the budget (a free of resident pages) go at
+            // once: the device never holds more than the budget.
+            r.observe_managed_kept(budget);
+            assert_eq!(released.load(Ordering::Relaxed), 2);
+            assert_eq!(r.usage().managed_kept, 0);
+            assert!(r.usage().peak_device <= budget);
         }
     }
 }

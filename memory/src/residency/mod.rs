@@ -154,6 +154,16 @@ impl Residency {
     pub(crate) fn observe_managed_kept(&self, bytes: u64) {
         let mut s = self.lock();
         s.managed_kept = bytes;
+        // A free keeps its pages on the device: past the budget, the kept
+        // blocks go at once (the resource calls nothing here while it holds
+        // its own lock, so the release cannot wait on this one).
+        if bytes > 0
+            && s.over(0, 0)
+            && let Some(release) = self.kept_release.get()
+        {
+            release();
+            s.managed_kept = 0;
+        }
         s.note_peak();
     }
 
