@@ -31,5 +31,5 @@ pub use device::{ComputeCapability, DeviceInfo, Event, GpuDevice, MemoryInfo};
 pub(crate) use managed::Location;
 pub use pinned::PinnedBlock;
 pub(crate) use pinned::{PinnedArena, PinnedStore};
-pub(crate) use pool::{Pool, PoolAllocError};
+pub(crate) use pool::{POOL_CHUNK, Pool, PoolAllocError};
 pub use probe::driver_present;

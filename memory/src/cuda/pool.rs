@@ -19,7 +19,7 @@ use crate::{DeviceError, DeviceMemory, DevicePtr, Result, StreamId};
 
 /// The pool's reservation chunk for small allocations (measured: a pool
 /// whose maximum was 104 MiB held 128 MiB).
-const POOL_CHUNK: u64 = 32 << 20;
+pub(crate) const POOL_CHUNK: u64 = 32 << 20;
 
 /// What an allocation from the pool can fail with.
 #[derive(Debug)]

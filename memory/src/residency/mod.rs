@@ -148,6 +148,14 @@ impl Residency {
         let _ = self.kept_release.set(release);
     }
 
+    /// Counts pooled bytes beside managed memory as the `granule`-byte
+    /// chunks the pool grows by (the allocator: the driver's 32 MiB), so
+    /// that a growth of the pool cannot take the device past the budget
+    /// before it is observed.
+    pub(crate) fn set_pool_granule(&self, granule: u64) {
+        self.lock().pool_granule = granule;
+    }
+
     /// The resident bytes of the freed managed blocks kept now (the budget
     /// adaptor, after each managed allocation and free): they count against
     /// the budget like live ones.

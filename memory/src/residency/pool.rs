@@ -117,4 +117,29 @@ mod tests {
         // Nothing left to evict but the ciphertext: 4 MiB more cannot fit.
         assert!(!r.make_room(4 * MIB, false).expect("no error"));
     }
+
+    /// Beside managed memory, pooled bytes count as the chunks the pool
+    /// grows by: a request that fits by its bytes but not by the chunk the
+    /// pool must add evicts a managed buffer first (without the granule it
+    /// would not, and the pool's growth would take the device past the
+    /// budget before anyone saw it).
+    #[test]
+    fn pooled_bytes_count_as_the_chunks_the_pool_grows_by() {
+        for granule in [0, 32 * MIB] {
+            let (r, _, _) = manager(64 * MIB, true);
+            r.set_pool_granule(granule);
+            register(&r, 1, MemoryClass::Ciphertext, 20 * MIB);
+            drop(r.prepare(&[id(1)]).expect("fits"));
+            r.reserve_pool(MemoryClass::Temporary, 20 * MIB)
+                .expect("one chunk");
+            // As the budget adaptor does: a refusal makes room, then retries.
+            if r.reserve_pool(MemoryClass::Temporary, 20 * MIB).is_err() {
+                assert!(r.make_room(20 * MIB, false).expect("driver"));
+                r.reserve_pool(MemoryClass::Temporary, 20 * MIB)
+                    .expect("fits after an eviction");
+            }
+            let evicted = r.is_resident(id(1)) == Some(false);
+            assert_eq!(evicted, granule > 0, "granule {granule}");
+        }
+    }
 }

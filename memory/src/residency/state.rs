@@ -43,6 +43,10 @@ pub(super) struct State {
     /// (cached for reuse, or waiting for their free): reported by the
     /// budget adaptor, given back by [`Action::ReleaseKept`].
     pub(super) managed_kept: u64,
+    /// The pool grows in chunks of this many bytes (0: by the byte): beside
+    /// managed memory a pooled request is counted as the chunks it may add,
+    /// before the pool adds them.
+    pub(super) pool_granule: u64,
     pub(super) managed_allocated: u64,
     pub(super) clock: u64,
     pub(super) peak_device: u64,
@@ -105,7 +109,12 @@ impl State {
         let pool = if self.managed.is_empty() {
             live
         } else {
-            self.pool_reserved.max(live)
+            // What the pool will hold once it has grown to fit them.
+            let grown = match self.pool_granule {
+                0 => live,
+                granule => live.div_ceil(granule).saturating_mul(granule),
+            };
+            self.pool_reserved.max(grown)
         };
         pool.saturating_add(managed_on_device(self))
             .saturating_add(extra_managed)
