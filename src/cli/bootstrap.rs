@@ -167,6 +167,10 @@ struct Report {
     /// (pool footprint plus resident managed bytes), against the budget.
     #[serde(skip_serializing_if = "Option::is_none")]
     peak_device_resident_bytes: Option<u64>,
+    /// GPU runs: the same peak when key setup (keys, diagonals, tables)
+    /// ended, before the first bootstrap.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    setup_peak_device_resident_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     device_budget_bytes: Option<u64>,
     /// GPU runs: the most bytes the device pool held at once by the driver's
@@ -375,6 +379,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let enc = params.enc_level();
     bootstrapper.prepare_for_scale(params.default_scale(enc)?)?;
     context.synchronize()?;
+    // The peak so far is key setup's (keys, diagonals, tables), so that a
+    // peak past the budget can be told from the bootstraps'.
+    let setup_peak = context
+        .backend()
+        .allocator()
+        .residency_usage()
+        .map(|u| u.peak_device);
     let setup_ms = started.elapsed().as_secs_f64() * 1e3;
     let constant_ms = constants_started.elapsed().as_secs_f64() * 1e3;
     let (key_setup_ms, constant_setup_ms) = if key_load_ms.is_some() {
@@ -592,6 +603,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         peak_bytes_by_class,
         peak_device_bytes_by_class,
         peak_device_resident_bytes: usage.map(|u| u.peak_device),
+        setup_peak_device_resident_bytes: setup_peak,
         device_budget_bytes: usage.map(|u| u.budget),
         pool_peak_bytes: context.backend().allocator().pool_reserved_peak_bytes()?,
         streamed_bytes: usage.map(|u| u.streamed_allocated),
