@@ -143,12 +143,8 @@ impl Evaluator {
         self.add_const(a, -c)
     }
 
-    /// Drops the primes above `level`, keeping the scale exactly (no noise
-    /// is added).
-    ///
-    /// # Errors
-    /// [`OperandError::LevelOutOfRange`] if `level` is above the ciphertext's.
-    pub fn level_down(&self, a: &Ciphertext, level: Level) -> Result<Ciphertext> {
+    /// Checks that `a`, of this context, can be brought down to `level`.
+    pub(crate) fn check_level_down(&self, a: &Ciphertext, level: Level) -> Result<()> {
         self.context.check_same(&a.context)?;
         if level > a.level {
             return Err(OperandError::LevelOutOfRange {
@@ -157,6 +153,16 @@ impl Evaluator {
             }
             .into());
         }
+        Ok(())
+    }
+
+    /// Drops the primes above `level`, keeping the scale exactly (no noise
+    /// is added).
+    ///
+    /// # Errors
+    /// [`OperandError::LevelOutOfRange`] if `level` is above the ciphertext's.
+    pub fn level_down(&self, a: &Ciphertext, level: Level) -> Result<Ciphertext> {
+        self.check_level_down(a, level)?;
         let count = level.primes();
         Ciphertext::from_parts(
             &self.context,

@@ -273,20 +273,8 @@ impl Evaluator {
         const_scale: Scale,
         level: Level,
     ) -> Result<Ciphertext> {
-        self.context.check_same(&a.context)?;
-        if level > a.level {
-            return Err(OperandError::LevelOutOfRange {
-                level,
-                max: a.level,
-            }
-            .into());
-        }
-        if !(const_scale.0.is_finite() && const_scale.0 > 0.0) {
-            return Err(OperandError::InvalidScale.into());
-        }
-        if !(c.re.is_finite() && c.im.is_finite()) {
-            return Err(OperandError::NonFiniteValue.into());
-        }
+        self.check_level_down(a, level)?;
+        check_constant(c, const_scale)?;
         if level == a.level {
             return self.mult_const_without_rescale(a, c, const_scale);
         }
@@ -320,12 +308,7 @@ impl Evaluator {
         const_scale: Scale,
     ) -> Result<Ciphertext> {
         self.context.check_same(&a.context)?;
-        if !(const_scale.0.is_finite() && const_scale.0 > 0.0) {
-            return Err(OperandError::InvalidScale.into());
-        }
-        if !(c.re.is_finite() && c.im.is_finite()) {
-            return Err(OperandError::NonFiniteValue.into());
-        }
+        check_constant(c, const_scale)?;
         let re = (c.re * const_scale.0).round();
         let im = (c.im * const_scale.0).round();
         let mut out = if im == 0.0 {
@@ -523,4 +506,16 @@ impl Evaluator {
 /// Real values as complex ones with a zero imaginary part.
 fn as_complex(values: &[f64]) -> Vec<Complex64> {
     values.iter().map(|&v| Complex64::new(v, 0.0)).collect()
+}
+
+/// A constant and its scale that can be encoded: both finite, the scale
+/// positive.
+fn check_constant(c: Complex64, const_scale: Scale) -> Result<()> {
+    if !(const_scale.0.is_finite() && const_scale.0 > 0.0) {
+        return Err(OperandError::InvalidScale.into());
+    }
+    if !(c.re.is_finite() && c.im.is_finite()) {
+        return Err(OperandError::NonFiniteValue.into());
+    }
+    Ok(())
 }
