@@ -184,13 +184,12 @@ pub trait SlotArithmetic {
         acc: &mut Option<Self::Value>,
         terms: &[(&Self::Value, &Self::Plain)],
     ) -> Result<()> {
-        for &(a, p) in terms {
-            match acc.as_mut() {
-                None => *acc = Some(self.mul_plain(a, p)?),
-                Some(sum) => self.mul_plain_add_assign(sum, a, p)?,
-            }
-        }
-        Ok(())
+        sum_term_by_term(
+            acc,
+            terms,
+            |a, p| self.mul_plain(a, p),
+            |sum, a, p| self.mul_plain_add_assign(sum, a, p),
+        )
     }
     /// Rotates the slots left by `steps` (negative: right); Galois element
     /// `5^steps mod 2N`.
@@ -217,6 +216,26 @@ pub trait SlotArithmetic {
     /// # Errors
     /// A non-finite or non-positive scale.
     fn set_scale(&self, a: &Self::Value, scale: f64) -> Result<Self::Value>;
+}
+
+/// `Σ_t a_t·p_t` one term at a time, added into `acc` when it holds a
+/// value: `mul` makes the first product, `mul_add` adds each other one.
+///
+/// # Errors
+/// What `mul` and `mul_add` return.
+pub(crate) fn sum_term_by_term<V, P>(
+    acc: &mut Option<V>,
+    terms: &[(&V, &P)],
+    mul: impl Fn(&V, &P) -> Result<V>,
+    mul_add: impl Fn(&mut V, &V, &P) -> Result<()>,
+) -> Result<()> {
+    for &(a, p) in terms {
+        match acc.as_mut() {
+            None => *acc = Some(mul(a, p)?),
+            Some(sum) => mul_add(sum, a, p)?,
+        }
+    }
+    Ok(())
 }
 
 /// A value at a wanted level: the value itself where it is there already,

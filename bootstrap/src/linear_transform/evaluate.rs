@@ -10,7 +10,7 @@
 //! `P`, and one ModDown pair ends the transform ([`crate::hoisting`]).
 
 use super::{Diagonal, EXPAND_BATCH, EncodedLinearTransform};
-use crate::arith::at_level;
+use crate::arith::{at_level, sum_term_by_term};
 use crate::hoisting::{ExtendedArithmetic, Hoisting};
 use crate::{Error, Result};
 
@@ -27,13 +27,12 @@ trait Step<P, C> {
     fn mul_add(&self, acc: &mut Self::V, a: &Self::V, p: &P) -> Result<()>;
     /// `Σ_t a_t·p_t`, added into `acc` when it holds a value.
     fn mul_sum(&self, acc: &mut Option<Self::V>, terms: &[(&Self::V, &P)]) -> Result<()> {
-        for &(a, p) in terms {
-            match acc.as_mut() {
-                None => *acc = Some(self.mul(a, p)?),
-                Some(sum) => self.mul_add(sum, a, p)?,
-            }
-        }
-        Ok(())
+        sum_term_by_term(
+            acc,
+            terms,
+            |a, p| self.mul(a, p),
+            |sum, a, p| self.mul_add(sum, a, p),
+        )
     }
     /// Rotation by `steps`.
     fn rotate(&self, a: &Self::V, steps: i64) -> Result<Self::V>;
