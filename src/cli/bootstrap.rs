@@ -613,15 +613,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         largest_step_bytes: usage.map(|u| u.largest_step_bytes),
         planned_fetch_bytes: usage.map(|u| u.planned_bytes),
         floor_fetch_bytes: usage.map(|u| u.floor_bytes),
-        planned_run_ms: usage
-            .and_then(|u| u.planned_run_ns)
-            .map(|ns| ns as f64 / 1e6),
-        planned_stall_ms: usage
-            .and_then(|u| u.planned_stall_ns)
-            .map(|ns| ns as f64 / 1e6),
-        window_run_ms: usage
-            .and_then(|u| u.window_run_ns)
-            .map(|ns| ns as f64 / 1e6),
+        planned_run_ms: usage.and_then(|u| u.planned_run_ns).map(ms),
+        planned_stall_ms: usage.and_then(|u| u.planned_stall_ns).map(ms),
+        window_run_ms: usage.and_then(|u| u.window_run_ns).map(ms),
         model_copy_gbps: usage
             .and_then(|u| u.model_copy_rate)
             .map(|r| r as f64 / 1e9),
@@ -707,4 +701,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Nanoseconds in milliseconds.
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
 }

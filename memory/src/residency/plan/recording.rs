@@ -501,6 +501,26 @@ pub(super) mod tests {
         list.iter().map(|&n| AllocationId(n)).collect()
     }
 
+    /// `count` random steps over objects `1..=objects`, from `next(m)` (a
+    /// number below `m`): mostly one object, sometimes two.
+    pub(in crate::residency::plan) fn random_steps(
+        next: &mut impl FnMut(u64) -> u64,
+        objects: u64,
+        count: u64,
+    ) -> Vec<Vec<AllocationId>> {
+        (0..count)
+            .map(|_| {
+                let a = 1 + next(objects);
+                let b = 1 + next(objects);
+                if a == b || next(3) > 0 {
+                    ids(&[a])
+                } else {
+                    ids(&[a, b])
+                }
+            })
+            .collect()
+    }
+
     fn unit(id: AllocationId) -> Option<u64> {
         Some(u64::from(id.0 < 1000))
     }
@@ -568,17 +588,8 @@ pub(super) mod tests {
         let sized = |id: AllocationId| Some(1 + id.0 % 3);
         for _ in 0..60 {
             let objects = 4 + next(14);
-            let steps: Vec<Vec<AllocationId>> = (0..10 + next(40))
-                .map(|_| {
-                    let a = 1 + next(objects);
-                    let b = 1 + next(objects);
-                    if a == b || next(3) > 0 {
-                        ids(&[a])
-                    } else {
-                        ids(&[a, b])
-                    }
-                })
-                .collect();
+            let count = 10 + next(40);
+            let steps = random_steps(&mut next, objects, count);
             let mut r = Recording::new(steps);
             let capacity = 6 + next(2 * objects);
             let reserve = [0.0, 1.0, 2.0][next(3) as usize];

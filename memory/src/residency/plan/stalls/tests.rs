@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use rand_core::{Rng, SeedableRng};
 
-use super::super::recording::tests::ids;
+use super::super::recording::tests::{ids, random_steps};
 use super::*;
 
 const MB: u64 = 1_000_000;
@@ -27,17 +27,8 @@ fn random_case(rng: &mut rand_chacha::ChaCha20Rng) -> Case {
     let sizes: HashMap<AllocationId, u64> = (1..=objects)
         .map(|n| (AllocationId(n), (1 + next(80)) * MB))
         .collect();
-    let steps: Vec<Vec<AllocationId>> = (0..10 + next(80))
-        .map(|_| {
-            let a = 1 + next(objects);
-            let b = 1 + next(objects);
-            if a == b || next(3) > 0 {
-                ids(&[a])
-            } else {
-                ids(&[a, b])
-            }
-        })
-        .collect();
+    let count = 10 + next(80);
+    let steps = random_steps(&mut next, objects, count);
     let compute = (0..steps.len())
         .map(|_| (50 + next(1950)) as f64 * 1e-6)
         .collect();
