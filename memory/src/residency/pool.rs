@@ -142,4 +142,34 @@ mod tests {
             assert_eq!(evicted, granule > 0, "granule {granule}");
         }
     }
+
+    /// Free room in the pool is not counted on: the pool may still grow by
+    /// a whole chunk (its room fragmented, or freed on a stream the GPU has
+    /// not reached), so a request that its cached room would hold makes
+    /// room for that chunk first — here a trim is enough, and the managed
+    /// buffer stays resident.
+    #[test]
+    fn a_pooled_request_counts_the_growth_it_may_cause_despite_free_room() {
+        let (r, d, stats) = manager(128 * MIB, true);
+        r.set_pool_granule(32 * MIB);
+        register(&r, 1, MemoryClass::EvaluationKey, 40 * MIB);
+        drop(r.prepare(&[id(1)]).expect("fits"));
+        r.reserve_pool(MemoryClass::Temporary, 44 * MIB)
+            .expect("fits");
+        r.observe_pool(64 * MIB);
+        r.release_pool(MemoryClass::Temporary, 24 * MIB);
+        d.take();
+        // 44 MiB of the pool's 64 are free, but 64 + 32 + 40 > 128.
+        assert!(matches!(
+            r.reserve_pool(MemoryClass::Temporary, 20 * MIB),
+            Err(Error::OverBudget { .. })
+        ));
+        assert!(r.make_room(20 * MIB, false).expect("room"));
+        assert_eq!(d.take(), vec![Call::Begin, Call::Trim(20 * MIB), Call::End]);
+        assert_eq!(stats.snapshot().pool_trims(), 1);
+        r.reserve_pool(MemoryClass::Temporary, 20 * MIB)
+            .expect("fits after the trim");
+        assert_eq!(r.is_resident(id(1)), Some(true));
+        assert!(r.usage().peak_device <= 128 * MIB);
+    }
 }
