@@ -110,6 +110,7 @@ mod config;
 #[allow(unsafe_code)]
 pub mod cuda;
 mod error;
+pub mod host;
 pub mod policy;
 pub mod residency;
 mod resource;

@@ -72,7 +72,8 @@ pub struct Args {
     keys: Option<std::path::PathBuf>,
     /// How the DFT diagonals are kept: fit (the default: the fastest forms
     /// of the diagonals and keys the device budget holds beside one
-    /// bootstrap's working memory; compact on the CPU), compact (rounded
+    /// bootstrap's working memory; on the CPU, what half the available host
+    /// memory holds), compact (rounded
     /// coefficients, expanded when used), encoded (every limb, NTT form),
     /// or mixed:SIZE (CoeffToSlot's diagonals encoded while they fit SIZE,
     /// the rest compact). Every form gives the same results.

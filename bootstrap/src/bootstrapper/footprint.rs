@@ -30,8 +30,13 @@
 //! 3. the other keys' halves, conjugation first, then the rotations and
 //!    the sparse-secret keys, each while it fits (about 1.9 ms per GB).
 //!
-//! A CPU context has no device budget: its data stays compact, as the CPU
-//! spends about as long reading a stored half as regenerating it. Keys an
+//! A CPU context has no device budget: there the room is half the host
+//! memory the operating system reports available ([`HOST_SHARE`]), less the
+//! same working reserve. Stored data pays on the CPU too: one thread
+//! bootstraps FGb in 15.0–15.3 s with everything stored against 19.8–21.5 s
+//! with everything compact (17.8–18.8 s with only the diagonals encoded;
+//! docs/BENCHMARKS.md, "CPU bootstrap, FGb, sixth session"), for 9.6 GB of
+//! peak memory against 5.7 GB and a key setup of 22 s against 11. Keys an
 //! evaluator already shares (a cloned [`BootstrapKeys::key_set`]) cannot be
 //! changed in place and are left as they are.
 //!
@@ -95,17 +100,32 @@ pub(super) struct Fitted {
     pub expanded_bytes: u64,
 }
 
+/// The share of the host's available memory [`fit`] may fill on a CPU
+/// context: one part in `HOST_SHARE`, so that the rest of the program (and
+/// the machine's other programs) keep the other half.
+pub const HOST_SHARE: u64 = 2;
+
 /// The room [`fit`] may spend: the budget less what the device holds now
 /// (everything streamed or managed counted as if resident) and less
-/// `reserved`. `None` on a CPU context.
+/// `reserved`; on a CPU context, which has no budget, [`host_room`] of the
+/// memory the operating system reports available. `None` when neither is
+/// known.
 fn spare_room(context: &Context, reserved: u64) -> Option<u64> {
-    let usage = context.backend().allocator().residency_usage()?;
+    let Some(usage) = context.backend().allocator().residency_usage() else {
+        return host_room(hemem_memory::host::available_bytes(), reserved);
+    };
     let held = usage.pool_used
         + usage.managed_allocated
         + usage
             .streamed_allocated
             .saturating_sub(usage.streamed_resident);
     Some(usage.budget.saturating_sub(held).saturating_sub(reserved))
+}
+
+/// A CPU context's room: [`HOST_SHARE`]'s part of the `available` host
+/// memory, less `reserved`.
+fn host_room(available: Option<u64>, reserved: u64) -> Option<u64> {
+    available.map(|bytes| (bytes / HOST_SHARE).saturating_sub(reserved))
 }
 
 /// What keeping a key's uniform halves adds: as many bytes as the `b`
@@ -438,6 +458,15 @@ mod tests {
         }
         // The rooms drawn reach every outcome.
         assert!(seen.iter().all(|&n| n > 50), "{seen:?}");
+    }
+
+    /// A CPU context may fill half the available host memory beside its
+    /// working reserve, and nothing when the memory is not known.
+    #[test]
+    fn a_cpu_context_takes_half_the_available_host_memory() {
+        assert_eq!(host_room(None, 5), None);
+        assert_eq!(host_room(Some(1000), 100), Some(400));
+        assert_eq!(host_room(Some(150), 100), Some(0));
     }
 
     /// With all the room in the world everything is kept in full; with

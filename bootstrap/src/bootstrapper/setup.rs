@@ -43,7 +43,8 @@ impl Bootstrapper {
     /// that every needed key exists and encodes CoeffToSlot's diagonals
     /// (`BootstrapConstant` memory, on the context's device), keeping them
     /// and the keys in the fastest forms the device's budget holds
-    /// ([`DiagonalStorage::Fit`], the default; compact on a CPU).
+    /// ([`DiagonalStorage::Fit`], the default; on a CPU, which has no
+    /// budget, what half the available host memory holds).
     ///
     /// # Errors
     /// [`Error::NotBootstrappable`]; a missing key
