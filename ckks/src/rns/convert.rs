@@ -33,8 +33,14 @@ pub struct BaseConverter {
     /// `Q mod p_j` for Shoup multiplication (the `v·Q` correction).
     q_mod_shoup: Vec<ShoupConstant>,
     /// Whether `Σ_i q_i < 2^64`: then a sum of `k` products `y_i·(Q/q_i mod
-    /// p_j)` is below `p_j·2^64` and one Barrett reduction finishes it.
+    /// p_j)` is below `p_j·2^64` and one Montgomery reduction finishes it.
     narrow_sum: bool,
+    /// With `narrow_sum`: `q_hat` times `2^64 mod p_j` (Montgomery form), so
+    /// that a Montgomery reduction of the sum gives the canonical residue
+    /// itself; empty otherwise.
+    q_hat_montgomery: Vec<Vec<u64>>,
+    /// `−p_j^{-1} mod 2^64`, for the Montgomery reduction.
+    p_inv_neg: Vec<u64>,
 }
 
 /// Coefficients converted together: the `k` scaled inputs and one target's
@@ -94,6 +100,21 @@ impl BaseConverter {
             .iter()
             .try_fold(0u64, |acc, m| acc.checked_add(m.value()))
             .is_some();
+        let q_hat_montgomery = if narrow_sum {
+            to.iter()
+                .zip(&q_hat)
+                .map(|(pj, row): (&Modulus, &Vec<u64>)| {
+                    let r = pj.reduce_u128(1u128 << 64);
+                    row.iter().map(|&f| pj.mul(f, r)).collect()
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let p_inv_neg = to
+            .iter()
+            .map(|pj| inverse_mod_word(pj.value()).wrapping_neg())
+            .collect();
         Ok(Self {
             from: from.to_vec(),
             to: to.to_vec(),
@@ -103,6 +124,8 @@ impl BaseConverter {
             inv_q,
             q_mod_shoup,
             narrow_sum,
+            q_hat_montgomery,
+            p_inv_neg,
         })
     }
 
@@ -192,56 +215,77 @@ impl BaseConverter {
     fn convert_block(&self, input: &[&[u64]], outs: &mut [&mut [u64]], start: usize, exact: bool) {
         let len = outs.first().map_or(0, |o| o.len());
         let k = self.from.len();
+        if k == 0 {
+            return;
+        }
+        // y[c·k + i] = [x_i · (Q/q_i)^{-1}]_{q_i}: one coefficient's k values
+        // side by side, read together by every target below.
         let mut y = vec![0u64; k * len];
-        for (((yi, x), m), w) in y
-            .chunks_exact_mut(len)
-            .zip(input)
+        for (i, ((x, m), w)) in input
+            .iter()
             .zip(&self.from)
             .zip(&self.q_hat_inv)
+            .enumerate()
         {
             let x = x.get(start..start + len).unwrap_or_default();
-            for (o, &xv) in yi.iter_mut().zip(x) {
-                *o = m.mul_shoup(xv, w);
+            for (yc, &xv) in y.chunks_exact_mut(k).zip(x) {
+                if let Some(o) = yc.get_mut(i) {
+                    *o = m.mul_shoup(xv, w);
+                }
             }
         }
         let v: Option<Vec<u64>> = exact.then(|| {
-            // Σ_i y_i · (1/q_i), summed in limb order: the same sequence of
-            // roundings for every coefficient, on every backend.
-            let mut sum = vec![0f64; len];
-            for (yi, &inv) in y.chunks_exact(len).zip(&self.inv_q) {
-                for (s, &yv) in sum.iter_mut().zip(yi) {
-                    *s += yv as f64 * inv;
-                }
-            }
-            sum.iter().map(|&s| (s + 0.5) as u64).collect()
+            // Σ_i y_i · (1/q_i), summed in limb order from 0.0: the same
+            // sequence of roundings for every coefficient, on every backend.
+            y.chunks_exact(k)
+                .map(|yc| {
+                    let mut sum = 0f64;
+                    for (&yv, &inv) in yc.iter().zip(&self.inv_q) {
+                        sum += yv as f64 * inv;
+                    }
+                    (sum + 0.5) as u64
+                })
+                .collect()
         });
-        let mut acc = vec![0u128; len];
-        for (((out, pj), q_hat_row), q_mod) in outs
+        // Per target, each coefficient's k products summed in registers and
+        // reduced at once: with a narrow sum by Montgomery's method over
+        // factors in Montgomery form (two multiplications where Barrett's
+        // reduction takes five; the same canonical residue), else by two
+        // Barrett steps.
+        let rows = if self.narrow_sum {
+            &self.q_hat_montgomery
+        } else {
+            &self.q_hat
+        };
+        for ((((out, pj), row), q_mod), &p_inv_neg) in outs
             .iter_mut()
             .zip(&self.to)
-            .zip(&self.q_hat)
+            .zip(rows)
             .zip(&self.q_mod_shoup)
+            .zip(&self.p_inv_neg)
         {
-            acc.iter_mut().for_each(|a| *a = 0);
-            for (yi, &factor) in y.chunks_exact(len).zip(q_hat_row) {
-                let factor = u128::from(factor);
-                for (a, &yv) in acc.iter_mut().zip(yi) {
-                    *a += u128::from(yv) * factor;
-                }
-            }
-            if self.narrow_sum {
-                for (o, &a) in out.iter_mut().zip(&acc) {
-                    *o = pj.reduce_u128(a);
-                }
-            } else {
-                for (o, &a) in out.iter_mut().zip(&acc) {
-                    *o = pj.reduce_wide(a);
-                }
-            }
-            if let Some(v) = &v {
-                for (o, &vc) in out.iter_mut().zip(v) {
-                    *o = pj.sub(*o, pj.mul_shoup(vc, q_mod));
-                }
+            let p = pj.value();
+            let sums = |yc: &[u64]| match k {
+                4 => dot::<4>(yc, row),
+                5 => dot::<5>(yc, row),
+                6 => dot::<6>(yc, row),
+                _ => yc
+                    .iter()
+                    .zip(row)
+                    .map(|(&yv, &factor)| u128::from(yv) * u128::from(factor))
+                    .sum(),
+            };
+            for (c, (o, yc)) in out.iter_mut().zip(y.chunks_exact(k)).enumerate() {
+                let sum = sums(yc);
+                let r = if self.narrow_sum {
+                    montgomery_reduce(sum, p, p_inv_neg)
+                } else {
+                    pj.reduce_wide(sum)
+                };
+                *o = match &v {
+                    Some(v) => pj.sub(r, pj.mul_shoup(v.get(c).copied().unwrap_or(0), q_mod)),
+                    None => r,
+                };
             }
         }
     }
@@ -271,6 +315,44 @@ impl BaseConverter {
     }
 }
 
+/// `s·2^{-64} mod p`, canonical, for `s < p·2^64` and odd `p < 2^63`
+/// (Montgomery's REDC with `p_inv_neg = −p^{-1} mod 2^64`): `m = s·p_inv_neg
+/// mod 2^64` makes `s + m·p` a multiple of `2^64`, whose quotient is below
+/// `2p`.
+#[inline]
+fn montgomery_reduce(s: u128, p: u64, p_inv_neg: u64) -> u64 {
+    let (lo, hi) = (s as u64, (s >> 64) as u64);
+    let m = lo.wrapping_mul(p_inv_neg);
+    // The low words of s and m·p add to 0 mod 2^64, with a carry unless lo
+    // is 0.
+    let t = hi + ((u128::from(m) * u128::from(p)) >> 64) as u64 + u64::from(lo != 0);
+    if t >= p { t - p } else { t }
+}
+
+/// `Σ_i y_i·f_i` in 128 bits over `K` terms, unrolled (the common digit
+/// sizes); `y` and `f` hold at least `K` words.
+#[inline(always)]
+fn dot<const K: usize>(y: &[u64], f: &[u64]) -> u128 {
+    let (Some(y), Some(f)) = (y.first_chunk::<K>(), f.first_chunk::<K>()) else {
+        return 0;
+    };
+    let mut sum = 0u128;
+    for (&yv, &factor) in y.iter().zip(f) {
+        sum += u128::from(yv) * u128::from(factor);
+    }
+    sum
+}
+
+/// `p^{-1} mod 2^64` for odd `p` (Newton's iteration, each step doubling
+/// the correct low bits from the 3 that `p` itself gives).
+fn inverse_mod_word(p: u64) -> u64 {
+    let mut x = p;
+    for _ in 0..5 {
+        x = x.wrapping_mul(2u64.wrapping_sub(p.wrapping_mul(x)));
+    }
+    x
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -287,6 +369,35 @@ mod tests {
             .take(count)
             .map(|p| Modulus::new(p).unwrap())
             .collect()
+    }
+
+    /// Montgomery's reduction against the big-integer residue, at the
+    /// bounds of its range (sums up to `p·2^64 − 1`).
+    #[test]
+    fn montgomery_reduction_matches_bigint() {
+        let mut rng = seeded_rng(7);
+        for bits in [30, 50, 60, 62] {
+            for m in moduli(bits, 3, 0) {
+                let p = m.value();
+                let p_inv_neg = inverse_mod_word(p).wrapping_neg();
+                assert_eq!(p.wrapping_mul(p_inv_neg.wrapping_neg()), 1);
+                let r_inv = BigInt::from(1u8) << 64u32;
+                let r_inv = r_inv.modinv(&BigInt::from(p)).unwrap();
+                let top = u128::from(p) << 64;
+                let mut cases = vec![0, 1, top - 1, top - u128::from(p), u128::from(u64::MAX)];
+                cases.extend((0..200).map(|_| {
+                    ((u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64())) % top
+                }));
+                for s in cases {
+                    let want = (BigInt::from(s) * &r_inv) % BigInt::from(p);
+                    assert_eq!(
+                        BigInt::from(montgomery_reduce(s, p, p_inv_neg)),
+                        want,
+                        "{s} mod {p}"
+                    );
+                }
+            }
+        }
     }
 
     proptest! {

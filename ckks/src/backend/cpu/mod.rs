@@ -282,6 +282,83 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
+    /// Up to eight terms' products summed exactly in 128 bits (each below
+    /// `q² < 2^124`, with the running value below `2^128`) and reduced once,
+    /// as the GPU's `mul_sum` kernel does: the residue of the sequential
+    /// modular sum, with `acc` read and written once per eight terms
+    /// instead of once per term.
+    fn mul_sum(
+        &self,
+        acc: LimbsMut<'_>,
+        terms: &[(Limbs<'_>, Limbs<'_>)],
+        accumulate: bool,
+    ) -> Result<()> {
+        /// Terms summed between two reductions.
+        const TERMS: usize = 8;
+        /// Coefficients summed together (their 128-bit sums stay in L1).
+        const BLOCK: usize = 512;
+        if terms.is_empty() {
+            return if accumulate {
+                Ok(())
+            } else {
+                Err(Error::LengthMismatch {
+                    expected: 1,
+                    actual: 0,
+                })
+            };
+        }
+        let n = self.degree;
+        for (a, b) in terms {
+            Self::same_length(acc.len(), a.len())?;
+            Self::same_length(acc.len(), b.len())?;
+        }
+        let moduli = self.moduli_of(acc.moduli)?;
+        let operands = terms
+            .iter()
+            .map(|(a, b)| Ok((read_limbs(a, n)?, read_limbs(b, n)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let acc = write_limbs(acc, n)?;
+        acc.into_par_iter()
+            .zip(moduli)
+            .enumerate()
+            .for_each(|(limb, (o, m))| {
+                let limbs: Vec<(&[u64], &[u64])> = operands
+                    .iter()
+                    .map(|(a, b)| {
+                        (
+                            a.get(limb).copied().unwrap_or_default(),
+                            b.get(limb).copied().unwrap_or_default(),
+                        )
+                    })
+                    .collect();
+                let mut sums = [0u128; BLOCK];
+                for (start, o) in o.chunks_mut(BLOCK).enumerate().map(|(i, o)| (i * BLOCK, o)) {
+                    let range = start..start + o.len();
+                    for (group, chunk) in limbs.chunks(TERMS).enumerate() {
+                        let s = sums.get_mut(..o.len()).unwrap_or_default();
+                        if accumulate || group > 0 {
+                            for (s, &x) in s.iter_mut().zip(&*o) {
+                                *s = u128::from(x);
+                            }
+                        } else {
+                            s.fill(0);
+                        }
+                        for (a, b) in chunk {
+                            let a = a.get(range.clone()).unwrap_or_default();
+                            let b = b.get(range.clone()).unwrap_or_default();
+                            for ((s, &x), &y) in s.iter_mut().zip(a).zip(b) {
+                                *s += u128::from(x) * u128::from(y);
+                            }
+                        }
+                        for (o, &s) in o.iter_mut().zip(&*s) {
+                            *o = m.reduce_wide(s);
+                        }
+                    }
+                }
+            });
+        Ok(())
+    }
+
     fn mul_add_assign(&self, acc: LimbsMut<'_>, a: Limbs<'_>, b: Limbs<'_>) -> Result<()> {
         let n = self.degree;
         Self::same_length(acc.len(), a.len())?;
@@ -479,19 +556,44 @@ impl Backend for CpuBackend {
                     );
                     s0.fill(0);
                     s1.fill(0);
-                    for ((x, y0), y1) in dl.iter().zip(&bl).zip(&al) {
-                        let range = start..start + len;
-                        let (x, y0, y1) = (
-                            x.get(range.clone()).unwrap_or_default(),
-                            y0.get(range.clone()).unwrap_or_default(),
-                            y1.get(range).unwrap_or_default(),
-                        );
-                        for ((((s0, s1), &x), &y0), &y1) in
-                            s0.iter_mut().zip(s1.iter_mut()).zip(x).zip(y0).zip(y1)
-                        {
-                            let x = u128::from(x);
-                            *s0 += x * u128::from(y0);
-                            *s1 += x * u128::from(y1);
+                    fn cut<'a>(v: &[&'a [u64]], range: std::ops::Range<usize>) -> Vec<&'a [u64]> {
+                        v.iter()
+                            .map(|l| l.get(range.clone()).unwrap_or_default())
+                            .collect()
+                    }
+                    let range = start..start + len;
+                    let (x, y0, y1) = (
+                        cut(&dl, range.clone()),
+                        cut(&bl, range.clone()),
+                        cut(&al, range),
+                    );
+                    // Two digits per pass: their products are added in
+                    // registers, the running sums read and written once per
+                    // pair.
+                    for ((x, y0), y1) in x.chunks(2).zip(y0.chunks(2)).zip(y1.chunks(2)) {
+                        match (x, y0, y1) {
+                            ([x, u], [y0, v0], [y1, v1]) => {
+                                for (((s0, s1), (&x, &u)), ((&y0, &v0), (&y1, &v1))) in s0
+                                    .iter_mut()
+                                    .zip(s1.iter_mut())
+                                    .zip(x.iter().zip(*u))
+                                    .zip(y0.iter().zip(*v0).zip(y1.iter().zip(*v1)))
+                                {
+                                    let (x, u) = (u128::from(x), u128::from(u));
+                                    *s0 += x * u128::from(y0) + u * u128::from(v0);
+                                    *s1 += x * u128::from(y1) + u * u128::from(v1);
+                                }
+                            }
+                            ([x], [y0], [y1]) => {
+                                for ((((s0, s1), &x), &y0), &y1) in
+                                    s0.iter_mut().zip(s1.iter_mut()).zip(*x).zip(*y0).zip(*y1)
+                                {
+                                    let x = u128::from(x);
+                                    *s0 += x * u128::from(y0);
+                                    *s1 += x * u128::from(y1);
+                                }
+                            }
+                            _ => {}
                         }
                     }
                     for ((o, &s), (p, &t)) in o0.iter_mut().zip(&*s0).zip(o1.iter_mut().zip(&*s1)) {

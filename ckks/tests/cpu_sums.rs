@@ -1,0 +1,84 @@
+//! The CPU backend's fused sums against plain `u128` modular arithmetic,
+//! term by term: `mul_sum` (products summed in 128 bits, reduced once per
+//! eight terms) must give the sequential modular sum, at FGb's 60-bit primes
+//! and with every operand at its largest value somewhere.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    missing_docs
+)]
+
+use std::sync::Arc;
+
+use hemem_ckks::backend::{Backend, CpuBackend};
+use hemem_ckks::params::{Parameters, Preset};
+use hemem_ckks::poly::{Ntt, RnsPoly};
+use hemem_ckks::testing::seeded_rng;
+use hemem_memory::MemoryClass;
+use rand_core::Rng;
+
+#[test]
+fn cpu_mul_sum_is_the_sequential_modular_sum() {
+    let params = Parameters::from_preset(Preset::FGb).unwrap();
+    let n = 1 << 10;
+    let all = params.all_moduli();
+    let backend: Arc<dyn Backend> = Arc::new(CpuBackend::new(n, &all).unwrap());
+    let moduli: Vec<usize> = (0..all.len()).collect();
+    let seed = 0x5u64;
+    let mut rng = seeded_rng(seed);
+    // Random residues, with the first coefficients of every limb at q − 1.
+    let words = |rng: &mut rand_chacha::ChaCha20Rng| -> Vec<u64> {
+        all.iter()
+            .flat_map(|q| {
+                let q = q.value();
+                (0..n)
+                    .map(|i| if i < 4 { q - 1 } else { rng.next_u64() % q })
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let poly = |w: &[u64]| {
+        RnsPoly::<Ntt>::from_words(&backend, &moduli, MemoryClass::Temporary, w).unwrap()
+    };
+    for count in [1usize, 3, 8, 9, 17] {
+        for accumulate in [false, true] {
+            let acc_words = words(&mut rng);
+            let terms: Vec<(Vec<u64>, Vec<u64>)> = (0..count)
+                .map(|_| (words(&mut rng), words(&mut rng)))
+                .collect();
+            let polys: Vec<(RnsPoly<Ntt>, RnsPoly<Ntt>)> =
+                terms.iter().map(|(a, b)| (poly(a), poly(b))).collect();
+            let refs: Vec<(&RnsPoly<Ntt>, &RnsPoly<Ntt>)> =
+                polys.iter().map(|(a, b)| (a, b)).collect();
+            let got = if accumulate {
+                let mut acc = poly(&acc_words);
+                acc.mul_sum_assign(&refs).unwrap();
+                acc
+            } else {
+                RnsPoly::mul_sum(&refs, MemoryClass::Temporary).unwrap()
+            }
+            .to_words()
+            .unwrap();
+            for (limb, q) in all.iter().enumerate() {
+                let q = u128::from(q.value());
+                for c in 0..n {
+                    let i = limb * n + c;
+                    let mut want = if accumulate {
+                        u128::from(acc_words[i])
+                    } else {
+                        0
+                    };
+                    for (a, b) in &terms {
+                        want = (want + u128::from(a[i]) * u128::from(b[i]) % q) % q;
+                    }
+                    assert_eq!(
+                        u128::from(got[i]),
+                        want,
+                        "seed {seed}: {count} terms, accumulate {accumulate}, limb {limb}, coefficient {c}"
+                    );
+                }
+            }
+        }
+    }
+}
