@@ -343,11 +343,29 @@ impl Backend for CpuBackend {
                         } else {
                             s.fill(0);
                         }
-                        for (a, b) in chunk {
-                            let a = a.get(range.clone()).unwrap_or_default();
-                            let b = b.get(range.clone()).unwrap_or_default();
-                            for ((s, &x), &y) in s.iter_mut().zip(a).zip(b) {
-                                *s += u128::from(x) * u128::from(y);
+                        // Two terms per pass: the sums are read and
+                        // written once per pair.
+                        fn cut(v: &[u64], range: std::ops::Range<usize>) -> &[u64] {
+                            v.get(range).unwrap_or_default()
+                        }
+                        let cut = |v| cut(v, range.clone());
+                        for pair in chunk.chunks(2) {
+                            match pair {
+                                [(a, b), (c, d)] => {
+                                    let (a, b, c, d) = (cut(a), cut(b), cut(c), cut(d));
+                                    for ((s, (&x, &y)), (&u, &v)) in
+                                        s.iter_mut().zip(a.iter().zip(b)).zip(c.iter().zip(d))
+                                    {
+                                        *s += u128::from(x) * u128::from(y)
+                                            + u128::from(u) * u128::from(v);
+                                    }
+                                }
+                                [(a, b)] => {
+                                    for ((s, &x), &y) in s.iter_mut().zip(cut(a)).zip(cut(b)) {
+                                        *s += u128::from(x) * u128::from(y);
+                                    }
+                                }
+                                _ => {}
                             }
                         }
                         for (o, &s) in o.iter_mut().zip(&*s) {
