@@ -534,3 +534,48 @@ fn human_sizes_in_tables_raw_integers_in_json_and_examples_in_help() {
         );
     }
 }
+
+/// `hemem bootstrap --record-trace FILE` writes the run's allocation trace
+/// (a CSV the profiled policy can replay), says where, and refuses the
+/// option with `--devices`, where one file cannot hold several devices'.
+#[test]
+fn bootstrap_command_writes_the_recorded_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bootstrap-trace.csv");
+    let out = hemem(&[
+        "bootstrap",
+        "--preset",
+        "test-FTb",
+        "--iterations",
+        "1",
+        "--record-trace",
+        path.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["trace_written"], path.display().to_string());
+    let trace = hemem_memory::trace::Trace::read_file(&path).unwrap();
+    assert!(
+        trace.records.len() > 100,
+        "{} allocations",
+        trace.records.len()
+    );
+    let out = hemem(&[
+        "bootstrap",
+        "--preset",
+        "test-FTb",
+        "--devices",
+        "cpu,cpu",
+        "--batch",
+        "2",
+        "--record-trace",
+        path.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--record-trace"));
+}

@@ -116,6 +116,9 @@ struct ChainStep {
 
 #[derive(Debug, Serialize)]
 struct Report {
+    /// Where `--record-trace` wrote the run's allocation trace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace_written: Option<String>,
     preset: String,
     device: String,
     memory_policy: String,
@@ -575,7 +578,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     );
     let residency = context.backend().allocator().residency();
     let usage = residency.map(|r| r.usage());
+    let trace_written = context
+        .backend()
+        .allocator()
+        .write_trace()?
+        .map(|path| path.display().to_string());
     let report = Report {
+        trace_written,
         preset: preset.name().into(),
         device: context.device().to_string(),
         memory_policy: memory.policy.kind().name().into(),
@@ -699,6 +708,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 human_bytes(peak),
                 human_bytes(budget)
             );
+        }
+        if let Some(path) = &report.trace_written {
+            out!("allocation trace written to {path}");
         }
     }
     Ok(())

@@ -95,6 +95,11 @@ pub fn run(args: &Args, devices: &[DeviceSelection]) -> anyhow::Result<()> {
     }
     let (preset, params) = super::super::preset_parameters(&args.preset)?;
     let memory = args.memory.config()?;
+    if memory.record_trace.is_some() {
+        anyhow::bail!(
+            "--record-trace records one device's allocations: run without --devices to record one"
+        );
+    }
     let contexts = devices
         .iter()
         .map(|&d| Context::with_memory(params.clone(), d, &memory))
