@@ -119,6 +119,10 @@ struct Report {
     /// Where `--record-trace` wrote the run's allocation trace.
     #[serde(skip_serializing_if = "Option::is_none")]
     trace_written: Option<String>,
+    /// Where the `profiled` policy's replay first departed from its
+    /// recording (with `--on-divergence static`; placement by class after).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    policy_divergence: Option<String>,
     preset: String,
     device: String,
     memory_policy: String,
@@ -583,8 +587,14 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .allocator()
         .write_trace()?
         .map(|path| path.display().to_string());
+    let policy_divergence = context
+        .backend()
+        .allocator()
+        .policy_divergence()
+        .map(|e| e.to_string());
     let report = Report {
         trace_written,
+        policy_divergence,
         preset: preset.name().into(),
         device: context.device().to_string(),
         memory_policy: memory.policy.kind().name().into(),
@@ -711,6 +721,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         }
         if let Some(path) = &report.trace_written {
             out!("allocation trace written to {path}");
+        }
+        if let Some(divergence) = &report.policy_divergence {
+            out!("the profiled replay left its recording ({divergence}); placed by class after");
         }
     }
     Ok(())

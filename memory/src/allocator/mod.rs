@@ -377,6 +377,14 @@ impl Allocator {
         self.parts.policy.as_ref().map(|p| p.name())
     }
 
+    /// Where the placement policy's replay of a recording first departed
+    /// from it (the `profiled` policy with
+    /// [`Divergence::FallBackToStatic`](crate::policy::Divergence)); `None`
+    /// otherwise.
+    pub fn policy_divergence(&self) -> Option<crate::TraceError> {
+        self.parts.policy.as_ref().and_then(|p| p.divergence())
+    }
+
     /// The allocation trace so far, when recording.
     pub fn trace(&self) -> Option<Trace> {
         self.parts.trace.as_ref().map(TraceHandle::snapshot)

@@ -114,6 +114,13 @@ pub trait PlacementPolicy: Send + Sync + fmt::Debug {
     fn eviction(&self) -> Eviction {
         Eviction::LeastRecentlyUsed
     }
+
+    /// Where a policy that replays a recording first departed from it and
+    /// fell back to placing by class (`None` for the others, and while the
+    /// replay follows its recording).
+    fn divergence(&self) -> Option<crate::TraceError> {
+        None
+    }
 }
 
 /// The policies by name.

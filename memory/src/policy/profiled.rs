@@ -63,14 +63,6 @@ impl ProfiledPolicy {
         Self::new(&ProfilePlan::analyze(trace, settings), on_divergence)
     }
 
-    /// The first divergence met under [`Divergence::FallBackToStatic`].
-    pub fn divergence(&self) -> Option<TraceError> {
-        self.first_divergence
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
     fn diverge(&self, error: TraceError, request: &AllocRequest) -> Result<Placement> {
         match self.on_divergence {
             Divergence::Error => Err(Error::Trace(error)),
@@ -92,6 +84,14 @@ impl ProfiledPolicy {
 impl PlacementPolicy for ProfiledPolicy {
     fn name(&self) -> &'static str {
         "profiled"
+    }
+
+    /// The first divergence met under [`Divergence::FallBackToStatic`].
+    fn divergence(&self) -> Option<TraceError> {
+        self.first_divergence
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     fn place(&self, request: &AllocRequest) -> Result<Placement> {
