@@ -266,14 +266,10 @@ impl BaseConverter {
         {
             let p = pj.value();
             let sums = |yc: &[u64]| match k {
-                4 => dot::<4>(yc, row),
-                5 => dot::<5>(yc, row),
-                6 => dot::<6>(yc, row),
-                _ => yc
-                    .iter()
-                    .zip(row)
-                    .map(|(&yv, &factor)| u128::from(yv) * u128::from(factor))
-                    .sum(),
+                4 => dot_of::<4>(yc, row),
+                5 => dot_of::<5>(yc, row),
+                6 => dot_of::<6>(yc, row),
+                _ => dot(yc, row),
             };
             for (c, (o, yc)) in out.iter_mut().zip(y.chunks_exact(k)).enumerate() {
                 let sum = sums(yc);
@@ -329,18 +325,24 @@ fn montgomery_reduce(s: u128, p: u64, p_inv_neg: u64) -> u64 {
     if t >= p { t - p } else { t }
 }
 
-/// `Σ_i y_i·f_i` in 128 bits over `K` terms, unrolled (the common digit
-/// sizes); `y` and `f` hold at least `K` words.
+/// `Σ_i y_i·f_i` in 128 bits (the sum stays below `2^128` for the
+/// converter's bases).
 #[inline(always)]
-fn dot<const K: usize>(y: &[u64], f: &[u64]) -> u128 {
-    let (Some(y), Some(f)) = (y.first_chunk::<K>(), f.first_chunk::<K>()) else {
-        return 0;
-    };
-    let mut sum = 0u128;
-    for (&yv, &factor) in y.iter().zip(f) {
-        sum += u128::from(yv) * u128::from(factor);
+fn dot(y: &[u64], f: &[u64]) -> u128 {
+    y.iter()
+        .zip(f)
+        .map(|(&yv, &factor)| u128::from(yv) * u128::from(factor))
+        .sum()
+}
+
+/// [`dot`] over the first `K` words of `y` and `f`, unrolled at compile
+/// time (the common digit sizes); 0 when either is shorter.
+#[inline(always)]
+fn dot_of<const K: usize>(y: &[u64], f: &[u64]) -> u128 {
+    match (y.first_chunk::<K>(), f.first_chunk::<K>()) {
+        (Some(y), Some(f)) => dot(y, f),
+        _ => 0,
     }
-    sum
 }
 
 /// `p^{-1} mod 2^64` for odd `p` (Newton's iteration, each step doubling

@@ -298,14 +298,8 @@ impl Backend for CpuBackend {
         /// Coefficients summed together (their 128-bit sums stay in L1).
         const BLOCK: usize = 512;
         if terms.is_empty() {
-            return if accumulate {
-                Ok(())
-            } else {
-                Err(Error::LengthMismatch {
-                    expected: 1,
-                    actual: 0,
-                })
-            };
+            // Nothing to add, or the refusal of an empty sum: the default's.
+            return super::mul_sum_by_terms(self, acc, terms, accumulate);
         }
         let n = self.degree;
         for (a, b) in terms {
