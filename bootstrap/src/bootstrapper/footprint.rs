@@ -32,11 +32,13 @@
 //!
 //! A CPU context has no device budget: there the room is half the host
 //! memory the operating system reports available ([`HOST_SHARE`]), less the
-//! same working reserve. Stored data pays on the CPU too: one thread
-//! bootstraps FGb in 15.0–15.3 s with everything stored against 19.8–21.5 s
-//! with everything compact (17.8–18.8 s with only the diagonals encoded;
-//! docs/BENCHMARKS.md, "CPU bootstrap, FGb, sixth session"), for 9.6 GB of
-//! peak memory against 5.7 GB and a key setup of 22 s against 11. Keys an
+//! same working reserve. Stored data pays on the CPU too: measured in one
+//! sitting, before that session's faster CPU arithmetic, one thread
+//! bootstrapped FGb in 15.0–15.3 s with everything stored against
+//! 19.8–21.5 s with everything compact (17.8–18.8 s with only the diagonals
+//! encoded; docs/BENCHMARKS.md, "CPU bootstrap, FGb, sixth session"), for
+//! 9.6 GB of peak memory against 5.7 GB and a key setup of 22 s against 11.
+//! Keys an
 //! evaluator already shares (a cloned [`BootstrapKeys::key_set`]) cannot be
 //! changed in place and are left as they are.
 //!
