@@ -9,13 +9,11 @@
 
 mod common;
 
-use common::hemem;
+use common::{hemem, hemem_json};
 
 #[test]
 fn params_json_has_heaan_figures() {
-    let out = hemem(&["params", "--json"]);
-    assert!(out.status.success());
-    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = hemem_json(&["params", "--json"]);
     let rows = rows.as_array().unwrap();
     assert_eq!(rows.len(), 7);
     let expected = [
@@ -106,9 +104,7 @@ fn params_file_security_is_decided_by_hemem_not_by_the_file() {
     let honest = honest.to_str().unwrap();
     let out = hemem(&["params", "--file", honest, "--json"]);
     assert!(!out.status.success());
-    let out = hemem(&["params", "--file", honest, "--json", "--allow-insecure"]);
-    assert!(out.status.success());
-    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = hemem_json(&["params", "--file", honest, "--json", "--allow-insecure"]);
     assert_eq!(rows[0]["name"], "FGb");
     assert_eq!(rows[0]["log_n"], 11);
     assert_eq!(rows[0]["security_bits"], 0);
@@ -117,9 +113,7 @@ fn params_file_security_is_decided_by_hemem_not_by_the_file() {
     let real = dir.path().join("fgb.params");
     let fgb = hemem::ckks::params::Parameters::from_preset(hemem::ckks::params::Preset::FGb);
     hemem::ckks::serialize::Save::save_to_path(&fgb.unwrap(), &real).unwrap();
-    let out = hemem(&["params", "--file", real.to_str().unwrap(), "--json"]);
-    assert!(out.status.success());
-    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = hemem_json(&["params", "--file", real.to_str().unwrap(), "--json"]);
     assert_eq!(rows[0]["security_bits"], 128);
     assert!(
         rows[0]["security_source"]
@@ -160,13 +154,7 @@ fn demo_text_prints_the_peaks_by_class() {
 
 #[test]
 fn demo_reports_precision_as_json() {
-    let out = hemem(&["demo", "--preset", "test-FGb", "--json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = hemem_json(&["demo", "--preset", "test-FGb", "--json"]);
     assert_eq!(report["preset"], "test-FGb");
     assert_eq!(report["device"], "cpu");
     let steps = report["steps"].as_array().unwrap();
@@ -195,7 +183,7 @@ fn demo_reports_precision_as_json() {
 
 #[test]
 fn bootstrap_command_reports_a_chain_as_json() {
-    let out = hemem(&[
+    let report = hemem_json(&[
         "bootstrap",
         "--preset",
         "test-FTb",
@@ -204,12 +192,6 @@ fn bootstrap_command_reports_a_chain_as_json() {
         "--chain",
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["output_level"], 4, "test-FTb's post-bootstrap level");
     assert_eq!(report["bootstrap_ms"].as_array().unwrap().len(), 3);
     let chain = report["chain"].as_array().unwrap();
@@ -232,7 +214,7 @@ fn bootstrap_command_reports_a_chain_as_json() {
 
 #[test]
 fn bootstrap_command_runs_a_batch() {
-    let out = hemem(&[
+    let report = hemem_json(&[
         "bootstrap",
         "--preset",
         "test-FTb",
@@ -242,12 +224,6 @@ fn bootstrap_command_runs_a_batch() {
         "3",
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["batch"], 3);
     assert!(
         report["precision_bits"].as_f64().unwrap() > 15.0,
@@ -287,13 +263,7 @@ fn bootstrap_command_spreads_a_batch_over_devices() {
         if let Some(c) = chunk {
             args.extend(["--chunk", c]);
         }
-        let out = hemem(&args);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let report = hemem_json(&args);
         assert_eq!(report["devices"], serde_json::json!(["cpu", "cpu"]));
         assert_eq!(report["batch"], 3);
         assert!(report["bootstraps_per_second"].as_f64().unwrap() > 0.0);
@@ -380,13 +350,7 @@ fn keygen_writes_key_files_that_bootstrap_and_demo_load() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("ftb.keys");
     let path = file.to_str().unwrap();
-    let out = hemem(&["keygen", "--preset", "test-FTb", "--out", path, "--json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = hemem_json(&["keygen", "--preset", "test-FTb", "--out", path, "--json"]);
     assert_eq!(report["preset"], "test-FTb");
     let file_bytes = report["key_file_bytes"].as_u64().unwrap();
     assert_eq!(file_bytes, std::fs::metadata(&file).unwrap().len());
@@ -402,7 +366,7 @@ fn keygen_writes_key_files_that_bootstrap_and_demo_load() {
         assert_eq!(mode & 0o777, 0o600, "{mode:o}");
     }
 
-    let out = hemem(&[
+    let report = hemem_json(&[
         "bootstrap",
         "--preset",
         "test-FTb",
@@ -412,12 +376,6 @@ fn keygen_writes_key_files_that_bootstrap_and_demo_load() {
         path,
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(report["key_load_ms"].as_f64().unwrap() > 0.0);
     assert!(report.get("key_setup_ms").is_none());
     assert_eq!(report["key_file_bytes"].as_u64().unwrap(), file_bytes);
@@ -426,13 +384,7 @@ fn keygen_writes_key_files_that_bootstrap_and_demo_load() {
         "{report}"
     );
 
-    let out = hemem(&["demo", "--preset", "test-FTb", "--keys", path, "--json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = hemem_json(&["demo", "--preset", "test-FTb", "--keys", path, "--json"]);
     assert!(report["key_load_ms"].as_f64().unwrap() > 0.0);
     let steps = report["steps"].as_array().unwrap();
     assert!(steps.iter().any(|s| s["op"] == "bootstrap"));
@@ -507,6 +459,7 @@ fn human_sizes_in_tables_raw_integers_in_json_and_examples_in_help() {
                 .all(|c| c.is_ascii_digit())
         );
     }
+    // Run directly: its stderr is checked below.
     let out = hemem(&["demo", "--preset", "test-FTb", "--no-bootstrap", "--json"]);
     assert!(out.status.success());
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -542,7 +495,7 @@ fn human_sizes_in_tables_raw_integers_in_json_and_examples_in_help() {
 fn bootstrap_command_writes_the_recorded_trace() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bootstrap-trace.csv");
-    let out = hemem(&[
+    let report = hemem_json(&[
         "bootstrap",
         "--preset",
         "test-FTb",
@@ -552,12 +505,6 @@ fn bootstrap_command_writes_the_recorded_trace() {
         path.to_str().unwrap(),
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["trace_written"], path.display().to_string());
     let trace = hemem_memory::trace::Trace::read_file(&path).unwrap();
     assert!(

@@ -13,7 +13,7 @@ mod common;
 
 use std::path::Path;
 
-use common::hemem;
+use common::{hemem, hemem_json};
 use hemem::bench::oversub::CellStatus;
 use hemem::bench::oversub::output::{read_csv, write_report};
 
@@ -127,7 +127,7 @@ fn a_tiny_sweep_runs_through_child_processes_and_resumes() {
 
 #[test]
 fn the_cell_command_prints_one_json_record() {
-    let out = hemem(&[
+    let record = hemem_json(&[
         "bench",
         "oversub-cell",
         "--preset",
@@ -145,12 +145,6 @@ fn the_cell_command_prints_one_json_record() {
         "--iterations",
         "2",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let record: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(record["status"], "ok");
     assert_eq!(record["op"], "rotate");
     assert_eq!(record["budget"], "2GiB");
@@ -166,7 +160,7 @@ fn the_cell_command_prints_one_json_record() {
 /// cell.
 #[test]
 fn a_manual_swap_inference_cell_runs_and_other_operations_are_refused() {
-    let out = hemem(&[
+    let record = hemem_json(&[
         "bench",
         "oversub-cell",
         "--preset",
@@ -184,12 +178,6 @@ fn a_manual_swap_inference_cell_runs_and_other_operations_are_refused() {
         "--iterations",
         "1",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let record: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(record["status"], "ok", "{record}");
     assert_eq!(record["policy"], "manual-swap");
     assert_eq!(record["op"], "inference");

@@ -9,3 +9,16 @@ pub fn hemem(args: &[&str]) -> Output {
         .output()
         .expect("run hemem")
 }
+
+/// Runs `hemem` with `args`, asserts that it succeeded (with its stderr as
+/// the failure message) and parses its standard output as JSON.
+#[allow(dead_code)] // Not every test crate reads JSON.
+pub fn hemem_json(args: &[&str]) -> serde_json::Value {
+    let out = hemem(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+}
