@@ -40,7 +40,7 @@
 
 mod seeded;
 
-pub use seeded::{SeededUniform, WORDS_PER_BLOCK, stream_id};
+pub use seeded::{SeedPrf, SeededUniform, UniformSeed, WORDS_PER_BLOCK, stream_id};
 
 use rand::rngs::SysRng;
 use rand_chacha::ChaCha20Rng;

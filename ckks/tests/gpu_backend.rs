@@ -16,6 +16,7 @@ use std::sync::Arc;
 use hemem_ckks::backend::{Backend, BinaryOp, Limbs, LimbsMut, NttRows};
 use hemem_ckks::ntt::GaloisElement;
 use hemem_ckks::prelude::*;
+use hemem_ckks::sampling::{SeedPrf, UniformSeed};
 use hemem_ckks::testing::{max_abs_error, seed32, seeded_rng, unit_disk};
 use hemem_ckks::{Error, Result};
 use hemem_memory::MemoryClass;
@@ -1081,9 +1082,15 @@ fn uniform_from_seed_matches_cpu(name: &str, log_n: u32) {
     // Position p of the buffer holds modulus (p * 3 + 1) % limbs.
     let positions: Vec<usize> = (0..limbs).rev().collect();
     let order: Vec<usize> = positions.iter().map(|&p| (p * 3 + 1) % limbs).collect();
-    for digit in [0usize, 1, 4, 15] {
-        let mut seed = [0u8; 32];
-        rng.fill_bytes(&mut seed);
+    for (digit, prf) in [
+        (0usize, SeedPrf::ChaCha12),
+        (1, SeedPrf::ChaCha20),
+        (4, SeedPrf::ChaCha20),
+        (15, SeedPrf::ChaCha12),
+    ] {
+        let mut bytes = [0u8; 32];
+        rng.fill_bytes(&mut bytes);
+        let seed = UniformSeed::new(bytes, prf);
         let out = poisoned(&cpu, &gpu, limbs);
         let (mut c, mut g) = (out.cpu, out.gpu);
         let view = |buffer| LimbsMut::unchecked(buffer, &positions, &order);
@@ -1108,7 +1115,10 @@ fn uniform_from_seed_matches_cpu(name: &str, log_n: u32) {
                 );
             }
         }
-        println!("{name}: digit {digit}: {limbs} limbs bit-identical");
+        println!(
+            "{name}: digit {digit} ({}): {limbs} limbs bit-identical",
+            prf.name()
+        );
     }
 }
 
@@ -1171,10 +1181,14 @@ fn seeded_inner_product_matches_cpu(name: &str, log_n: u32) {
             .collect()
     };
     let two_n = 2 * n as u64;
-    for count in [3usize, 9] {
+    for (count, prf) in [
+        (3usize, SeedPrf::ChaCha12),
+        (9, SeedPrf::ChaCha12),
+        (9, SeedPrf::ChaCha20),
+    ] {
         let digits = random(count);
         let b = random(count);
-        let seed = seed32(count as u64 + u64::from(log_n));
+        let seed = UniformSeed::new(seed32(count as u64 + u64::from(log_n)), prf);
         for galois in [None, Some(GaloisElement(5)), Some(GaloisElement(two_n - 1))] {
             let (mut o0, mut o1) = (poisoned(&cpu, &gpu, limbs), poisoned(&cpu, &gpu, limbs));
             cpu.key_switch_inner_product_seeded(
@@ -1195,7 +1209,7 @@ fn seeded_inner_product_matches_cpu(name: &str, log_n: u32) {
                 LimbsMut::new(be(&gpu), &mut o1.gpu, &all).unwrap(),
             )
             .unwrap();
-            let label = format!("{name}: {count} digits, galois {galois:?}");
+            let label = format!("{name}: {count} digits, {}, galois {galois:?}", prf.name());
             let c0 = download(&cpu, &o0.cpu, &all, &all);
             let c1 = download(&cpu, &o1.cpu, &all, &all);
             assert_same(
@@ -1268,13 +1282,16 @@ fn seeded_inner_product_matches_cpu(name: &str, log_n: u32) {
         }
         for (what, o, positions) in [("out0", &o0, &reversed), ("out1", &o1, &all)] {
             assert_same(
-                &format!("{name}: {count} digits, fallback {what}"),
+                &format!("{name}: {count} digits, {}, fallback {what}", prf.name()),
                 &download(&cpu, &o.cpu, positions, &all),
                 &download(&gpu, &o.gpu, positions, &all),
                 n,
             );
         }
-        println!("{name}: {count} digits: fallback bit-identical");
+        println!(
+            "{name}: {count} digits, {}: fallback bit-identical",
+            prf.name()
+        );
     }
 }
 
@@ -1641,7 +1658,11 @@ fn unknown_modulus_results(backend: &Arc<dyn Backend>) -> Vec<(&'static str, Res
         ),
         (
             "uniform_from_seed",
-            backend.uniform_from_seed(&[7; 32], 0, write(&mut o0, &bad)),
+            backend.uniform_from_seed(
+                &UniformSeed::new([7; 32], SeedPrf::default()),
+                0,
+                write(&mut o0, &bad),
+            ),
         ),
         (
             "tensor",
@@ -1671,7 +1692,7 @@ fn unknown_modulus_results(backend: &Arc<dyn Backend>) -> Vec<(&'static str, Res
                 &[read(&a)],
                 None,
                 &[read(&b)],
-                &[7; 32],
+                &UniformSeed::new([7; 32], SeedPrf::default()),
                 write(&mut o0, &bad),
                 write(&mut o1, &bad),
             ),

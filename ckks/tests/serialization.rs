@@ -675,7 +675,8 @@ fn key_records_with_valid_checksums_are_checked_field_by_field() {
         }))
     };
     // Payload: count @0; key: tag @4, Galois element @5, seed @13..45,
-    // level @45, digits @49, uniform flag @53, first polynomial @54.
+    // level @45, digits @49, uniform byte @53 (bit 0: halves stored; bits
+    // 1–7: the seed's PRF), first polynomial @54.
     let patch = |at: usize, with: &[u8]| patch_payload_for_tests(&file, at, with);
     assert_eq!(
         load(&patch(0, &u32::MAX.to_le_bytes())),
@@ -694,7 +695,8 @@ fn key_records_with_valid_checksums_are_checked_field_by_field() {
     );
     assert_eq!(load(&patch(45, &99u32.to_le_bytes())), invalid("key level"));
     assert_eq!(load(&patch(49, &1u32.to_le_bytes())), invalid("digits"));
-    assert_eq!(load(&patch(53, &[2]),), invalid("uniform flag"));
+    assert_eq!(load(&patch(53, &[4]),), invalid("uniform PRF"));
+    assert_eq!(load(&patch(53, &[5]),), invalid("uniform PRF"));
     assert_eq!(load(&patch(54, &3u32.to_le_bytes())), invalid("limb count"));
     assert_eq!(
         load(&patch(58, &1u32.to_le_bytes())),
@@ -752,6 +754,61 @@ fn key_records_with_valid_checksums_are_checked_field_by_field() {
         Err(Error::Serialization(SerializationError::Truncated { .. }))
     ));
     assert_eq!(load(&craft(&payload)), Ok(()));
+}
+
+/// Keys expand their seeds with ChaCha12 unless made with ChaCha20, and the
+/// record says which: ChaCha20 keys are written exactly as earlier builds
+/// wrote them (uniform byte 0 or 1), ChaCha12 keys set bit 1. Both
+/// relinearise correctly on a product, compact and full; the PRF read back
+/// is the one that made the key (a ChaCha12 key relabelled ChaCha20 is
+/// another key, and its product decrypts to noise).
+#[test]
+fn keys_record_the_prf_that_expands_their_seed() {
+    use hemem_ckks::sampling::SeedPrf;
+    let w = world(8);
+    let encoder = Encoder::new(&w.context);
+    let decrypt = |ct: &Ciphertext| {
+        encoder
+            .decode(&Decryptor::new(&w.context).decrypt(ct, &w.secret).unwrap())
+            .unwrap()
+    };
+    let input = decrypt(&w.ciphertext);
+    let expected: Vec<_> = input.iter().map(|x| x * x).collect();
+    let product_error = |key: SwitchingKey| {
+        let mut keys = KeySet::new();
+        keys.insert(key).unwrap();
+        let eval = Evaluator::with_keys(&w.context, Arc::new(keys));
+        let product = eval.mult(&w.ciphertext, &w.ciphertext).unwrap();
+        max_abs_error(&decrypt(&product), &expected)
+    };
+    // Payload of a lone key: tag @0, Galois element @1, seed @9..41, level
+    // @41, digits @45, uniform byte @49.
+    for (prf, byte) in [(SeedPrf::ChaCha12, 2u8), (SeedPrf::ChaCha20, 0)] {
+        let keygen = KeyGenerator::with_seed(&w.context, seed32(80)).with_uniform_prf(prf);
+        let key = keygen.relinearization_key(&w.secret).unwrap();
+        assert_eq!(key.seed().prf, prf);
+        let compact = key.to_bytes_compressed().unwrap();
+        assert_eq!(payload_for_tests(&compact)[49], byte, "{prf:?}");
+        let loaded = SwitchingKey::from_bytes(&w.context, &compact).unwrap();
+        assert_eq!(loaded.seed(), key.seed());
+        let mut full = SwitchingKey::from_bytes(&w.context, &compact).unwrap();
+        full.expand().unwrap();
+        let full_bytes = full.to_bytes().unwrap();
+        assert_eq!(payload_for_tests(&full_bytes)[49], byte | 1, "{prf:?}");
+        let full = SwitchingKey::from_bytes(&w.context, &full_bytes).unwrap();
+        assert!(!full.is_compressed());
+        for (form, key) in [("compact", loaded), ("full", full)] {
+            let error = product_error(key);
+            assert!(error < 1e-3, "{prf:?} {form}: error {error}");
+        }
+    }
+    let keygen = KeyGenerator::with_seed(&w.context, seed32(81));
+    let key = keygen.relinearization_key(&w.secret).unwrap();
+    let relabelled = patch_payload_for_tests(&key.to_bytes_compressed().unwrap(), 49, &[0]);
+    let wrong = SwitchingKey::from_bytes(&w.context, &relabelled).unwrap();
+    assert_eq!(wrong.seed().prf, SeedPrf::ChaCha20);
+    let error = product_error(wrong);
+    assert!(error > 1.0, "a relabelled key still relinearised: {error}");
 }
 
 /// The error of a load that must fail with a serialization error.

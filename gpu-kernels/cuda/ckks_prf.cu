@@ -3,7 +3,8 @@
 // key-switching inner product that generates a_j as it reads b_j, so a_j
 // never touches device memory.
 //
-// ChaCha20 (RFC 8439, 20 rounds) keyed by the key's 32-byte seed; state words
+// ChaCha (RFC 8439's block function) with the key's double rounds (6 for
+// ChaCha12, the default, or 10 for ChaCha20) keyed by its 32-byte seed; state words
 // 12-13 hold the 64-bit block counter, 14-15 the 64-bit stream id
 // (attempt << 48) | (digit << 32) | modulus, low words first. Word k of a
 // stream is block k/8's u32 words 2(k%8) (low) and 2(k%8)+1 (high).
@@ -15,9 +16,11 @@
 // Grid: x covers the N/8 blocks of a limb (grid-stride), y the limbs.
 #include "ckks_common.cuh"
 
-// The seed as eight little-endian words (struct Seed in launch/ckks/prf.rs).
+// The seed as eight little-endian words and the double rounds of its ChaCha
+// (struct Seed in launch/ckks/prf.rs).
 struct Seed {
     u32 w[8];
+    u32 double_rounds;
 };
 
 #define SIGMA0 0x61707865u
@@ -37,19 +40,19 @@ struct Seed {
     c += d;                       \
     b = ROTL32(b ^ c, 7);
 
-// The eight 64-bit words of ChaCha20 block `counter` of `stream`.
-__device__ __forceinline__ void chacha20_words(const Seed& key, u64 counter, u64 stream, u64 out[8]) {
+// The eight 64-bit words of ChaCha block `counter` of `stream`.
+__device__ __forceinline__ void chacha_words(const Seed& key, u64 counter, u64 stream, u64 out[8]) {
     const u32 c_lo = (u32)counter, c_hi = (u32)(counter >> 32);
     const u32 s_lo = (u32)stream, s_hi = (u32)(stream >> 32);
     u32 x0 = SIGMA0, x1 = SIGMA1, x2 = SIGMA2, x3 = SIGMA3;
     u32 x4 = key.w[0], x5 = key.w[1], x6 = key.w[2], x7 = key.w[3];
     u32 x8 = key.w[4], x9 = key.w[5], x10 = key.w[6], x11 = key.w[7];
     u32 x12 = c_lo, x13 = c_hi, x14 = s_lo, x15 = s_hi;
-    // Ten double rounds, kept rolled: one iteration is ~100 instructions, so
+    // The double rounds, kept rolled: one iteration is ~100 instructions, so
     // the loop costs ~1% and the fused kernel's 16-fold digit unrolling
     // stays small.
 #pragma unroll 1
-    for (int r = 0; r < 10; ++r) {
+    for (u32 r = 0; r < key.double_rounds; ++r) {
         QUARTER(x0, x4, x8, x12);
         QUARTER(x1, x5, x9, x13);
         QUARTER(x2, x6, x10, x14);
@@ -94,7 +97,7 @@ __device__ __forceinline__ u64 bit_mask(u32 bits) { return bits >= 64 ? ~0ull : 
 __device__ __noinline__ u64 retry_coefficient(Seed key, u64 base, u64 k, u64 q, u64 mask) {
     for (u64 attempt = 1;; ++attempt) {
         u64 w[8];
-        chacha20_words(key, k >> 3, base | (attempt << 48), w);
+        chacha_words(key, k >> 3, base | (attempt << 48), w);
         const u32 i = (u32)(k & 7);
         u64 x = w[0];
 #pragma unroll
@@ -109,7 +112,7 @@ __device__ __noinline__ u64 retry_coefficient(Seed key, u64 base, u64 k, u64 q, 
 // Coefficients 8 block .. 8 block + 7 of the limb (stream base = digit << 32 |
 // modulus), in place of v.
 __device__ __forceinline__ void uniform_block(const Seed& key, u64 base, u64 block, u64 q, u64 mask, u64 v[8]) {
-    chacha20_words(key, block, base, v);
+    chacha_words(key, block, base, v);
 #pragma unroll
     for (u32 i = 0; i < 8; ++i) {
         const u64 x = v[i] & mask;

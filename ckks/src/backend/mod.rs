@@ -32,7 +32,7 @@ use hemem_memory::{Allocator, Buffer, MemoryClass};
 
 use crate::Result;
 use crate::ntt::GaloisElement;
-use crate::sampling::SeededUniform;
+use crate::sampling::{SeededUniform, UniformSeed};
 use crate::zq::Modulus;
 
 /// Where an object lives and its operations run.
@@ -494,11 +494,11 @@ pub trait Backend: Send + Sync + fmt::Debug {
     ///
     /// The default generates on the host and writes the words; the CPU
     /// backend fills the limbs in place; the GPU backend generates them on
-    /// the device (one thread per ChaCha20 block).
+    /// the device (one thread per ChaCha block).
     ///
     /// # Errors
     /// Shape or placement errors; an unknown modulus index.
-    fn uniform_from_seed(&self, seed: &[u8; 32], digit: usize, out: LimbsMut<'_>) -> Result<()> {
+    fn uniform_from_seed(&self, seed: &UniformSeed, digit: usize, out: LimbsMut<'_>) -> Result<()> {
         let n = self.degree();
         out.check(n)?;
         let mut words = vec![0u64; out.len() * n];
@@ -529,7 +529,7 @@ pub trait Backend: Send + Sync + fmt::Debug {
         digits: &[Limbs<'_>],
         galois: Option<GaloisElement>,
         b: &[Limbs<'_>],
-        seed: &[u8; 32],
+        seed: &UniformSeed,
         out0: LimbsMut<'_>,
         out1: LimbsMut<'_>,
     ) -> Result<()> {
@@ -682,7 +682,7 @@ pub(crate) fn seeded_inner_product_by_parts<B: Backend + ?Sized>(
     digits: &[Limbs<'_>],
     galois: Option<GaloisElement>,
     b: &[Limbs<'_>],
-    seed: &[u8; 32],
+    seed: &UniformSeed,
     out0: LimbsMut<'_>,
     out1: LimbsMut<'_>,
 ) -> Result<()> {

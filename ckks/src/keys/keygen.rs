@@ -13,7 +13,7 @@ use crate::ntt::GaloisElement;
 use crate::params::{ERROR_STD_DEV, Level};
 use crate::poly::{Coeff, Ntt, RnsPoly};
 use crate::progress::{NoProgress, Progress};
-use crate::sampling::Sampler;
+use crate::sampling::{Sampler, SeedPrf, UniformSeed};
 
 /// Makes keys for a context, drawing randomness from a ChaCha20 stream seeded
 /// from the operating system (or, with the `test-utils` feature, from a fixed
@@ -29,6 +29,7 @@ use crate::sampling::Sampler;
 pub struct KeyGenerator {
     context: Context,
     sampler: Mutex<Sampler>,
+    uniform_prf: SeedPrf,
 }
 
 impl KeyGenerator {
@@ -40,7 +41,19 @@ impl KeyGenerator {
         Ok(Self {
             context: context.clone(),
             sampler: Mutex::new(Sampler::from_os()?),
+            uniform_prf: SeedPrf::default(),
         })
+    }
+
+    /// The generator whose switching keys expand their seeds with `prf`
+    /// instead of the default ([`SeedPrf::ChaCha12`]): ChaCha20 makes keys
+    /// that builds before ChaCha12 can read, and that regenerate their
+    /// uniform halves more slowly. Both are pseudorandom functions the
+    /// library accepts (`docs/SECURITY.md`).
+    #[must_use]
+    pub fn with_uniform_prf(mut self, prf: SeedPrf) -> Self {
+        self.uniform_prf = prf;
+        self
     }
 
     /// A key generator with a fixed seed: reproducible, for tests and
@@ -57,6 +70,7 @@ impl KeyGenerator {
         Self {
             context: context.clone(),
             sampler: Mutex::new(Sampler::from_seed(seed)),
+            uniform_prf: SeedPrf::default(),
         }
     }
 
@@ -175,7 +189,7 @@ impl KeyGenerator {
         let mut s_moduli = Vec::new();
         let s = to.poly.select(&moduli, &mut s_moduli)?;
         let mut sampler = self.sampler();
-        let seed = *sampler.seed();
+        let seed = UniformSeed::new(*sampler.seed(), self.uniform_prf);
         let mut b = Vec::with_capacity(digits);
         for j in 0..digits {
             let e = sampler.gaussian(n, ERROR_STD_DEV);

@@ -11,6 +11,7 @@ use crate::context::Context;
 use crate::ntt::GaloisElement;
 use crate::params::Level;
 use crate::poly::{Ntt, RnsPoly};
+use crate::sampling::UniformSeed;
 
 /// What a switching key switches from (it always switches *to* the secret
 /// key `s`).
@@ -48,8 +49,9 @@ impl KeyKind {
 /// so that `Σ_j ModUp([c]_{D_j})·(b_j, a_j)` decrypts to `P·c·s'` and ModDown
 /// by `P` leaves `c·s'` plus small noise.
 ///
-/// The uniform halves `a_j` come from a 32-byte seed (one ChaCha20 sub-stream
-/// per digit and limb), so a key is stored **compressed** — `b` and the
+/// The uniform halves `a_j` come from a 32-byte seed (one ChaCha12 sub-stream
+/// per digit and limb, or ChaCha20 for keys made by earlier builds:
+/// [`UniformSeed`]), so a key is stored **compressed** — `b` and the
 /// seed only, half the bytes — and `a` regenerated limb by limb when needed
 /// ([`SwitchingKey::expand`] keeps them instead).
 ///
@@ -66,7 +68,7 @@ pub struct SwitchingKey {
     pub(crate) context: Context,
     pub(crate) kind: KeyKind,
     pub(crate) level: Level,
-    pub(crate) seed: [u8; 32],
+    pub(crate) seed: UniformSeed,
     pub(crate) b: Vec<RnsPoly<Ntt>>,
     pub(crate) a: Option<Vec<RnsPoly<Ntt>>>,
 }
@@ -86,7 +88,7 @@ impl fmt::Debug for SwitchingKey {
 /// ([`crate::sampling::SeededUniform`], on the backend's device).
 pub(crate) fn regenerate_uniform(
     backend: &Arc<dyn Backend>,
-    seed: [u8; 32],
+    seed: UniformSeed,
     digit: usize,
     moduli: &[usize],
     class: MemoryClass,
@@ -121,8 +123,8 @@ impl SwitchingKey {
         self.a.is_none()
     }
 
-    /// The seed of the uniform halves.
-    pub fn seed(&self) -> [u8; 32] {
+    /// The seed of the uniform halves and the function that expands it.
+    pub fn seed(&self) -> UniformSeed {
         self.seed
     }
 

@@ -1,14 +1,16 @@
 //! [`SeededUniform`]: the counter-based generator of switching keys' uniform
 //! halves `a_j`, which the CPU and the GPU (`gpu-kernels/cuda/ckks_prf.cu`)
-//! compute bit for bit alike.
+//! compute bit for bit alike, and [`UniformSeed`], what a key stores to
+//! regenerate them.
 //!
 //! # The generator
 //!
-//! * **Block function:** ChaCha20 (RFC 8439, 20 rounds) keyed by the key's
-//!   32-byte seed (eight little-endian `u32` words). State words 12–13 hold a
-//!   64-bit block counter (low word first), words 14–15 a 64-bit stream id
-//!   (low word first): the layout of `rand_chacha::ChaCha20Rng` after
-//!   `set_stream`. The 64-bit output word `w` of a stream is made of the
+//! * **Block function:** ChaCha (RFC 8439's block function) with the rounds
+//!   of the key's [`SeedPrf`] — 12 for keys made now, 20 for keys made
+//!   before — keyed by the key's 32-byte seed (eight little-endian `u32`
+//!   words). State words 12–13 hold a 64-bit block counter (low word first),
+//!   words 14–15 a 64-bit stream id (low word first): the layout of
+//!   `rand_chacha`'s `ChaCha12Rng` and `ChaCha20Rng` after `set_stream`. The 64-bit output word `w` of a stream is made of the
 //!   keystream's `u32` words `2w` (low half) and `2w + 1` (high half), that
 //!   is, words of block `w / 8`.
 //! * **Streams:** digit `j`, global modulus index `i` and attempt `t` use the
@@ -32,25 +34,99 @@
 //!
 //! The seed is public, stored and moved with the key, as in every seeded-LWE
 //! scheme: `a_j` is public anyway. Under the standard assumption that
-//! ChaCha20 is a pseudorandom function of its key, the `a_j` it expands to
-//! are indistinguishable from uniform, which is all RLWE asks of them.
-//! Rejection depends on public data only, so its variable time leaks
-//! nothing. See `docs/SECURITY.md`.
+//! ChaCha with 12 (or 20) rounds is a pseudorandom function of its key, the
+//! `a_j` it expands to are indistinguishable from uniform, which is all
+//! RLWE asks of them. Rejection depends on public data only, so its
+//! variable time leaks nothing. See `docs/SECURITY.md`, which also says why
+//! 12 rounds.
 //!
 //! The block function is written here rather than taken from `rand_chacha`
 //! because the GPU kernel must mirror it line for line and the generator
 //! needs random access to single blocks of many streams; the unit tests pin
 //! it to RFC 8439's test vector and to `rand_chacha`.
 
-use rand_chacha::ChaCha20Rng;
+use rand_chacha::{ChaCha12Rng, ChaCha20Rng};
 use rand_core::{Rng, SeedableRng};
 use rayon::prelude::*;
 
 use crate::zq::Modulus;
 use crate::{Error, Result};
 
-/// 64-bit words (coefficients) per ChaCha20 block.
+/// 64-bit words (coefficients) per ChaCha block.
 pub const WORDS_PER_BLOCK: usize = 8;
+
+/// The pseudorandom function that expands a key's seed into its uniform
+/// halves: the ChaCha block function with this many rounds.
+///
+/// Keys are made with [`SeedPrf::ChaCha12`] (the default): 12 rounds keep
+/// five rounds of margin over the best published attack (7 rounds), as
+/// `rand`'s `StdRng` and Adiantum chose, and cost 60 % of ChaCha20's
+/// integer work, which is most of a seeded key switch on the GPU.
+/// [`SeedPrf::ChaCha20`] reads keys made before (and stays available to
+/// [`crate::keys::KeyGenerator::with_uniform_prf`]). A key's file records
+/// which one it uses. See `docs/SECURITY.md`, "Seeded switching keys".
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SeedPrf {
+    /// ChaCha20 (RFC 8439): 20 rounds. Keys made before 12 rounds were
+    /// chosen use it.
+    ChaCha20,
+    /// ChaCha12: 12 rounds.
+    #[default]
+    ChaCha12,
+}
+
+impl SeedPrf {
+    /// Double rounds (a column round and a diagonal round) of the block
+    /// function.
+    pub const fn double_rounds(self) -> u32 {
+        match self {
+            Self::ChaCha20 => 10,
+            Self::ChaCha12 => 6,
+        }
+    }
+
+    /// Its number in key files.
+    pub(crate) const fn id(self) -> u8 {
+        match self {
+            Self::ChaCha20 => 0,
+            Self::ChaCha12 => 1,
+        }
+    }
+
+    /// The PRF numbered `id` in key files.
+    pub(crate) const fn from_id(id: u8) -> Option<Self> {
+        match id {
+            0 => Some(Self::ChaCha20),
+            1 => Some(Self::ChaCha12),
+            _ => None,
+        }
+    }
+
+    /// A name for reports: `"ChaCha12"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::ChaCha20 => "ChaCha20",
+            Self::ChaCha12 => "ChaCha12",
+        }
+    }
+}
+
+/// What a switching key stores to regenerate its uniform halves: a 32-byte
+/// seed (public) and the [`SeedPrf`] that expands it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct UniformSeed {
+    /// The seed.
+    pub bytes: [u8; 32],
+    /// The function that expands it.
+    pub prf: SeedPrf,
+}
+
+impl UniformSeed {
+    /// `bytes` expanded by `prf`.
+    pub const fn new(bytes: [u8; 32], prf: SeedPrf) -> Self {
+        Self { bytes, prf }
+    }
+}
 
 /// `"expand 32-byte k"` as four little-endian words (RFC 8439 §2.3).
 const SIGMA: [u32; 4] = [0x6170_7865, 0x3320_646e, 0x7962_2d32, 0x6b20_6574];
@@ -91,7 +167,7 @@ fn quarter(a: &mut u32, b: &mut u32, c: &mut u32, d: &mut u32) {
 #[derive(Clone, Copy)]
 pub struct SeededUniform {
     key: [u32; 8],
-    seed: [u8; 32],
+    seed: UniformSeed,
 }
 
 impl std::fmt::Debug for SeededUniform {
@@ -101,10 +177,10 @@ impl std::fmt::Debug for SeededUniform {
 }
 
 impl SeededUniform {
-    /// The generator keyed by `seed`.
-    pub fn new(seed: &[u8; 32]) -> Self {
+    /// The generator of `seed`.
+    pub fn new(seed: &UniformSeed) -> Self {
         let mut key = [0u32; 8];
-        for (k, bytes) in key.iter_mut().zip(seed.chunks_exact(4)) {
+        for (k, bytes) in key.iter_mut().zip(seed.bytes.chunks_exact(4)) {
             if let [a, b, c, d] = *bytes {
                 *k = u32::from_le_bytes([a, b, c, d]);
             }
@@ -112,8 +188,8 @@ impl SeededUniform {
         Self { key, seed: *seed }
     }
 
-    /// The ChaCha20 block `counter` of stream `stream`: sixteen keystream
-    /// words, in order.
+    /// The ChaCha block `counter` of stream `stream` (the seed's rounds):
+    /// sixteen keystream words, in order.
     pub fn block(&self, counter: u64, stream: u64) -> [u32; 16] {
         let [k0, k1, k2, k3, k4, k5, k6, k7] = self.key;
         let [c0, c1, c2, c3] = SIGMA;
@@ -153,7 +229,7 @@ impl SeededUniform {
             mut x14,
             mut x15,
         ] = state;
-        for _ in 0..10 {
+        for _ in 0..self.seed.prf.double_rounds() {
             // Column round.
             quarter(&mut x0, &mut x4, &mut x8, &mut x12);
             quarter(&mut x1, &mut x5, &mut x9, &mut x13);
@@ -225,30 +301,53 @@ impl SeededUniform {
     /// limb modulo `q` (global modulus index `modulus`), in parallel.
     ///
     /// The first attempts are read sequentially from `rand_chacha`'s
-    /// `ChaCha20Rng` positioned at the chunk's first word (the same keystream
-    /// as [`SeededUniform::block`], checked by the tests): its SIMD block
-    /// function makes a key switch with a compressed key on the CPU about
-    /// three times cheaper than the scalar one.
+    /// `ChaCha12Rng` or `ChaCha20Rng` positioned at the chunk's first word
+    /// (the same keystream as [`SeededUniform::block`], checked by the
+    /// tests): its SIMD block function makes a key switch with a compressed
+    /// key on the CPU about three times cheaper than the scalar one.
     pub fn fill_limb(&self, digit: usize, modulus: usize, q: u64, out: &mut [u64]) {
-        let mask = mask_of(q);
         let stream = stream_id(digit, modulus, 0);
         out.par_chunks_mut(CHUNK)
             .enumerate()
             .for_each(|(chunk, words)| {
                 let first = (chunk * CHUNK) as u64;
-                let mut rng = ChaCha20Rng::from_seed(self.seed);
-                rng.set_stream(stream);
                 // The word position counts 32-bit words.
-                rng.set_word_pos(u128::from(first) * 2);
-                for (i, x) in words.iter_mut().enumerate() {
-                    let v = rng.next_u64() & mask;
-                    *x = if v < q {
-                        v
-                    } else {
-                        self.retry(digit, modulus, q, mask, first + i as u64)
-                    };
+                let position = u128::from(first) * 2;
+                match self.seed.prf {
+                    SeedPrf::ChaCha20 => {
+                        let mut rng = ChaCha20Rng::from_seed(self.seed.bytes);
+                        rng.set_stream(stream);
+                        rng.set_word_pos(position);
+                        self.fill_from(&mut rng, (digit, modulus, q), first, words);
+                    }
+                    SeedPrf::ChaCha12 => {
+                        let mut rng = ChaCha12Rng::from_seed(self.seed.bytes);
+                        rng.set_stream(stream);
+                        rng.set_word_pos(position);
+                        self.fill_from(&mut rng, (digit, modulus, q), first, words);
+                    }
                 }
             });
+    }
+
+    /// Coefficients `first …` of the limb from `rng`, positioned at word
+    /// `first` of the limb's attempt-0 stream.
+    fn fill_from<R: Rng>(
+        &self,
+        rng: &mut R,
+        (digit, modulus, q): (usize, usize, u64),
+        first: u64,
+        words: &mut [u64],
+    ) {
+        let mask = mask_of(q);
+        for (i, x) in words.iter_mut().enumerate() {
+            let v = rng.next_u64() & mask;
+            *x = if v < q {
+                v
+            } else {
+                self.retry(digit, modulus, q, mask, first + i as u64)
+            };
+        }
     }
 
     /// Fills each limb of `limbs` (N words each) for digit `digit`: limb `l`
@@ -293,7 +392,7 @@ impl SeededUniform {
 
 #[cfg(test)]
 mod tests {
-    use rand_chacha::ChaCha20Rng;
+    use rand_chacha::{ChaCha12Rng, ChaCha20Rng};
     use rand_core::{Rng, SeedableRng};
 
     use super::*;
@@ -306,7 +405,7 @@ mod tests {
         // 00:00:00:09:00:00:00:4a:00:00:00:00. In the 64-bit layout the
         // nonce's first word is the counter's high word.
         let key: [u8; 32] = std::array::from_fn(|i| i as u8);
-        let g = SeededUniform::new(&key);
+        let g = SeededUniform::new(&UniformSeed::new(key, SeedPrf::ChaCha20));
         let counter = 1u64 | (0x0900_0000u64 << 32);
         let stream = 0x4a00_0000u64;
         let expected: [u32; 16] = [
@@ -330,37 +429,70 @@ mod tests {
         assert_eq!(g.block(counter, stream), expected);
     }
 
+    /// `rand_chacha`'s generator of `seed`'s rounds, at 32-bit word
+    /// `position` of `stream`.
+    fn rand_chacha_at(seed: UniformSeed, stream: u64, position: u128) -> Box<dyn Rng> {
+        match seed.prf {
+            SeedPrf::ChaCha20 => {
+                let mut rng = ChaCha20Rng::from_seed(seed.bytes);
+                rng.set_stream(stream);
+                rng.set_word_pos(position);
+                Box::new(rng)
+            }
+            SeedPrf::ChaCha12 => {
+                let mut rng = ChaCha12Rng::from_seed(seed.bytes);
+                rng.set_stream(stream);
+                rng.set_word_pos(position);
+                Box::new(rng)
+            }
+        }
+    }
+
+    const PRFS: [SeedPrf; 2] = [SeedPrf::ChaCha20, SeedPrf::ChaCha12];
+
     #[test]
     fn words_match_rand_chacha_with_stream_and_word_position() {
-        let seed = seed32(0x5eed);
-        let g = SeededUniform::new(&seed);
-        let mut rng = seeded_rng(17);
-        for _ in 0..64 {
-            let stream = rng.next_u64();
-            let index = rng.next_u64() >> 20;
-            let mut reference = ChaCha20Rng::from_seed(seed);
-            reference.set_stream(stream);
-            reference.set_word_pos(u128::from(index) * 2);
-            let lo = reference.next_u32();
-            let hi = reference.next_u32();
-            assert_eq!(
-                g.word(stream, index),
-                u64::from(lo) | (u64::from(hi) << 32),
-                "stream {stream:#x} word {index}"
-            );
-            let mut reference = ChaCha20Rng::from_seed(seed);
-            reference.set_stream(stream);
-            reference.set_word_pos(u128::from(index) * 2);
-            assert_eq!(g.word(stream, index), reference.next_u64());
+        for prf in PRFS {
+            let seed = UniformSeed::new(seed32(0x5eed), prf);
+            let g = SeededUniform::new(&seed);
+            let mut rng = seeded_rng(17);
+            for _ in 0..64 {
+                let stream = rng.next_u64();
+                let index = rng.next_u64() >> 20;
+                let mut reference = rand_chacha_at(seed, stream, u128::from(index) * 2);
+                let lo = reference.next_u32();
+                let hi = reference.next_u32();
+                assert_eq!(
+                    g.word(stream, index),
+                    u64::from(lo) | (u64::from(hi) << 32),
+                    "{prf:?} stream {stream:#x} word {index}"
+                );
+                let mut reference = rand_chacha_at(seed, stream, u128::from(index) * 2);
+                assert_eq!(g.word(stream, index), reference.next_u64());
+            }
+            // A whole block against the sequential stream.
+            let mut reference = rand_chacha_at(seed, stream_id(3, 29, 0), 16 * 5);
+            let block = g.block_words(5, stream_id(3, 29, 0));
+            for w in block {
+                assert_eq!(w, reference.next_u64());
+            }
         }
-        // A whole block against the sequential stream.
-        let mut reference = ChaCha20Rng::from_seed(seed);
-        reference.set_stream(stream_id(3, 29, 0));
-        reference.set_word_pos(16 * 5);
-        let block = g.block_words(5, stream_id(3, 29, 0));
-        for w in block {
-            assert_eq!(w, reference.next_u64());
+    }
+
+    #[test]
+    fn the_rounds_change_every_word() {
+        let bytes = seed32(0x12);
+        let g20 = SeededUniform::new(&UniformSeed::new(bytes, SeedPrf::ChaCha20));
+        let g12 = SeededUniform::new(&UniformSeed::new(bytes, SeedPrf::ChaCha12));
+        for counter in [0u64, 1, 977] {
+            let (a, b) = (g20.block(counter, 5), g12.block(counter, 5));
+            assert!(a.iter().zip(&b).all(|(x, y)| x != y), "{a:x?} {b:x?}");
         }
+        assert_eq!(SeedPrf::default(), SeedPrf::ChaCha12);
+        for prf in PRFS {
+            assert_eq!(SeedPrf::from_id(prf.id()), Some(prf));
+        }
+        assert_eq!(SeedPrf::from_id(2), None);
     }
 
     /// The smallest `bits`-bit prime ≡ 1 (mod 2N): about half the candidates
@@ -375,12 +507,11 @@ mod tests {
 
     /// A reference of the spec by `rand_chacha`'s sequential stream, one
     /// coefficient at a time.
-    fn reference(seed: [u8; 32], digit: usize, modulus: usize, q: u64, k: u64) -> u64 {
+    fn reference(seed: UniformSeed, digit: usize, modulus: usize, q: u64, k: u64) -> u64 {
         let mask = mask_of(q);
         for attempt in 0.. {
-            let mut rng = ChaCha20Rng::from_seed(seed);
-            rng.set_stream(stream_id(digit, modulus, attempt));
-            rng.set_word_pos(u128::from(k) * 2);
+            let mut rng =
+                rand_chacha_at(seed, stream_id(digit, modulus, attempt), u128::from(k) * 2);
             let x = rng.next_u64() & mask;
             if x < q {
                 return x;
@@ -391,8 +522,13 @@ mod tests {
 
     #[test]
     fn limbs_match_the_spec_with_and_without_rejections() {
+        for prf in PRFS {
+            limbs_match_the_spec(UniformSeed::new(seed32(99), prf));
+        }
+    }
+
+    fn limbs_match_the_spec(seed: UniformSeed) {
         let n = 1usize << 12;
-        let seed = seed32(99);
         let g = SeededUniform::new(&seed);
         let high = PrimeGenerator::new(61, 2 * n as u64).next().unwrap();
         let low = low_prime(42, 2 * n as u64);
@@ -432,7 +568,7 @@ mod tests {
         assert_ne!(a, b);
         g.fill_limb(0, 2, high, &mut b);
         assert_ne!(a, b);
-        SeededUniform::new(&seed32(100)).fill_limb(0, 1, high, &mut b);
+        SeededUniform::new(&UniformSeed::new(seed32(100), seed.prf)).fill_limb(0, 1, high, &mut b);
         assert_ne!(a, b);
     }
 
@@ -441,7 +577,7 @@ mod tests {
         let n = 256usize;
         let q = PrimeGenerator::new(50, 2 * n as u64).next().unwrap();
         let table = [Modulus::new(q).unwrap(), Modulus::new(q).unwrap()];
-        let g = SeededUniform::new(&seed32(3));
+        let g = SeededUniform::new(&UniformSeed::new(seed32(3), SeedPrf::default()));
         let mut words = vec![0u64; 2 * n];
         let limbs: Vec<&mut [u64]> = words.chunks_mut(n).collect();
         g.fill_limbs(1, &table, &[1, 0], limbs).unwrap();

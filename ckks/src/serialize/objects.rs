@@ -18,6 +18,7 @@ use crate::keys::{KeyKind, KeySet, PublicKey, SecretKey, SwitchingKey, regenerat
 use crate::ntt::GaloisElement;
 use crate::params::{Level, Parameters, ParametersSpec, Scale, SecurityCheck};
 use crate::poly::{Ntt, Representation, RnsPoly};
+use crate::sampling::{SeedPrf, UniformSeed};
 use crate::{Result, SerializationError};
 
 const NONE_U32: u32 = u32::MAX;
@@ -419,8 +420,14 @@ impl Load for PublicKey {
 }
 
 /// Writes a switching key's record: kind, Galois element, seed, level, digit
-/// count, whether the uniform halves follow, then the `b` polynomials (and
-/// the `a` ones if kept). `keep_uniform = false` writes the compact form.
+/// count, the uniform byte, then the `b` polynomials (and the `a` ones if
+/// kept). `keep_uniform = false` writes the compact form.
+///
+/// The uniform byte's bit 0 says whether the uniform halves follow; bits
+/// 1–7 number the [`SeedPrf`] that expands the seed (0: ChaCha20, the only
+/// one of earlier builds, whose files therefore read unchanged; 1:
+/// ChaCha12). An earlier build refuses a ChaCha12 key as an invalid field
+/// rather than expanding it wrongly.
 ///
 /// This and [`read_switching_key`] are the only code that knows the record.
 pub(crate) fn write_switching_key<W: Write>(
@@ -436,11 +443,11 @@ pub(crate) fn write_switching_key<W: Write>(
     };
     w.u8(tag)?;
     w.u64(galois)?;
-    w.bytes(&key.seed)?;
+    w.bytes(&key.seed.bytes)?;
     w.u32(key.level.0 as u32)?;
     w.u32(key.b.len() as u32)?;
     let uniform = key.a.as_ref().filter(|_| keep_uniform);
-    w.u8(u8::from(uniform.is_some()))?;
+    w.u8(u8::from(uniform.is_some()) | (key.seed.prf.id() << 1))?;
     for b in &key.b {
         write_poly(w, b)?;
     }
@@ -469,7 +476,7 @@ fn galois_fits(kind: KeyKind, galois: u64, n: usize) -> bool {
 /// # Errors
 /// [`SerializationError::UniformMismatch`] naming the first digit that
 /// differs; allocation and transfer errors.
-fn check_uniform(b: &[RnsPoly<Ntt>], a: &[RnsPoly<Ntt>], seed: [u8; 32]) -> Result<()> {
+fn check_uniform(b: &[RnsPoly<Ntt>], a: &[RnsPoly<Ntt>], seed: UniformSeed) -> Result<()> {
     for (digit, (b, a)) in b.iter().zip(a).enumerate() {
         let expected =
             regenerate_uniform(b.backend(), seed, digit, b.moduli(), MemoryClass::Temporary)?;
@@ -516,11 +523,10 @@ pub(crate) fn read_switching_key<R: Read>(
     if digits != params.digits_at(level) {
         return Err(invalid("digits"));
     }
-    let has_uniform = match r.u8()? {
-        0 => false,
-        1 => true,
-        _ => return Err(invalid("uniform flag")),
-    };
+    let uniform = r.u8()?;
+    let has_uniform = uniform & 1 == 1;
+    let prf = SeedPrf::from_id(uniform >> 1).ok_or_else(|| invalid("uniform PRF"))?;
+    let seed = UniformSeed::new(seed, prf);
     let moduli = params.qp_indices(level);
     let read_digits = |r: &mut Reader<R>| -> Result<Vec<RnsPoly<Ntt>>> {
         (0..digits)

@@ -17,7 +17,7 @@ use std::time::Instant;
 use anyhow::Context as _;
 use hemem_ckks::backend::{Backend, DeviceSelection};
 use hemem_ckks::prelude::*;
-use hemem_ckks::sampling::Sampler;
+use hemem_ckks::sampling::{Sampler, SeedPrf, UniformSeed};
 use hemem_memory::{MemoryClass, PolicyConfig, policy::PolicyKind};
 use num_complex::Complex64;
 use serde::Serialize;
@@ -228,22 +228,30 @@ fn run_policy(
     if wanted("expand_key") {
         let qp = params.qp_indices(level);
         let digits = params.digits_at(level);
-        let mut seed = [0u8; 32];
-        seed.copy_from_slice(sampler.seed().as_ref());
+        let mut bytes = [0u8; 32];
+        bytes.copy_from_slice(sampler.seed().as_ref());
         let mut halves = (0..digits)
             .map(|_| backend.allocate(MemoryClass::Temporary, qp.len(), false))
             .collect::<hemem_ckks::Result<Vec<_>>>()?;
-        let t = time(&backend, args.iterations, || {
-            for (j, a) in halves.iter_mut().enumerate() {
-                let view = hemem_ckks::backend::LimbsMut::new(backend.as_ref(), a, &qp)?;
-                backend.uniform_from_seed(&seed, j, view)?;
-            }
-            Ok(())
-        })?;
-        timings.push(timing(
-            &format!("expand_key/{digits}x{}x2^{}", qp.len(), n.trailing_zeros()),
-            t,
-        ));
+        // The default PRF under the operation's name, ChaCha20 (earlier
+        // builds' keys) beside it.
+        for (prf, name) in [
+            (SeedPrf::default(), "expand_key"),
+            (SeedPrf::ChaCha20, "expand_key_chacha20"),
+        ] {
+            let seed = UniformSeed::new(bytes, prf);
+            let t = time(&backend, args.iterations, || {
+                for (j, a) in halves.iter_mut().enumerate() {
+                    let view = hemem_ckks::backend::LimbsMut::new(backend.as_ref(), a, &qp)?;
+                    backend.uniform_from_seed(&seed, j, view)?;
+                }
+                Ok(())
+            })?;
+            timings.push(timing(
+                &format!("{name}/{digits}x{}x2^{}", qp.len(), n.trailing_zeros()),
+                t,
+            ));
+        }
     }
 
     // Evaluator operations at the top level.

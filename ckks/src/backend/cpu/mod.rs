@@ -13,7 +13,7 @@ use self::slices::{read_limbs, write_limbs};
 use super::{Backend, BinaryOp, Device, Limbs, LimbsMut, compact_words};
 use crate::ntt::{GaloisElement, NttPlan, automorphism_permutation};
 use crate::rns::BaseConverter;
-use crate::sampling::SeededUniform;
+use crate::sampling::{SeededUniform, UniformSeed};
 use crate::zq::Modulus;
 use crate::{Error, Result};
 
@@ -476,7 +476,7 @@ impl Backend for CpuBackend {
     }
 
     /// In place, limbs and blocks of coefficients in parallel.
-    fn uniform_from_seed(&self, seed: &[u8; 32], digit: usize, out: LimbsMut<'_>) -> Result<()> {
+    fn uniform_from_seed(&self, seed: &UniformSeed, digit: usize, out: LimbsMut<'_>) -> Result<()> {
         let moduli = out.moduli;
         let limbs = write_limbs(out, self.degree)?;
         SeededUniform::new(seed).fill_limbs(digit, &self.moduli, moduli, limbs)

@@ -17,10 +17,12 @@
 use std::sync::Arc;
 
 use hemem_gpu_kernels::launch::ckks::ModConst;
+use hemem_gpu_kernels::launch::ckks::prf::Seed;
 use rand_core::Rng;
 
 use crate::backend::{Backend, CpuBackend, Limbs, LimbsMut};
 use crate::ntt::GaloisElement;
+use crate::sampling::{SeedPrf, UniformSeed};
 use crate::testing::seeded_rng;
 use crate::zq::Modulus;
 use crate::zq::primes::{PrimeGenerator, is_prime};
@@ -51,7 +53,8 @@ fn quarter(x: &mut [u32; 16], a: usize, b: usize, c: usize, d: usize) {
     x[b] = rotl32(x[b] ^ x[c], 7);
 }
 
-fn chacha20_words(key: &[u32; 8], counter: u64, stream: u64, out: &mut [u64; 8]) {
+fn chacha_words(seed: &Seed, counter: u64, stream: u64, out: &mut [u64; 8]) {
+    let key = &seed.words;
     let c_lo = counter as u32;
     let c_hi = (counter >> 32) as u32;
     let s_lo = stream as u32;
@@ -61,7 +64,7 @@ fn chacha20_words(key: &[u32; 8], counter: u64, stream: u64, out: &mut [u64; 8])
         key[6], key[7], c_lo, c_hi, s_lo, s_hi,
     ];
     let init = x;
-    for _ in 0..10 {
+    for _ in 0..seed.double_rounds {
         quarter(&mut x, 0, 4, 8, 12);
         quarter(&mut x, 1, 5, 9, 13);
         quarter(&mut x, 2, 6, 10, 14);
@@ -83,11 +86,11 @@ fn bit_mask(bits: u32) -> u64 {
     if bits >= 64 { !0 } else { (1u64 << bits) - 1 }
 }
 
-fn retry_coefficient(key: &[u32; 8], base: u64, k: u64, q: u64, mask: u64) -> u64 {
+fn retry_coefficient(key: &Seed, base: u64, k: u64, q: u64, mask: u64) -> u64 {
     let mut attempt = 1u64;
     loop {
         let mut w = [0u64; 8];
-        chacha20_words(key, k >> 3, base | (attempt << 48), &mut w);
+        chacha_words(key, k >> 3, base | (attempt << 48), &mut w);
         let i = (k & 7) as u32;
         let mut x = w[0];
         for s in 1..8u32 {
@@ -103,8 +106,8 @@ fn retry_coefficient(key: &[u32; 8], base: u64, k: u64, q: u64, mask: u64) -> u6
     }
 }
 
-fn uniform_block(key: &[u32; 8], base: u64, block: u64, q: u64, mask: u64, v: &mut [u64; 8]) {
-    chacha20_words(key, block, base, v);
+fn uniform_block(key: &Seed, base: u64, block: u64, q: u64, mask: u64, v: &mut [u64; 8]) {
+    chacha_words(key, block, base, v);
     for i in 0..8 {
         let x = v[i] & mask;
         v[i] = if x < q {
@@ -126,7 +129,7 @@ fn uniform_from_seed(
     out: &mut [u64],
     writes: &mut [u32],
     map: &Map<'_>,
-    seed: &[u32; 8],
+    seed: &Seed,
     digit: u32,
     consts: &[ModConst],
     n: u32,
@@ -215,7 +218,7 @@ fn key_switch_inner_product_seeded(
     digit_map: &Map<'_>,
     b: &[&[u64]],
     key_map: &Map<'_>,
-    seed: &[u32; 8],
+    seed: &Seed,
     consts: &[ModConst],
     n: u32,
     galois: u64,
@@ -295,8 +298,9 @@ fn views<'a>(list: &'a [hemem_memory::Buffer], all: &'a [usize]) -> Vec<Limbs<'a
     list.iter().map(|x| Limbs::whole(x, all).unwrap()).collect()
 }
 
-fn seed_words(seed: &[u8; 32]) -> [u32; 8] {
-    hemem_gpu_kernels::launch::ckks::prf::Seed::new(seed).words
+/// The kernel parameter of `seed`, as the GPU backend passes it.
+fn launch_seed(seed: &UniformSeed) -> Seed {
+    Seed::new(&seed.bytes, seed.prf.double_rounds())
 }
 
 /// Real primes: the largest of 42 and 61 bits and the smallest of 45 bits
@@ -324,12 +328,13 @@ fn uniform_from_seed_kernel_matches_the_cpu_generator() {
         let table = moduli(n);
         let consts: Vec<ModConst> = table.iter().map(|m| ModConst::new(m.value())).collect();
         let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::new(n, &table).unwrap());
-        let mut seed = [0u8; 32];
-        seeded_rng(u64::from(log_n)).fill_bytes(&mut seed);
+        let mut bytes = [0u8; 32];
+        seeded_rng(u64::from(log_n)).fill_bytes(&mut bytes);
         // Positions reversed, moduli permuted: the stream follows the modulus.
         let positions = [2usize, 0, 1];
         let order = [1usize, 2, 0];
-        for digit in [0u32, 3] {
+        for (digit, prf) in [(0u32, SeedPrf::ChaCha12), (3, SeedPrf::ChaCha20)] {
+            let seed = UniformSeed::new(bytes, prf);
             let mut out = vec![0xDEAD_BEEFu64; 3 * n];
             let mut writes = vec![0u32; 3 * n];
             let map = Map {
@@ -340,7 +345,7 @@ fn uniform_from_seed_kernel_matches_the_cpu_generator() {
                 &mut out,
                 &mut writes,
                 &map,
-                &seed_words(&seed),
+                &launch_seed(&seed),
                 digit,
                 &consts,
                 n as u32,
@@ -373,8 +378,8 @@ fn seeded_inner_product_kernel_matches_the_cpu_backend() {
     let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::new(n, &table).unwrap());
     let all = [0usize, 1, 2];
     let mut rng = seeded_rng(41);
-    let mut seed = [0u8; 32];
-    rng.fill_bytes(&mut seed);
+    let mut bytes = [0u8; 32];
+    rng.fill_bytes(&mut bytes);
     let mut random = || -> Vec<u64> {
         table
             .iter()
@@ -385,7 +390,8 @@ fn seeded_inner_product_kernel_matches_the_cpu_backend() {
             })
             .collect()
     };
-    for count in [2usize, 9] {
+    for (count, prf) in [(2usize, SeedPrf::ChaCha20), (9, SeedPrf::ChaCha12)] {
+        let seed = UniformSeed::new(bytes, prf);
         let digits: Vec<Vec<u64>> = (0..count).map(|_| random()).collect();
         let b: Vec<Vec<u64>> = (0..count).map(|_| random()).collect();
         for galois in [
@@ -410,7 +416,7 @@ fn seeded_inner_product_kernel_matches_the_cpu_backend() {
                 &map,
                 &k,
                 &map,
-                &seed_words(&seed),
+                &launch_seed(&seed),
                 &consts,
                 n as u32,
                 galois.map_or(1, |g| g.0),

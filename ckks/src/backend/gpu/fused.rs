@@ -13,6 +13,7 @@ use super::GpuBackend;
 use super::args::{address, first, first_u64};
 use crate::backend::{Backend, Limbs, LimbsMut, contiguous, inner_product_by_parts};
 use crate::ntt::GaloisElement;
+use crate::sampling::UniformSeed;
 use crate::{Error, Result};
 
 impl GpuBackend {
@@ -416,7 +417,7 @@ impl GpuBackend {
         digits: &[Limbs<'_>],
         galois: u64,
         b: &[Limbs<'_>],
-        seed: &[u8; 32],
+        seed: &UniformSeed,
         out0: &LimbsMut<'_>,
         out1: &LimbsMut<'_>,
     ) -> Result<bool> {
@@ -465,7 +466,7 @@ impl GpuBackend {
                 (o0, o1, &mo),
                 (&pd, &digit_map),
                 (&pb, &key_map),
-                &launch::prf::Seed::new(seed),
+                &launch::prf::Seed::new(&seed.bytes, seed.prf.double_rounds()),
                 count as u32,
                 self.consts()?,
                 self.n(),

@@ -14,6 +14,7 @@ use crate::backend::{
     mul_sum_by_terms, seeded_inner_product_by_parts, tensor_by_parts,
 };
 use crate::ntt::GaloisElement;
+use crate::sampling::UniformSeed;
 use crate::zq::Modulus;
 use crate::{Error, Result};
 
@@ -587,8 +588,8 @@ impl Backend for GpuBackend {
         self.inner_product(digits, g.0, b, a, out0, out1)
     }
 
-    /// On the device: one thread per ChaCha20 block of eight coefficients.
-    fn uniform_from_seed(&self, seed: &[u8; 32], digit: usize, out: LimbsMut<'_>) -> Result<()> {
+    /// On the device: one thread per ChaCha block of eight coefficients.
+    fn uniform_from_seed(&self, seed: &UniformSeed, digit: usize, out: LimbsMut<'_>) -> Result<()> {
         let _guard = self.allocator.prepare(&[out.buffer])?;
         let (xo, mo) = self.write_view(&out)?;
         self.known_moduli(out.moduli)?;
@@ -604,7 +605,7 @@ impl Backend for GpuBackend {
                 &self.kernels,
                 StreamId::Compute,
                 (xo, &mo),
-                &launch::prf::Seed::new(seed),
+                &launch::prf::Seed::new(&seed.bytes, seed.prf.double_rounds()),
                 digit,
                 self.consts()?,
                 self.n(),
@@ -620,7 +621,7 @@ impl Backend for GpuBackend {
         digits: &[Limbs<'_>],
         galois: Option<GaloisElement>,
         b: &[Limbs<'_>],
-        seed: &[u8; 32],
+        seed: &UniformSeed,
         out0: LimbsMut<'_>,
         out1: LimbsMut<'_>,
     ) -> Result<()> {

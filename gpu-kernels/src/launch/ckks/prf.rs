@@ -1,8 +1,8 @@
 //! Launchers of `cuda/ckks_prf.cu`: the counter-based generator of switching
-//! keys' uniform halves (ChaCha20 keyed by the key's seed; the spec is
-//! `hemem_ckks::sampling::SeededUniform`'s) and the key-switching inner
-//! product that generates them as it goes. One thread per ChaCha20 block of
-//! eight coefficients; grid `(N/8/256, limbs)`.
+//! keys' uniform halves (ChaCha with the key's rounds, keyed by its seed; the
+//! spec is `hemem_ckks::sampling::SeededUniform`'s) and the key-switching
+//! inner product that generates them as it goes. One thread per ChaCha block
+//! of eight coefficients; grid `(N/8/256, limbs)`.
 
 use cudarc::driver::{DeviceRepr, PushKernelArg};
 use hemem_memory::StreamId;
@@ -10,33 +10,39 @@ use hemem_memory::StreamId;
 use super::{LimbMap, PtrArray, launched, limb_grid};
 use crate::{Error, Kernels, Result};
 
-/// Coefficients per thread: one ChaCha20 block of eight 64-bit words.
+/// Coefficients per thread: one ChaCha block of eight 64-bit words.
 const PER_THREAD: usize = 8;
 
-/// A key's 32-byte seed as eight little-endian words, as `struct Seed` in
+/// A key's 32-byte seed as eight little-endian words and the double rounds
+/// of its ChaCha (6 for ChaCha12, 10 for ChaCha20), as `struct Seed` in
 /// `ckks_prf.cu`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Seed {
     /// The words.
     pub words: [u32; 8],
+    /// Double rounds of the block function.
+    pub double_rounds: u32,
 }
 
 impl Seed {
-    /// The words of `seed`.
-    pub fn new(seed: &[u8; 32]) -> Self {
+    /// The words of `seed`, expanded with `double_rounds` double rounds.
+    pub fn new(seed: &[u8; 32], double_rounds: u32) -> Self {
         let mut words = [0u32; 8];
         for (w, bytes) in words.iter_mut().zip(seed.chunks_exact(4)) {
             if let [a, b, c, d] = *bytes {
                 *w = u32::from_le_bytes([a, b, c, d]);
             }
         }
-        Self { words }
+        Self {
+            words,
+            double_rounds,
+        }
     }
 }
 
-// SAFETY: a plain-old-data `#[repr(C)]` struct of eight `u32`, laid out as
-// `struct Seed` in `cuda/ckks_prf.cu` (32 bytes, checked below); passed by
+// SAFETY: a plain-old-data `#[repr(C)]` struct of nine `u32`, laid out as
+// `struct Seed` in `cuda/ckks_prf.cu` (36 bytes, checked below); passed by
 // value as a kernel parameter.
 unsafe impl DeviceRepr for Seed {}
 
@@ -56,8 +62,9 @@ fn check_degree(kernel: &'static str, n: u32) -> Result<()> {
 /// Queues the generation of digit `digit`'s uniform half into the limbs of
 /// `map` (limb `i` modulo the prime with global index `map.modulus[i]`, and
 /// generated under that index). Writes `8·N` bytes per limb, reads nothing
-/// but the modulus table; about 1 000 integer instructions per eight
-/// coefficients (one ChaCha20 block), plus one block per rejected candidate.
+/// but the modulus table; about 100 integer instructions per double round
+/// and eight coefficients (one ChaCha block), plus one block per rejected
+/// candidate.
 ///
 /// # Errors
 /// [`Error::LaunchShape`] for a degree that is not a positive multiple of 8
@@ -122,7 +129,7 @@ fn check_digit(kernel: &'static str, digit: u32) -> Result<()> {
 /// `X ↦ X^galois` as in
 /// [`key_switch_inner_product_async`](super::arith::key_switch_inner_product_async).
 /// Reads `16·count·N` bytes and writes `16·N` per limb (the stored-key
-/// kernel reads `24·count·N`), plus one ChaCha20 block per digit and eight
+/// kernel reads `24·count·N`), plus one ChaCha block per digit and eight
 /// coefficients.
 ///
 /// # Errors
@@ -205,15 +212,16 @@ mod tests {
 
     #[test]
     fn seed_layout_matches_the_cuda_struct() {
-        assert_eq!(std::mem::size_of::<Seed>(), 32);
+        assert_eq!(std::mem::size_of::<Seed>(), 36);
         assert_eq!(std::mem::align_of::<Seed>(), 4);
         let mut bytes = [0u8; 32];
         bytes[0] = 1;
         bytes[5] = 2;
         bytes[31] = 0x80;
-        let s = Seed::new(&bytes);
+        let s = Seed::new(&bytes, 6);
         assert_eq!(s.words[0], 1);
         assert_eq!(s.words[1], 2 << 8);
         assert_eq!(s.words[7], 0x8000_0000);
+        assert_eq!(s.double_rounds, 6);
     }
 }
