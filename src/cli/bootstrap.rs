@@ -14,12 +14,13 @@ use hemem_bootstrap::linear_transform::{DiagonalStorage, Hoisting};
 use hemem_bootstrap::schedule::BootstrapSchedule;
 use hemem_bootstrap::{BootstrapKeys, BootstrapOptions, Bootstrapper};
 use hemem_ckks::prelude::*;
-use hemem_ckks::sampling::Sampler;
+use hemem_ckks::sampling::{Sampler, SeedPrf};
 use hemem_memory::MemoryClass;
 use num_complex::Complex64;
 use serde::Serialize;
 
 use super::device::DeviceArgs;
+use super::keygen::UniformPrf;
 use super::memory::MemoryArgs;
 use super::report::{human_bytes, max_abs_error, precision_bits, print_by_class};
 
@@ -96,6 +97,11 @@ pub struct Args {
     /// regenerating them from their seeds in every key switch.
     #[arg(long)]
     expand_keys: bool,
+    /// The function that expands the generated keys' seeds: chacha12 (the
+    /// default) or chacha20 (as earlier builds made them). Loaded keys keep
+    /// their own.
+    #[arg(long, value_enum, default_value_t = UniformPrf::Chacha12)]
+    uniform_prf: UniformPrf,
     /// GPU runs: count each bootstrap's host↔device copies with CUPTI's
     /// copy records as well (an independent check of `to_device_bytes`).
     #[arg(long)]
@@ -165,6 +171,9 @@ struct Report {
     /// Keys whose uniform halves `fit` stored (0 with any other
     /// `--diagonals`; `--expand-keys` stores every key's beforehand).
     keys_expanded: usize,
+    /// The function that expanded the generated keys' seeds (`ChaCha12`,
+    /// `ChaCha20`); none for keys loaded from a file.
+    uniform_prf: Option<&'static str>,
     /// `single` or `double` hoisting in the linear transforms.
     hoisting: &'static str,
     sse: bool,
@@ -344,7 +353,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             )
         }
         None => {
-            let keygen = KeyGenerator::new(&context)?;
+            let keygen = KeyGenerator::new(&context)?.with_uniform_prf(args.uniform_prf.into());
             let secret = keygen.secret_key()?;
             let public = keygen.public_key(&secret)?;
             let keys = super::progress::with_bar("keys", args.json, |p| {
@@ -618,6 +627,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         constant_encoded_bytes: bootstrapper.constant_encoded_bytes(),
         diagonal_storage: bootstrapper.storage().name(),
         keys_expanded: bootstrapper.expanded_keys(),
+        uniform_prf: key_load_ms
+            .is_none()
+            .then(|| SeedPrf::from(args.uniform_prf).name()),
         hoisting: bootstrapper.hoisting().name(),
         sse,
         peak_bytes_by_class,

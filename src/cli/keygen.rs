@@ -15,6 +15,7 @@ use anyhow::Context as _;
 use hemem_bootstrap::BootstrapKeys;
 use hemem_bootstrap::schedule::BootstrapSchedule;
 use hemem_ckks::prelude::*;
+use hemem_ckks::sampling::SeedPrf;
 use serde::Serialize;
 
 use super::device::DeviceArgs;
@@ -45,9 +46,31 @@ pub struct Args {
     /// Slot count the keys serve (a power of two up to N/2; default: all).
     #[arg(long)]
     slots: Option<usize>,
+    /// The function that expands the switching keys' seeds: chacha12 (the
+    /// default) or chacha20 (keys that builds before ChaCha12 can read).
+    #[arg(long, value_enum, default_value_t = UniformPrf::Chacha12)]
+    uniform_prf: UniformPrf,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+}
+
+/// `--uniform-prf`: [`SeedPrf`] on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum UniformPrf {
+    /// ChaCha with 12 rounds (the library's default).
+    Chacha12,
+    /// ChaCha20: the keys of earlier builds.
+    Chacha20,
+}
+
+impl From<UniformPrf> for SeedPrf {
+    fn from(prf: UniformPrf) -> Self {
+        match prf {
+            UniformPrf::Chacha12 => Self::ChaCha12,
+            UniformPrf::Chacha20 => Self::ChaCha20,
+        }
+    }
 }
 
 /// Where the public key of the key file `path` lives.
@@ -155,7 +178,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     ));
 
     let started = Instant::now();
-    let keygen = KeyGenerator::new(&context)?;
+    let keygen = KeyGenerator::new(&context)?.with_uniform_prf(args.uniform_prf.into());
     let secret = keygen.secret_key()?;
     let public = keygen.public_key(&secret)?;
     let keys = super::progress::with_bar("keys", args.json, |p| {

@@ -145,7 +145,7 @@ pub fn run(args: &Args, devices: &[DeviceSelection]) -> anyhow::Result<()> {
             )
         }
         None => {
-            let keygen = KeyGenerator::new(&home)?;
+            let keygen = KeyGenerator::new(&home)?.with_uniform_prf(args.uniform_prf.into());
             let secret = keygen.secret_key()?;
             let public = keygen.public_key(&secret)?;
             let keys = super::super::progress::with_bar("keys", args.json, |p| {
