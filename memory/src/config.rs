@@ -326,6 +326,11 @@ pub struct MemoryConfig {
     /// `off`, `fallback` (the default: only when no device room can be
     /// made for it) or `streaming`).
     pub zero_copy: ZeroCopy,
+    /// `planned`: whether every run of a phase is timed on the device, so
+    /// that the usage reports what the last one waited for its fetches
+    /// (`HEMEM_TIME_RUNS`, default off: only the recorded runs
+    /// are).
+    pub time_runs: bool,
 }
 
 impl Default for MemoryConfig {
@@ -344,6 +349,7 @@ impl Default for MemoryConfig {
             streaming_arena: true,
             streaming_margin: 32,
             zero_copy: ZeroCopy::Fallback,
+            time_runs: false,
         }
     }
 }
@@ -392,17 +398,10 @@ impl MemoryConfig {
             config.streaming_slack = non_negative("HEMEM_STREAMING_SLACK", &slack)?;
         }
         if let Some(arena) = var("HEMEM_STREAMING_ARENA") {
-            config.streaming_arena = match arena.trim() {
-                "1" | "on" | "true" => true,
-                "0" | "off" | "false" => false,
-                _ => {
-                    return Err(ConfigError::InvalidSetting {
-                        name: "HEMEM_STREAMING_ARENA",
-                        value: arena.clone(),
-                    }
-                    .into());
-                }
-            };
+            config.streaming_arena = switch("HEMEM_STREAMING_ARENA", &arena)?;
+        }
+        if let Some(time) = var("HEMEM_TIME_RUNS") {
+            config.time_runs = switch("HEMEM_TIME_RUNS", &time)?;
         }
         if let Some(margin) = var("HEMEM_STREAMING_MARGIN") {
             config.streaming_margin = margin
@@ -456,6 +455,19 @@ impl MemoryConfig {
 }
 
 /// A finite, non-negative number from the variable `name`.
+/// An on/off setting: `1`, `on`, `true` or `0`, `off`, `false`.
+fn switch(name: &'static str, value: &str) -> Result<bool> {
+    match value.trim() {
+        "1" | "on" | "true" => Ok(true),
+        "0" | "off" | "false" => Ok(false),
+        _ => Err(ConfigError::InvalidSetting {
+            name,
+            value: value.to_owned(),
+        }
+        .into()),
+    }
+}
+
 fn non_negative(name: &'static str, value: &str) -> Result<f64> {
     value
         .trim()
@@ -567,8 +579,10 @@ mod tests {
             ("HEMEM_ZERO_COPY", "streaming"),
             ("HEMEM_STREAMING_PLAN", "belady"),
             ("HEMEM_STREAMING_SLACK", "0.15"),
+            ("HEMEM_TIME_RUNS", "1"),
         ]))
         .expect("valid");
+        assert!(c.time_runs && !MemoryConfig::default().time_runs);
         assert_eq!(
             (c.streaming_plan, MemoryConfig::default().streaming_plan),
             (StreamingPlan::Belady, StreamingPlan::Stalls)
@@ -638,6 +652,14 @@ mod tests {
                 ConfigError::InvalidSetting {
                     name: "HEMEM_STREAMING_ARENA",
                     value: "maybe".into(),
+                }
+                .into(),
+            ),
+            (
+                vec![("HEMEM_TIME_RUNS", "yes")],
+                ConfigError::InvalidSetting {
+                    name: "HEMEM_TIME_RUNS",
+                    value: "yes".into(),
                 }
                 .into(),
             ),

@@ -66,6 +66,7 @@ impl Snapshot {
                 ("advise_off", delta_ms(a.advise_off_ns, b.advise_off_ns)),
                 ("to_device", delta_ms(a.to_device_ns, b.to_device_ns)),
                 ("to_host", delta_ms(a.to_host_ns, b.to_host_ns)),
+                ("prepare", delta_ms(a.prepare_ns, b.prepare_ns)),
             ]
             .into_iter()
             .map(|(k, v)| (k.to_owned(), v))

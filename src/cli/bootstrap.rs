@@ -5,6 +5,7 @@
 //! several devices ([`devices`]).
 
 mod devices;
+mod timeline;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -106,6 +107,11 @@ pub struct Args {
     /// copy records as well (an independent check of `to_device_bytes`).
     #[arg(long)]
     cupti: bool,
+    /// With `--cupti`: record every kernel too, and report each bootstrap's
+    /// device time split into kernels, waits during copies and other idle
+    /// time (`gpu_timeline`). The records slow the run a little.
+    #[arg(long, requires = "cupti")]
+    gpu_timeline: bool,
     #[command(flatten)]
     memory: MemoryArgs,
 }
@@ -156,6 +162,10 @@ struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     key_file_bytes: Option<u64>,
     bootstrap_ms: Vec<f64>,
+    /// When each bootstrap's call returned on the host, before waiting for
+    /// the device (ms per ciphertext): a figure close to `bootstrap_ms`
+    /// says the host, not the device, set the pace.
+    submit_ms: Vec<f64>,
     median_ms: f64,
     max_abs_error: f64,
     precision_bits: f64,
@@ -233,6 +243,13 @@ struct Report {
     model_copy_gbps: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     model_copy_rate_measured: Option<bool>,
+    /// `planned`: the last timed bootstrap that followed its plan
+    /// (`HEMEM_TIME_RUNS=1` times every one), as the device measured it: its operations' compute and the waits for
+    /// fetches between them (ms), the stalls `planned_stall_ms` predicts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    measured_compute_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    measured_wait_ms: Option<f64>,
     /// `planned`: how the recorded order is split (`belady`: per gap
     /// between uses; `window`: a stable set and a sliding window; `stalls`:
     /// the window's split improved on the stall model).
@@ -287,6 +304,10 @@ struct Report {
     /// With `--cupti`: device→host bytes of the copy records.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     cupti_dtoh_bytes: Vec<u64>,
+    /// With `--gpu-timeline`: each bootstrap's device time by CUPTI's
+    /// kernel and copy records.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    gpu_timeline: Vec<timeline::Idle>,
     /// Buffers evicted during each bootstrap (with `evicted_bytes`, the mean
     /// size of a move).
     evictions: Vec<u64>,
@@ -316,6 +337,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     } else {
         None
     };
+    let kernels = args
+        .gpu_timeline
+        .then(hemem_memory::cuda::cupti::KernelTimeline::enable)
+        .transpose()?;
     let context = Context::with_memory(params.clone(), selection, &memory)?;
     let progress = |msg: &str| {
         if !args.json {
@@ -465,8 +490,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let mut out = None;
     let (mut to_device_bytes, mut evicted_bytes) = (Vec::new(), Vec::new());
     let (mut cupti_htod_bytes, mut cupti_dtoh_bytes) = (Vec::new(), Vec::new());
+    let mut gpu_timeline = Vec::new();
     let (mut evictions, mut pool_trims) = (Vec::new(), Vec::new());
     let mut driver_ms = Vec::new();
+    let mut submit_ms = Vec::new();
     let mut last_evicted_bytes_by_class = serde_json::Map::new();
     for i in 0..args.iterations.max(1) {
         let before = if args.chain {
@@ -484,6 +511,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         if let Some(c) = &cupti {
             settle_copies(&context)?;
             c.collect()?;
+        }
+        if let Some(k) = &kernels {
+            k.collect()?;
         }
         let moved_before = Snapshot::take(&context);
         // The last bootstrap is bracketed by cuProfilerStart/Stop, so that
@@ -509,6 +539,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             (false, true) => bootstrapper.bootstrap(&input)?,
             (false, false) => bootstrapper.bootstrap_real(&input)?,
         };
+        submit_ms.push(t.elapsed().as_secs_f64() * 1e3 / batch as f64);
         context.synchronize()?;
         let ms = t.elapsed().as_secs_f64() * 1e3 / batch as f64;
         if let Some(d) = gpu {
@@ -519,6 +550,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             let copies = c.collect()?;
             cupti_htod_bytes.push(copies.htod_bytes);
             cupti_dtoh_bytes.push(copies.dtoh_bytes);
+        }
+        if let Some(k) = &kernels {
+            gpu_timeline.push(timeline::Idle::of(&k.collect()?.summary()));
         }
         let movement = Snapshot::take(&context).since(&moved_before);
         let moved = format!(
@@ -617,6 +651,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         constant_setup_ms,
         key_file_bytes,
         bootstrap_ms: times,
+        submit_ms,
         median_ms,
         max_abs_error: err,
         precision_bits: precision_bits(err),
@@ -652,6 +687,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             .and_then(|u| u.model_copy_rate)
             .map(|r| r as f64 / 1e9),
         model_copy_rate_measured: usage.and_then(|u| u.model_copy_rate_measured),
+        measured_compute_ms: usage.and_then(|u| u.measured_compute_ns).map(ms),
+        measured_wait_ms: usage.and_then(|u| u.measured_wait_ns).map(ms),
         streaming_plan: usage.map(|u| u.streaming_plan.name()),
         plan_departures: usage.map(|u| u.departures),
         last_departure_step: usage.and_then(|u| u.last_departure),
@@ -669,6 +706,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         evicted_bytes,
         cupti_htod_bytes,
         cupti_dtoh_bytes,
+        gpu_timeline,
         evictions,
         pool_trims,
         driver_ms,

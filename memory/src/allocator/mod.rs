@@ -151,6 +151,7 @@ impl Allocator {
         residency.set_zero_copy(config.zero_copy);
         residency.set_streaming_plan(config.streaming_plan);
         residency.set_streaming_slack(config.streaming_slack);
+        residency.set_time_every_run(config.time_runs);
         residency.set_pool_granule(crate::cuda::POOL_CHUNK);
         let mut router = Router::new(Arc::clone(&policy))
             .with(

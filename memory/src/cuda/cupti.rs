@@ -28,13 +28,15 @@ use std::sync::{Mutex, PoisonError};
 
 use cudarc::cupti::result::{CuptiError, activity};
 use cudarc::cupti::sys::{
-    CUpti_Activity, CUpti_ActivityKind, CUpti_ActivityMemcpy, CUpti_ActivityUnifiedMemoryCounter3,
+    CUpti_Activity, CUpti_ActivityAPI, CUpti_ActivityKernel4, CUpti_ActivityKind,
+    CUpti_ActivityMemcpy, CUpti_ActivityMemset, CUpti_ActivityUnifiedMemoryCounter3,
     CUpti_ActivityUnifiedMemoryCounterConfig, CUpti_ActivityUnifiedMemoryCounterKind,
     CUpti_ActivityUnifiedMemoryCounterScope,
 };
 use cudarc::driver::sys::CUcontext;
 
 use super::probe::{cupti_present, driver_present};
+use super::timeline::Timeline;
 use crate::{DeviceError, Error, Result};
 
 const BUFFER_BYTES: usize = 8 << 20;
@@ -108,6 +110,10 @@ static MEMCPY: Mutex<MemcpyTraffic> = Mutex::new(MemcpyTraffic {
     records: 0,
 });
 
+/// The intervals of kernel and host→device copy records, while a
+/// [`KernelTimeline`] is enabled.
+static TIMELINE: Mutex<Option<Timeline>> = Mutex::new(None);
+
 /// The process-wide sums the completion callback adds to.
 static SUMS: Mutex<UnifiedMemoryTraffic> = Mutex::new(UnifiedMemoryTraffic {
     htod_prefetch_bytes: 0,
@@ -178,11 +184,74 @@ unsafe extern "C" fn buffer_completed(
         // SAFETY: CUPTI returned a pointer to a record inside the buffer;
         // every record starts with its kind.
         let kind = unsafe { (*record).kind };
+        if kind == CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
+            || kind == CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_KERNEL
+        {
+            // SAFETY: the kernel records CUPTI 13 delivers (version 10 and
+            // on) have CUpti_ActivityKernel4's fields up to its timestamps,
+            // at the same offsets (`kernel_records_keep_their_timestamps`),
+            // and are longer; read_unaligned copes with the packing.
+            let k = unsafe { std::ptr::read_unaligned(record.cast::<CUpti_ActivityKernel4>()) };
+            if let Some(t) = TIMELINE
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .as_mut()
+            {
+                t.kernels.push((k.start, k.end));
+                let name = if k.name.is_null() {
+                    String::new()
+                } else {
+                    // SAFETY: a non-null name is a NUL-terminated string
+                    // CUPTI keeps alive while the kernel's module is loaded.
+                    unsafe { std::ffi::CStr::from_ptr(k.name) }
+                        .to_string_lossy()
+                        .into_owned()
+                };
+                t.names.push(name);
+            }
+            continue;
+        }
+        if kind == CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET {
+            // SAFETY: every version of the memset record starts with
+            // CUpti_ActivityMemset's fields up to its timestamps and is at
+            // least as long; read_unaligned copes with the packing.
+            let m = unsafe { std::ptr::read_unaligned(record.cast::<CUpti_ActivityMemset>()) };
+            if let Some(t) = TIMELINE
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .as_mut()
+            {
+                t.kernels.push((m.start, m.end));
+                t.names.push("memset".to_owned());
+            }
+            continue;
+        }
+        if kind == CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_DRIVER {
+            // SAFETY: driver API records have the CUpti_ActivityAPI layout;
+            // read_unaligned copes with the packing.
+            let c = unsafe { std::ptr::read_unaligned(record.cast::<CUpti_ActivityAPI>()) };
+            if let Some(t) = TIMELINE
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .as_mut()
+            {
+                t.calls.push((c.start, c.end, c.cbid));
+            }
+            continue;
+        }
         if kind == CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY {
             // SAFETY: every version of the copy record starts with the
             // fields of CUpti_ActivityMemcpy (kind, copy kind, …, bytes) and
             // is at least as long; read_unaligned copes with the packing.
             let copy = unsafe { std::ptr::read_unaligned(record.cast::<CUpti_ActivityMemcpy>()) };
+            if copy.copyKind == MEMCPY_HTOD
+                && let Some(t) = TIMELINE
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .as_mut()
+            {
+                t.copies.push((copy.start, copy.end));
+            }
             let mut m = MEMCPY.lock().unwrap_or_else(PoisonError::into_inner);
             m.records += 1;
             match copy.copyKind {
@@ -370,5 +439,125 @@ impl Drop for MemcpyCounters {
     fn drop(&mut self) {
         let _ = activity::disable(CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY);
         let _ = activity::flush_all(1);
+    }
+}
+
+/// The activity kinds a [`KernelTimeline`] enables.
+const TIMELINE_KINDS: [CUpti_ActivityKind; 3] = [
+    CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+    CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET,
+    CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_DRIVER,
+];
+
+/// The name of the driver call a [`Timeline`]'s callback id stands for
+/// (`cuLaunchKernel`, …); `None` where CUPTI cannot name it.
+pub fn driver_call_name(cbid: u32) -> Option<String> {
+    let mut name: *const std::ffi::c_char = std::ptr::null();
+    // SAFETY: name is a live out-pointer; CUPTI sets it to a static,
+    // NUL-terminated string on success.
+    let named = unsafe {
+        cudarc::cupti::result::get_callback_name(
+            cudarc::cupti::sys::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_DRIVER_API,
+            cbid,
+            &mut name,
+        )
+    };
+    if named.is_err() || name.is_null() {
+        return None;
+    }
+    // SAFETY: checked non-null above; CUPTI's names are static strings.
+    Some(
+        unsafe { std::ffi::CStr::from_ptr(name) }
+            .to_string_lossy()
+            .into_owned(),
+    )
+}
+
+/// CUPTI's kernel, memset and driver-call records
+/// (`CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL`, `MEMSET`, `DRIVER`), enabled
+/// for this process, with the host→device copy records when
+/// [`MemcpyCounters`] is enabled too: the intervals a [`Timeline`] sums into
+/// a run's busy and idle device time. Each kernel then costs a record
+/// (about a microsecond of the driver's time, more with thousands of short
+/// kernels): a diagnostic, not for the figures a run reports as its speed.
+#[derive(Debug)]
+pub struct KernelTimeline {
+    _private: (),
+}
+
+impl KernelTimeline {
+    /// Enables the kernel records. Call it before the process creates any
+    /// CUDA context (and after [`MemcpyCounters::enable`], for the copies).
+    ///
+    /// # Errors
+    /// [`DeviceError::NoGpu`] without libcuda or libcupti;
+    /// [`DeviceError::Cupti`] when CUPTI refuses.
+    pub fn enable() -> Result<Self> {
+        if !driver_present() || !cupti_present() {
+            return Err(DeviceError::NoGpu {
+                reason: "the CUDA driver library or libcupti is not available",
+            }
+            .into());
+        }
+        activity::register_callbacks(Some(buffer_requested), Some(buffer_completed))
+            .map_err(cupti("cuptiActivityRegisterCallbacks"))?;
+        for kind in TIMELINE_KINDS {
+            activity::enable(kind).map_err(cupti("cuptiActivityEnable"))?;
+        }
+        *TIMELINE.lock().unwrap_or_else(PoisonError::into_inner) = Some(Timeline::default());
+        Ok(Self { _private: () })
+    }
+
+    /// Flushes CUPTI's buffers and returns the intervals recorded since the
+    /// previous collection. Synchronise the device first.
+    ///
+    /// # Errors
+    /// [`DeviceError::Cupti`].
+    pub fn collect(&self) -> Result<Timeline> {
+        activity::flush_all(1).map_err(cupti("cuptiActivityFlushAll"))?;
+        let mut timeline = TIMELINE.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(timeline.replace(Timeline::default()).unwrap_or_default())
+    }
+}
+
+impl Drop for KernelTimeline {
+    fn drop(&mut self) {
+        for kind in TIMELINE_KINDS {
+            let _ = activity::disable(kind);
+        }
+        let _ = activity::flush_all(1);
+        *TIMELINE.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::mem::offset_of;
+
+    use cudarc::cupti::sys::{CUpti_ActivityKernel4, CUpti_ActivityKernel10};
+
+    #[test]
+    fn kernel_records_keep_their_timestamps() {
+        // The callback reads every kernel record as version 4.
+        assert_eq!(
+            (
+                offset_of!(CUpti_ActivityKernel4, kind),
+                offset_of!(CUpti_ActivityKernel4, start),
+                offset_of!(CUpti_ActivityKernel4, end)
+            ),
+            (
+                offset_of!(CUpti_ActivityKernel10, kind),
+                offset_of!(CUpti_ActivityKernel10, start),
+                offset_of!(CUpti_ActivityKernel10, end)
+            )
+        );
+        assert_eq!(
+            offset_of!(CUpti_ActivityKernel4, name),
+            offset_of!(CUpti_ActivityKernel10, name)
+        );
+        assert!(
+            std::mem::size_of::<CUpti_ActivityKernel4>()
+                <= std::mem::size_of::<CUpti_ActivityKernel10>()
+        );
     }
 }

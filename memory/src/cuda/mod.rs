@@ -12,7 +12,8 @@
 //! * `transfer` — uploads through pinned staging, downloads, device copies
 //!   and zeroing, all ordered on a buffer's own stream.
 //! * [`cupti`] — CUPTI's unified-memory counters, the independent check the
-//!   GPU tests use.
+//!   GPU tests use, and its kernel records, summed by [`timeline`] into a
+//!   run's busy and idle device time.
 //!
 //! cudarc loads libcuda at run time and panics when it is missing: every
 //! entry point here first asks [`driver_present`] and returns
@@ -24,6 +25,7 @@ mod managed;
 mod pinned;
 mod pool;
 mod probe;
+pub mod timeline;
 mod transfer;
 
 pub use cudarc;

@@ -502,6 +502,9 @@ pub(crate) mod mock {
         /// seconds (step `k` takes entry `k` modulo their number); empty:
         /// the mock times nothing, as a driver without a clock.
         pub(crate) step_durations: Arc<Mutex<Vec<f64>>>,
+        /// The synthetic wait before each step of a timed run, in seconds
+        /// (as `step_durations`; empty: no waits).
+        pub(crate) step_waits: Arc<Mutex<Vec<f64>>>,
         /// The copy rate a timed run reports (`None`: not measured).
         pub(crate) copy_rate: Arc<Mutex<Option<f64>>>,
         /// The timed run: whether one is, and whether each step started so
@@ -664,6 +667,15 @@ pub(crate) mod mock {
                 steps: (0..steps.len())
                     .map(|k| durations[k % durations.len()])
                     .collect(),
+                waits: {
+                    let waits = lock(&self.step_waits).clone();
+                    (0..steps.len())
+                        .map(|k| match waits.len() {
+                            0 => 0.0,
+                            n => waits[k % n],
+                        })
+                        .collect()
+                },
                 copy_rate: *lock(&self.copy_rate),
             })
         }

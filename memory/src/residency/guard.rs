@@ -27,6 +27,15 @@ impl Residency {
     /// [`Error::OverBudget`](crate::Error::OverBudget) when the declared
     /// buffers alone do not fit; driver errors.
     pub fn prepare(self: &Arc<Self>, ids: &[AllocationId]) -> Result<ResidencyGuard> {
+        let start = std::time::Instant::now();
+        let guard = self.prepare_untimed(ids);
+        self.lock().driver_time.prepare_ns += super::batch::nanos_since(start);
+        guard
+    }
+
+    /// [`Self::prepare`], without adding its host time to
+    /// [`DriverTime::prepare_ns`](super::DriverTime::prepare_ns).
+    fn prepare_untimed(self: &Arc<Self>, ids: &[AllocationId]) -> Result<ResidencyGuard> {
         let mut s = self.lock();
         let mut managed: Vec<AllocationId> = Vec::with_capacity(ids.len());
         let mut streamed: Vec<AllocationId> = Vec::new();

@@ -1,8 +1,10 @@
 //! Timing a recorded run on the device: each step's compute, from events on
 //! the compute stream at the step boundaries, and the rate of the copies,
-//! from events around each fetch on the copy stream. Only the run a phase
+//! from events around each fetch on the copy stream. The run a phase
 //! records is timed (the look-ahead's stall model reads it, see
-//! [`plan`](super::plan)); the events are read once, when the phase ends.
+//! [`plan`](super::plan)), and on request runs that follow it (their waits
+//! for fetches are the stalls the model predicts); the events are read
+//! once, when the phase ends.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -18,9 +20,25 @@ pub struct RunTimes {
     /// (after the compute stream's waits for its fetches) to the end of the
     /// work queued before the next step's waits (or the run's end).
     pub steps: Vec<f64>,
+    /// Each step's wait in seconds, in step order: from the end of the step
+    /// before to its start, the compute stream's waits for the step's
+    /// fetches (0 for the first step).
+    pub waits: Vec<f64>,
     /// The copies' rate in bytes per second (bytes fetched over the copies'
     /// own device time), where any were timed.
     pub copy_rate: Option<f64>,
+}
+
+impl RunTimes {
+    /// The steps' compute, summed, in seconds.
+    pub fn compute(&self) -> f64 {
+        self.steps.iter().sum()
+    }
+
+    /// The steps' waits, summed, in seconds.
+    pub fn wait(&self) -> f64 {
+        self.waits.iter().sum()
+    }
 }
 
 /// The events of a run being timed.
@@ -94,21 +112,34 @@ impl RunClock {
         let steps = std::mem::take(&mut *lock(&self.steps));
         let copies = std::mem::take(&mut *lock(&self.copies));
         let mut times = Vec::with_capacity(steps.len());
+        let mut waits = Vec::with_capacity(steps.len());
+        let mut previous: Option<&Event> = None;
         for (start, end) in &steps {
             let Some(end) = end else {
                 return Ok(None);
             };
-            times.push(f64::from(start.elapsed_ms(end)?.max(0.0)) / 1e3);
+            times.push(seconds_between(start, end)?);
+            waits.push(match previous {
+                Some(before) => seconds_between(before, start)?,
+                None => 0.0,
+            });
+            previous = Some(end);
         }
         let (mut bytes, mut seconds) = (0u64, 0.0f64);
         for (b, before, after) in &copies {
             bytes += b;
-            seconds += f64::from(before.elapsed_ms(after)?.max(0.0)) / 1e3;
+            seconds += seconds_between(before, after)?;
         }
         let copy_rate = (bytes > 0 && seconds > 0.0).then(|| bytes as f64 / seconds);
         Ok((!times.is_empty()).then_some(RunTimes {
             steps: times,
+            waits,
             copy_rate,
         }))
     }
+}
+
+/// Device time from `from` to `to`, in seconds (never negative).
+fn seconds_between(from: &Event, to: &Event) -> Result<f64> {
+    Ok(f64::from(from.elapsed_ms(to)?.max(0.0)) / 1e3)
 }

@@ -67,6 +67,13 @@ pub struct ResidencyUsage {
     pub model_copy_rate: Option<u64>,
     /// See `model_copy_rate`.
     pub model_copy_rate_measured: Option<bool>,
+    /// The last timed run that followed its plan (see
+    /// [`Residency::set_time_every_run`]), as the device measured it: its steps' compute, and the
+    /// compute stream's waits for fetches between them (the stalls the
+    /// model predicts as `planned_stall_ns`), in nanoseconds.
+    pub measured_compute_ns: Option<u64>,
+    /// See `measured_compute_ns`.
+    pub measured_wait_ns: Option<u64>,
     /// Phase runs that departed from their recording (their look-ahead
     /// stopped there), and the step at which the last one did: a run whose
     /// operations come in another order each time is never planned.
@@ -117,6 +124,11 @@ pub struct DriverTime {
     pub to_device_ns: u64,
     /// Prefetches to the host (evictions).
     pub to_host_ns: u64,
+    /// Everything [`Residency::prepare`] does on the host: the look-ahead,
+    /// the placement decisions and the driver calls above. A run under a
+    /// budget whose operations each wait this long for their declaration
+    /// can leave the device idle, host-bound, with no copy to wait for.
+    pub prepare_ns: u64,
 }
 
 impl Residency {
@@ -148,6 +160,8 @@ impl Residency {
             window_run_ns: timing.map(|t| t.window_run_ns),
             model_copy_rate: timing.map(|t| t.copy_rate),
             model_copy_rate_measured: timing.map(|t| t.rate_measured),
+            measured_compute_ns: s.streamed.measured.map(|m| nanos(m.compute)),
+            measured_wait_ns: s.streamed.measured.map(|m| nanos(m.wait)),
             departures: s.planner.departures().0,
             last_departure: s.planner.departures().1,
             zero_copy_uses: s.streamed.zero_copy_uses,
@@ -162,4 +176,9 @@ impl Residency {
     pub fn driver_time(&self) -> DriverTime {
         self.lock().driver_time
     }
+}
+
+/// Seconds as whole nanoseconds (never negative).
+fn nanos(seconds: f64) -> u64 {
+    (seconds * 1e9).round().max(0.0) as u64
 }

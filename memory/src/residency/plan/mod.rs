@@ -97,7 +97,7 @@ mod planner;
 mod recording;
 mod stalls;
 
-pub(crate) use planner::Planner;
+pub(crate) use planner::{Planner, RunEnd};
 pub(crate) use recording::{Recording, StableChoice};
 #[cfg(test)]
 pub(in crate::residency) use stalls::tests::burst_case;

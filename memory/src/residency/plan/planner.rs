@@ -14,8 +14,20 @@ struct Active {
     /// Whether every step so far matched the recording.
     following: bool,
     /// Whether the run is timed: its phase had no recording when it began
-    /// (the run is the one recorded; see `stalls`).
+    /// (the run is the one recorded; see `stalls`), or every run is timed.
     timed: bool,
+}
+
+/// How a phase's run ended (see [`Planner::end`]).
+#[derive(Debug)]
+pub(crate) enum RunEnd<'a> {
+    /// No phase was running, or it ran no step.
+    Nothing,
+    /// The run followed its recording to its end.
+    Followed,
+    /// The run became its phase's recording (the phase's first, or one that
+    /// departed from the recording): the caller chooses its split.
+    Recorded(&'a mut Recording),
 }
 
 /// Recordings by phase key, and the phase now running.
@@ -27,6 +39,8 @@ pub(crate) struct Planner {
     /// last one did.
     departures: u64,
     last_departure: Option<usize>,
+    /// Whether every run is timed, not only those that record.
+    time_every_run: bool,
 }
 
 impl Planner {
@@ -38,32 +52,47 @@ impl Planner {
             key,
             steps: Vec::new(),
             following: recorded,
-            timed: !recorded,
+            timed: !recorded || self.time_every_run,
         });
     }
 
-    /// Whether the running phase's run is timed: it is its phase's first,
-    /// the one that becomes its recording.
+    /// Times every run on the device (`on`), not only the runs that record:
+    /// what a run that follows its plan waits for its fetches is then
+    /// measured (the stall model's prediction, checked).
+    pub(crate) fn set_time_every_run(&mut self, on: bool) {
+        self.time_every_run = on;
+    }
+
+    /// Whether the running phase's run is timed: it is its phase's first
+    /// (the one that becomes its recording), or every run is.
     pub(crate) fn timing(&self) -> bool {
         self.active.as_ref().is_some_and(|a| a.timed)
     }
 
     /// Ends the running phase, keeping its steps as the phase's recording
-    /// when it had none or departed from it; returns that new recording, for
-    /// the caller to choose its stable set.
-    pub(crate) fn end(&mut self) -> Option<&mut Recording> {
-        let active = self.active.take()?;
+    /// when it had none or departed from it (returned, for the caller to
+    /// choose its stable set).
+    pub(crate) fn end(&mut self) -> RunEnd<'_> {
+        let Some(active) = self.active.take() else {
+            return RunEnd::Nothing;
+        };
+        let key = active.key;
         let matched = active.following
             && self
                 .recordings
-                .get(&active.key)
+                .get(&key)
                 .is_some_and(|r| r.steps.len() == active.steps.len());
-        if matched || active.steps.is_empty() {
-            return None;
+        if matched {
+            return RunEnd::Followed;
         }
-        let key = active.key;
+        if active.steps.is_empty() {
+            return RunEnd::Nothing;
+        }
         self.recordings.insert(key, Recording::new(active.steps));
-        self.recordings.get_mut(&key)
+        match self.recordings.get_mut(&key) {
+            Some(recording) => RunEnd::Recorded(recording),
+            None => RunEnd::Nothing,
+        }
     }
 
     /// Records one step (the streamed objects an operation declared, in a

@@ -103,6 +103,9 @@ pub(super) struct StreamedState {
     /// Requests placed after 1, 2 and 3 or more refusals in a row: what
     /// the trim, the wait for the streams and the evictions resolved.
     pub(super) resolved_after: [u64; 3],
+    /// The last timed run that followed its plan, as the device measured
+    /// it.
+    pub(super) measured: Option<phase::MeasuredRun>,
 }
 
 impl StreamedState {

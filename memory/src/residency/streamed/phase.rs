@@ -3,7 +3,8 @@
 //! the budget leaves streamed objects.
 
 use super::super::Residency;
-use super::super::plan::{DEFAULT_COPY_RATE, StepTimes, StreamingPlan};
+use super::super::RunTimes;
+use super::super::plan::{DEFAULT_COPY_RATE, RunEnd, StepTimes, StreamingPlan};
 use super::super::state::State;
 use super::{StreamedEntry, ZeroCopy};
 
@@ -20,7 +21,9 @@ impl Residency {
     /// Ends the phase begun last. A new recording gets its stable set for
     /// the room the budget leaves streamed objects (the budget less the
     /// peak of everything else and a margin), chosen with its run's device
-    /// times where it was timed (reading them waits for the run's work).
+    /// times where it was timed (reading them waits for the run's work); a
+    /// timed run that followed its plan (see [`Residency::set_time_every_run`])
+    /// leaves its measured compute and waits in [`Residency::usage`].
     pub fn end_phase(&self) {
         let mut s = self.lock();
         let times = if s.planner.timing() {
@@ -38,27 +41,44 @@ impl Residency {
         let State {
             planner, streamed, ..
         } = &mut *s;
-        if let Some(recording) = planner.end() {
-            if let Some(times) = times {
-                recording.set_times(StepTimes {
-                    compute: times.steps,
-                    rate: times.copy_rate.unwrap_or(DEFAULT_COPY_RATE),
-                    rate_measured: times.copy_rate.is_some(),
-                });
-            }
-            let entries = &streamed.entries;
-            let size = |id| entries.get(&id).map(|e: &StreamedEntry| e.bytes);
-            streamed.choice = match plan {
-                StreamingPlan::Window => {
-                    let mut choice = recording.choose_stable(size, capacity, reserve, slack);
-                    choice.timing = recording.time_split(size, capacity);
-                    choice
+        let recording = match planner.end() {
+            RunEnd::Nothing => return,
+            RunEnd::Followed => {
+                if let Some(times) = &times {
+                    streamed.measured = Some(MeasuredRun::of(times));
                 }
-                StreamingPlan::Belady => recording.choose_belady(size, capacity, reserve),
-                StreamingPlan::Stalls => recording.choose_stalls(size, capacity, reserve, slack),
-            };
-            streamed.floor_bytes = recording.floor_bytes(size, room);
+                return;
+            }
+            RunEnd::Recorded(recording) => recording,
+        };
+        if let Some(times) = times {
+            recording.set_times(StepTimes {
+                compute: times.steps,
+                rate: times.copy_rate.unwrap_or(DEFAULT_COPY_RATE),
+                rate_measured: times.copy_rate.is_some(),
+            });
         }
+        let entries = &streamed.entries;
+        let size = |id| entries.get(&id).map(|e: &StreamedEntry| e.bytes);
+        streamed.choice = match plan {
+            StreamingPlan::Window => {
+                let mut choice = recording.choose_stable(size, capacity, reserve, slack);
+                choice.timing = recording.time_split(size, capacity);
+                choice
+            }
+            StreamingPlan::Belady => recording.choose_belady(size, capacity, reserve),
+            StreamingPlan::Stalls => recording.choose_stalls(size, capacity, reserve, slack),
+        };
+        streamed.floor_bytes = recording.floor_bytes(size, room);
+    }
+
+    /// Times every run of a phase on the device, not only those that
+    /// record it (see [`ResidencyUsage::measured_wait_ns`]; each
+    /// step then records two timing events).
+    ///
+    /// [`ResidencyUsage::measured_wait_ns`]: crate::residency::ResidencyUsage::measured_wait_ns
+    pub fn set_time_every_run(&self, on: bool) {
+        self.lock().planner.set_time_every_run(on);
     }
 
     /// Sets how many of the largest step's bytes the stable set leaves for
@@ -112,6 +132,23 @@ impl Residency {
         let margin = s.budget / s.streaming_margin.max(1);
         let headroom = s.streamed.others_peak + margin + s.streamed.refusal_headroom;
         s.budget.saturating_sub(headroom)
+    }
+}
+
+/// What the device measured over a timed run that followed its plan: its
+/// steps' compute and their waits for fetches, in seconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(in crate::residency) struct MeasuredRun {
+    pub(in crate::residency) compute: f64,
+    pub(in crate::residency) wait: f64,
+}
+
+impl MeasuredRun {
+    fn of(times: &RunTimes) -> Self {
+        Self {
+            compute: times.compute(),
+            wait: times.wait(),
+        }
     }
 }
 
@@ -196,6 +233,68 @@ mod tests {
                 "{stalls:?}"
             );
             assert!(stalls.planned_bytes > window.planned_bytes, "{stalls:?}");
+        }
+    }
+
+    /// Runs the phase `steps` once on `r`, the mock timing each step with
+    /// `compute` and each wait with `waits` where the run is timed, and
+    /// returns the usage after it.
+    fn timed_run(
+        r: &std::sync::Arc<crate::residency::Residency>,
+        d: &crate::residency::driver::mock::RecordingDriver,
+        steps: &[Vec<crate::AllocationId>],
+        compute: &[f64],
+        waits: &[f64],
+    ) -> crate::residency::ResidencyUsage {
+        *d.step_durations.lock().expect("durations") = compute.to_vec();
+        *d.step_waits.lock().expect("waits") = waits.to_vec();
+        *d.copy_rate.lock().expect("rate") = Some(DEFAULT_COPY_RATE);
+        r.begin_phase(5);
+        for step in steps {
+            drop(r.prepare(step).expect("fits"));
+        }
+        r.end_phase();
+        r.usage()
+    }
+
+    fn nanos(seconds: f64) -> u64 {
+        (seconds * 1e9).round() as u64
+    }
+
+    #[test]
+    fn untimed_runs_keep_the_recorded_split() {
+        let (steps, compute, sizes) = burst_case(4, 40);
+        let (r, d, _) = manager_with_arena(496_516_129, true);
+        for &(n, bytes) in &sizes {
+            object(&r, n, bytes);
+        }
+        let recorded = timed_run(&r, &d, &steps, &compute, &[]);
+        for _ in 0..4 {
+            let usage = timed_run(&r, &d, &steps, &compute, &[1e-3]);
+            assert_eq!(usage.planned_bytes, recorded.planned_bytes);
+            assert_eq!(usage.measured_wait_ns, None);
+        }
+    }
+
+    #[test]
+    fn timing_every_run_measures_the_last_followed_run() {
+        let (steps, compute, sizes) = burst_case(4, 40);
+        let (r, d, _) = manager_with_arena(496_516_129, true);
+        r.set_time_every_run(true);
+        for &(n, bytes) in &sizes {
+            object(&r, n, bytes);
+        }
+        // The recorded run is not one that followed a plan.
+        let first = timed_run(&r, &d, &steps, &compute, &[2e-4]);
+        assert_eq!(first.measured_wait_ns, None);
+        for wait in [3e-4, 5e-5] {
+            let usage = timed_run(&r, &d, &steps, &compute, &[wait, 0.0]);
+            let waited = wait * steps.len().div_ceil(2) as f64;
+            assert_eq!(usage.measured_wait_ns, Some(nanos(waited)));
+            assert_eq!(usage.measured_compute_ns, Some(nanos(compute.iter().sum())));
+            // Timing alone never changes the split.
+            assert_eq!(usage.planned_run_ns, first.planned_run_ns);
+            assert_eq!(usage.stable_bytes, first.stable_bytes);
         }
     }
 
