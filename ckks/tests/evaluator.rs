@@ -985,3 +985,54 @@ fn a_constant_product_at_a_lower_level_equals_level_down_then_the_product() {
         Err(Error::Operand(OperandError::LevelOutOfRange { .. }))
     ));
 }
+
+/// A product by a complex constant reuses the constant's polynomial the
+/// evaluator kept from an earlier product (same primes, same constant):
+/// the results are those of an evaluator that encodes it afresh, limb for
+/// limb, at every level and for every constant, and decrypt to `c·x`.
+#[test]
+fn kept_complex_constants_multiply_as_freshly_encoded_ones() {
+    let s = Setup::new(Preset::TestFGb, 97);
+    let eval = s.evaluator(&KeySetRequest::default());
+    let slots = s.context.params().slots();
+    let mut rng = seeded_rng(98);
+    let words = |ct: &Ciphertext| {
+        let (c0, c1) = ct.parts();
+        (c0.to_words().unwrap(), c1.to_words().unwrap())
+    };
+    let constants = [
+        Complex64::new(0.0, -1.0),
+        Complex64::new(0.0, 1.0),
+        Complex64::new(-0.8, 0.25),
+        Complex64::new(0.5, 0.75),
+        Complex64::new(0.3, -0.6),
+    ];
+    // Twice through more constants and levels than the evaluator keeps:
+    // hits, misses and evictions, each checked against a fresh evaluator.
+    let top = s.encrypt(&unit_disk(&mut rng, slots)).level().0;
+    for round in 0..2 {
+        for level in [top, 1] {
+            for &c in &constants {
+                let values = unit_disk(&mut rng, slots);
+                let ct = eval.level_down(&s.encrypt(&values), Level(level)).unwrap();
+                let scale = Scale(1.0);
+                let kept = eval.mult_const_without_rescale(&ct, c, scale).unwrap();
+                let fresh = s
+                    .evaluator(&KeySetRequest::default())
+                    .mult_const_without_rescale(&ct, c, scale)
+                    .unwrap();
+                assert_eq!(
+                    words(&kept),
+                    words(&fresh),
+                    "round {round}, level {level}, {c}"
+                );
+                let expected: Vec<Complex64> = values
+                    .iter()
+                    .map(|v| v * Complex64::new(c.re.round(), c.im.round()))
+                    .collect();
+                let precision = bits(max_abs_error(&s.decrypt(&kept), &expected));
+                assert!(precision > 15.0, "level {level}, {c}: {precision:.1} bits");
+            }
+        }
+    }
+}

@@ -1,6 +1,6 @@
 //! [`Evaluator`]: the homomorphic evaluator of a context, with or without keys.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use super::Ciphertext;
 use crate::context::Context;
@@ -17,6 +17,61 @@ use crate::{KeyError, Result};
 /// of ten limbs that leave most of the GPU idle.
 pub const DEFAULT_MOD_DOWN_BATCH: usize = 4;
 
+/// How many complex constants an evaluator keeps encoded (see
+/// [`ConstantCache`]).
+const CONSTANT_CACHE: usize = 4;
+
+/// The polynomials `re + im·X^{N/2}` (NTT form) that
+/// [`Evaluator::mult_const_without_rescale`] multiplied by last, by their
+/// primes and integer coefficients, shared by an evaluator's clones. A
+/// complex bootstrap multiplies by ∓i twice each time; building the
+/// polynomial uploads all its limbs (9 MB at FGb's level 17), which on the
+/// H100 waited on the compute stream and left the device idle 1.6–2.0 ms
+/// around each product (CUPTI's kernel records, docs/BENCHMARKS.md,
+/// "Eighth session").
+#[derive(Debug, Default)]
+pub(crate) struct ConstantCache {
+    entries: Mutex<Vec<(ConstantKey, Arc<RnsPoly<Ntt>>)>>,
+}
+
+/// A cached constant: its primes (indices in the context's chain), and
+/// the bits of its two integer coefficients.
+type ConstantKey = (Vec<usize>, u64, u64);
+
+impl ConstantCache {
+    /// The polynomial for `key`, made by `make` unless it is kept; the
+    /// least recently used leaves when the cache is full.
+    pub(crate) fn get_or_make(
+        &self,
+        key: ConstantKey,
+        make: impl FnOnce() -> Result<RnsPoly<Ntt>>,
+    ) -> Result<Arc<RnsPoly<Ntt>>> {
+        {
+            let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(i) = entries.iter().position(|(k, _)| *k == key) {
+                let entry = entries.remove(i);
+                let poly = Arc::clone(&entry.1);
+                entries.insert(0, entry);
+                return Ok(poly);
+            }
+        }
+        let poly = Arc::new(make()?);
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        entries.insert(0, (key, Arc::clone(&poly)));
+        entries.truncate(CONSTANT_CACHE);
+        Ok(poly)
+    }
+
+    /// How many constants are kept.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.entries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+}
+
 /// Evaluates homomorphic operations. Each operation runs where its operands
 /// live and checks that they agree in context, device, level, scale and slot
 /// count, returning a typed error that names the mismatch (and the
@@ -31,6 +86,8 @@ pub struct Evaluator {
     pub(crate) output_class: MemoryClass,
     /// Rotations whose ModDowns [`Evaluator::rotate_hoisted`] runs together.
     pub(crate) mod_down_batch: usize,
+    /// Complex constants kept encoded.
+    pub(crate) constants: Arc<ConstantCache>,
 }
 
 impl Evaluator {
@@ -42,6 +99,7 @@ impl Evaluator {
             keys: None,
             output_class: MemoryClass::Ciphertext,
             mod_down_batch: DEFAULT_MOD_DOWN_BATCH,
+            constants: Arc::default(),
         }
     }
 
@@ -52,6 +110,7 @@ impl Evaluator {
             keys: Some(keys),
             output_class: MemoryClass::Ciphertext,
             mod_down_batch: DEFAULT_MOD_DOWN_BATCH,
+            constants: Arc::default(),
         }
     }
 
@@ -130,5 +189,56 @@ impl Evaluator {
     pub(crate) fn check_plain_any_scale(&self, a: &Ciphertext, p: &Plaintext) -> Result<()> {
         self.context.check_same(&a.context)?;
         a.check_matches(&p.context, p.level, a.scale, p.slots, p.device())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::DeviceSelection;
+    use crate::context::Context;
+    use crate::params::{Parameters, Preset, SecurityCheck};
+
+    #[test]
+    fn the_constant_cache_keeps_the_most_recent_and_makes_the_rest() {
+        let params = Parameters::from_preset_with(Preset::TestFGb, SecurityCheck::AllowInsecure)
+            .expect("preset");
+        let context = Context::new(params, DeviceSelection::Cpu).expect("context");
+        let poly = |v: u64| {
+            let n = context.params().degree().get();
+            RnsPoly::<crate::poly::Coeff>::from_words(
+                context.backend(),
+                &[0],
+                MemoryClass::Constant,
+                &vec![v % 97; n],
+            )?
+            .into_ntt()
+        };
+        let cache = ConstantCache::default();
+        let made = std::cell::Cell::new(0);
+        let get = |key: u64| {
+            cache
+                .get_or_make((vec![0], key, 0), || {
+                    made.set(made.get() + 1);
+                    poly(key)
+                })
+                .expect("made")
+        };
+        let first = get(1);
+        assert!(Arc::ptr_eq(&first, &get(1)), "kept");
+        for key in 2..=CONSTANT_CACHE as u64 {
+            get(key);
+        }
+        // Key 1 was used most recently of all but the three after it: it
+        // stays when a fifth arrives, key 2 leaves.
+        get(1);
+        get(99);
+        assert!(Arc::ptr_eq(&first, &get(1)));
+        let before = made.get();
+        get(2);
+        assert_eq!(made.get(), before + 1, "key 2 was made again");
+        get(2);
+        assert_eq!(made.get(), before + 1, "and kept");
+        assert_eq!(cache.len(), CONSTANT_CACHE);
     }
 }

@@ -315,7 +315,10 @@ impl Evaluator {
             let scalars = self.residues_of(a, re)?;
             self.map_parts(a, |x, class| x.scalar(BinaryOp::Mul, &scalars, class))?
         } else {
-            let poly = self.monomial_pair(a, re, im)?;
+            let key = (a.c0.moduli().to_vec(), re.to_bits(), im.to_bits());
+            let poly = self
+                .constants
+                .get_or_make(key, || self.monomial_pair(a, re, im))?;
             self.map_parts(a, |x, class| x.mul(&poly, class))?
         };
         out.scale = Scale(a.scale.0 * const_scale.0);
@@ -480,6 +483,9 @@ impl Evaluator {
     }
 
     /// `re + im·X^{N/2}` (integer-valued) in NTT form over `a`'s moduli.
+    /// `re + im·X^{N/2}` on `a`'s primes, in NTT form, kept by the
+    /// evaluator (class `Constant`) for the next product by the same
+    /// constant.
     fn monomial_pair(&self, a: &Ciphertext, re: f64, im: f64) -> Result<RnsPoly<Ntt>> {
         let n = self.context.params().degree().get();
         let re = self.residues_of(a, re)?;
@@ -493,13 +499,8 @@ impl Evaluator {
                 *w = i;
             }
         }
-        RnsPoly::<Coeff>::from_words(
-            a.c0.backend(),
-            a.c0.moduli(),
-            MemoryClass::Temporary,
-            &words,
-        )?
-        .into_ntt()
+        RnsPoly::<Coeff>::from_words(a.c0.backend(), a.c0.moduli(), MemoryClass::Constant, &words)?
+            .into_ntt()
     }
 }
 
