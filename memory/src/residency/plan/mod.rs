@@ -101,7 +101,7 @@ pub(crate) use planner::{Planner, RunEnd};
 pub(crate) use recording::{Recording, StableChoice};
 #[cfg(test)]
 pub(in crate::residency) use stalls::tests::burst_case;
-pub(crate) use stalls::{DEFAULT_COPY_RATE, StepTimes};
+pub(crate) use stalls::{DEFAULT_COPY_RATE, MAX_BYTES_OVER_WINDOW, StepTimes};
 
 /// How many steps ahead the residency manager fetches (see
 /// [`Recording::simulate_window`]).

@@ -31,7 +31,8 @@
 //! a run's copies in the tail of the one before or the head of the next).
 //!
 //! [`Recording::choose_stalls`] starts from the window split — the best in
-//! time of the window's candidate rooms — and improves it greedily: the
+//! time of the window's candidate rooms — and improves it greedily (never
+//! past [`MAX_BYTES_OVER_WINDOW`] times the window split's bytes): the
 //! streamed objects whose copies the run waited for most (a step's stall is
 //! charged to the copies running while it waits, and what is left to its
 //! own late objects) become stable, making room by streaming the stable
@@ -58,6 +59,16 @@ pub(crate) const DEFAULT_COPY_RATE: f64 = 50e9;
 const ROUNDS: usize = 24;
 const PROMOTIONS: usize = 4;
 const EVALUATIONS: usize = 160;
+
+/// The most bytes a run of the stall split may plan to move, in times what
+/// the window split moves. The model trusts copies to hide more than they
+/// do the more a split streams: on the H100 it predicted no stall for FGb
+/// at 2 GiB with 1.2 GB a bootstrap (the run waited 3.6 ms for copies) and
+/// with 1.8–2.1 GB (14 ms; 1.7× and 2.5× the window split's 0.85 GB;
+/// docs/BENCHMARKS.md, "Eighth session"), and at 4 GiB for splits that
+/// streamed 0.4–1.6 GB where none needed to (2–20 ms slower; "Sixth
+/// session").
+pub(crate) const MAX_BYTES_OVER_WINDOW: f64 = 2.0;
 
 /// The device times of a recorded run.
 #[derive(Debug, Clone, PartialEq)]
@@ -279,7 +290,9 @@ impl Recording {
     /// `capacity` bytes of streamed objects: the window split (its
     /// candidate rooms weighed by time; `reserve` and `slack` as for
     /// [`Recording::choose_stable`]) improved greedily on the stall model
-    /// (see the module's documentation). Without the run's times, the
+    /// (see the module's documentation), never planning to move more than
+    /// `max_over_window` times the window split's bytes
+    /// ([`MAX_BYTES_OVER_WINDOW`] in use). Without the run's times, the
     /// window split.
     pub(crate) fn choose_stalls(
         &mut self,
@@ -287,6 +300,7 @@ impl Recording {
         capacity: u64,
         reserve: f64,
         slack: f64,
+        max_over_window: f64,
     ) -> StableChoice {
         let window = self.choose_stable(&size, capacity, reserve, slack);
         let Some(times) = self.times.clone() else {
@@ -304,6 +318,7 @@ impl Recording {
         };
         let window_stable = self.stable.clone();
         let window_run = evaluate(&window_stable, window.stable_bytes).0.total;
+        let cap = (window.planned_bytes as f64 * max_over_window).min(u64::MAX as f64) as u64;
         // The start: the fastest of the window's candidate rooms, the
         // window's own choice on ties.
         let (mut best, mut best_used, mut best_run) =
@@ -316,7 +331,11 @@ impl Recording {
             if used > window.stable_bytes {
                 continue;
             }
-            let run = evaluate(&stable, used).0.total;
+            let run = evaluate(&stable, used).0;
+            if run.fetched > cap {
+                continue;
+            }
+            let run = run.total;
             if run < best_run {
                 (best, best_used, best_run) = (stable, used, run);
             }
@@ -329,7 +348,11 @@ impl Recording {
             let mut next: Option<(f64, HashSet<AllocationId>, u64)> = None;
             for (stable, used) in self.moves(&size, &best, best_used, capacity, min_room, &trace) {
                 evaluations += 1;
-                let run = evaluate(&stable, used).0.total;
+                let run = evaluate(&stable, used).0;
+                if run.fetched > cap {
+                    continue;
+                }
+                let run = run.total;
                 if run < next.as_ref().map_or(best_run, |n| n.0) {
                     next = Some((run, stable, used));
                 }

@@ -4,7 +4,9 @@
 
 use super::super::Residency;
 use super::super::RunTimes;
-use super::super::plan::{DEFAULT_COPY_RATE, RunEnd, StepTimes, StreamingPlan};
+use super::super::plan::{
+    DEFAULT_COPY_RATE, MAX_BYTES_OVER_WINDOW, RunEnd, StepTimes, StreamingPlan,
+};
 use super::super::state::State;
 use super::{StreamedEntry, ZeroCopy};
 
@@ -67,7 +69,9 @@ impl Residency {
                 choice
             }
             StreamingPlan::Belady => recording.choose_belady(size, capacity, reserve),
-            StreamingPlan::Stalls => recording.choose_stalls(size, capacity, reserve, slack),
+            StreamingPlan::Stalls => {
+                recording.choose_stalls(size, capacity, reserve, slack, MAX_BYTES_OVER_WINDOW)
+            }
         };
         streamed.floor_bytes = recording.floor_bytes(size, room);
     }
