@@ -114,6 +114,17 @@ static MEMCPY: Mutex<MemcpyTraffic> = Mutex::new(MemcpyTraffic {
 /// [`KernelTimeline`] is enabled.
 static TIMELINE: Mutex<Option<Timeline>> = Mutex::new(None);
 
+/// Adds to the timeline, while a [`KernelTimeline`] is enabled.
+fn on_timeline(add: impl FnOnce(&mut Timeline)) {
+    if let Some(t) = TIMELINE
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .as_mut()
+    {
+        add(t);
+    }
+}
+
 /// The process-wide sums the completion callback adds to.
 static SUMS: Mutex<UnifiedMemoryTraffic> = Mutex::new(UnifiedMemoryTraffic {
     htod_prefetch_bytes: 0,
@@ -192,23 +203,19 @@ unsafe extern "C" fn buffer_completed(
             // at the same offsets (`kernel_records_keep_their_timestamps`),
             // and are longer; read_unaligned copes with the packing.
             let k = unsafe { std::ptr::read_unaligned(record.cast::<CUpti_ActivityKernel4>()) };
-            if let Some(t) = TIMELINE
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .as_mut()
-            {
+            let name = if k.name.is_null() {
+                String::new()
+            } else {
+                // SAFETY: a non-null name is a NUL-terminated string CUPTI
+                // keeps alive while the kernel's module is loaded.
+                unsafe { std::ffi::CStr::from_ptr(k.name) }
+                    .to_string_lossy()
+                    .into_owned()
+            };
+            on_timeline(|t| {
                 t.kernels.push((k.start, k.end));
-                let name = if k.name.is_null() {
-                    String::new()
-                } else {
-                    // SAFETY: a non-null name is a NUL-terminated string
-                    // CUPTI keeps alive while the kernel's module is loaded.
-                    unsafe { std::ffi::CStr::from_ptr(k.name) }
-                        .to_string_lossy()
-                        .into_owned()
-                };
                 t.names.push(name);
-            }
+            });
             continue;
         }
         if kind == CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET {
@@ -216,27 +223,17 @@ unsafe extern "C" fn buffer_completed(
             // CUpti_ActivityMemset's fields up to its timestamps and is at
             // least as long; read_unaligned copes with the packing.
             let m = unsafe { std::ptr::read_unaligned(record.cast::<CUpti_ActivityMemset>()) };
-            if let Some(t) = TIMELINE
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .as_mut()
-            {
+            on_timeline(|t| {
                 t.kernels.push((m.start, m.end));
                 t.names.push("memset".to_owned());
-            }
+            });
             continue;
         }
         if kind == CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_DRIVER {
             // SAFETY: driver API records have the CUpti_ActivityAPI layout;
             // read_unaligned copes with the packing.
             let c = unsafe { std::ptr::read_unaligned(record.cast::<CUpti_ActivityAPI>()) };
-            if let Some(t) = TIMELINE
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .as_mut()
-            {
-                t.calls.push((c.start, c.end, c.cbid));
-            }
+            on_timeline(|t| t.calls.push((c.start, c.end, c.cbid)));
             continue;
         }
         if kind == CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY {
@@ -244,13 +241,8 @@ unsafe extern "C" fn buffer_completed(
             // fields of CUpti_ActivityMemcpy (kind, copy kind, …, bytes) and
             // is at least as long; read_unaligned copes with the packing.
             let copy = unsafe { std::ptr::read_unaligned(record.cast::<CUpti_ActivityMemcpy>()) };
-            if copy.copyKind == MEMCPY_HTOD
-                && let Some(t) = TIMELINE
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .as_mut()
-            {
-                t.copies.push((copy.start, copy.end));
+            if copy.copyKind == MEMCPY_HTOD {
+                on_timeline(|t| t.copies.push((copy.start, copy.end)));
             }
             let mut m = MEMCPY.lock().unwrap_or_else(PoisonError::into_inner);
             m.records += 1;
@@ -394,6 +386,23 @@ impl Drop for UnifiedMemoryCounters {
     }
 }
 
+/// Registers the buffer callbacks and enables the activity records of
+/// `kinds` (registering again is harmless: the callbacks are the same).
+fn enable_records(kinds: &[CUpti_ActivityKind]) -> Result<()> {
+    if !driver_present() || !cupti_present() {
+        return Err(DeviceError::NoGpu {
+            reason: "the CUDA driver library or libcupti is not available",
+        }
+        .into());
+    }
+    activity::register_callbacks(Some(buffer_requested), Some(buffer_completed))
+        .map_err(cupti("cuptiActivityRegisterCallbacks"))?;
+    for &kind in kinds {
+        activity::enable(kind).map_err(cupti("cuptiActivityEnable"))?;
+    }
+    Ok(())
+}
+
 /// CUPTI's copy records (`CUPTI_ACTIVITY_KIND_MEMCPY`), enabled for this
 /// process: the bytes explicit copies move, independent of hemem's counts.
 #[derive(Debug)]
@@ -409,16 +418,7 @@ impl MemcpyCounters {
     /// [`DeviceError::NoGpu`] without libcuda or libcupti;
     /// [`DeviceError::Cupti`] when CUPTI refuses.
     pub fn enable() -> Result<Self> {
-        if !driver_present() || !cupti_present() {
-            return Err(DeviceError::NoGpu {
-                reason: "the CUDA driver library or libcupti is not available",
-            }
-            .into());
-        }
-        activity::register_callbacks(Some(buffer_requested), Some(buffer_completed))
-            .map_err(cupti("cuptiActivityRegisterCallbacks"))?;
-        activity::enable(CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY)
-            .map_err(cupti("cuptiActivityEnable"))?;
+        enable_records(&[CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY])?;
         *MEMCPY.lock().unwrap_or_else(PoisonError::into_inner) = MemcpyTraffic::default();
         Ok(Self { _private: () })
     }
@@ -493,17 +493,7 @@ impl KernelTimeline {
     /// [`DeviceError::NoGpu`] without libcuda or libcupti;
     /// [`DeviceError::Cupti`] when CUPTI refuses.
     pub fn enable() -> Result<Self> {
-        if !driver_present() || !cupti_present() {
-            return Err(DeviceError::NoGpu {
-                reason: "the CUDA driver library or libcupti is not available",
-            }
-            .into());
-        }
-        activity::register_callbacks(Some(buffer_requested), Some(buffer_completed))
-            .map_err(cupti("cuptiActivityRegisterCallbacks"))?;
-        for kind in TIMELINE_KINDS {
-            activity::enable(kind).map_err(cupti("cuptiActivityEnable"))?;
-        }
+        enable_records(&TIMELINE_KINDS)?;
         *TIMELINE.lock().unwrap_or_else(PoisonError::into_inner) = Some(Timeline::default());
         Ok(Self { _private: () })
     }
