@@ -120,10 +120,12 @@ pub enum StreamingPlan {
     Belady,
     /// The window split improved on the stall model of the recorded run
     /// (its steps' device times and the copies' rate): the objects of
-    /// dense bursts stay, those used where compute hides a copy stream.
-    /// The window split where the run was not timed. The default: on the
-    /// H100 it bootstraps FGb under 2 GiB in 58.7–61.3 ms against the
-    /// window's 65.0–65.8 (docs/BENCHMARKS.md), moving more bytes.
+    /// dense bursts stay, those used where compute hides a copy stream;
+    /// never planning more than twice the window split's bytes (the
+    /// model's error grows with them). The window split where the run was
+    /// not timed. The default: on the H100 it bootstraps FGb under 2 GiB in
+    /// 58.7–61.3 ms against the window's 65.0–65.8 (docs/BENCHMARKS.md),
+    /// moving more bytes.
     #[default]
     Stalls,
 }
