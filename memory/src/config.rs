@@ -328,8 +328,7 @@ pub struct MemoryConfig {
     pub zero_copy: ZeroCopy,
     /// `planned`: whether every run of a phase is timed on the device, so
     /// that the usage reports what the last one waited for its fetches
-    /// (`HEMEM_TIME_RUNS`, default off: only the recorded runs
-    /// are).
+    /// (`HEMEM_TIME_RUNS`, default off: only the recorded runs are).
     pub time_runs: bool,
 }
 
@@ -454,8 +453,8 @@ impl MemoryConfig {
     }
 }
 
-/// A finite, non-negative number from the variable `name`.
-/// An on/off setting: `1`, `on`, `true` or `0`, `off`, `false`.
+/// An on/off setting from the variable `name`: `1`, `on`, `true` or `0`,
+/// `off`, `false`.
 fn switch(name: &'static str, value: &str) -> Result<bool> {
     match value.trim() {
         "1" | "on" | "true" => Ok(true),
@@ -468,6 +467,7 @@ fn switch(name: &'static str, value: &str) -> Result<bool> {
     }
 }
 
+/// A finite, non-negative number from the variable `name`.
 fn non_negative(name: &'static str, value: &str) -> Result<f64> {
     value
         .trim()

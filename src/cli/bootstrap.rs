@@ -244,8 +244,9 @@ struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     model_copy_rate_measured: Option<bool>,
     /// `planned`: the last timed bootstrap that followed its plan
-    /// (`HEMEM_TIME_RUNS=1` times every one), as the device measured it: its operations' compute and the waits for
-    /// fetches between them (ms), the stalls `planned_stall_ms` predicts.
+    /// (`HEMEM_TIME_RUNS=1` times every one), as the device measured it:
+    /// its operations' compute and the waits for fetches between them
+    /// (ms), the stalls `planned_stall_ms` predicts.
     #[serde(skip_serializing_if = "Option::is_none")]
     measured_compute_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]

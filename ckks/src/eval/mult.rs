@@ -482,10 +482,11 @@ impl Evaluator {
             .collect()
     }
 
-    /// `re + im·X^{N/2}` (integer-valued) in NTT form over `a`'s moduli.
-    /// `re + im·X^{N/2}` on `a`'s primes, in NTT form, kept by the
-    /// evaluator (class `Constant`) for the next product by the same
-    /// constant.
+    /// `re + im·X^{N/2}` (integer-valued) in NTT form over `a`'s moduli,
+    /// in class `Constant`: the evaluator keeps it ([`ConstantCache`]) for
+    /// the next product by the same constant.
+    ///
+    /// [`ConstantCache`]: super::evaluator::ConstantCache
     fn monomial_pair(&self, a: &Ciphertext, re: f64, im: f64) -> Result<RnsPoly<Ntt>> {
         let n = self.context.params().degree().get();
         let re = self.residues_of(a, re)?;

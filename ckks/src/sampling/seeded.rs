@@ -10,7 +10,8 @@
 //!   before — keyed by the key's 32-byte seed (eight little-endian `u32`
 //!   words). State words 12–13 hold a 64-bit block counter (low word first),
 //!   words 14–15 a 64-bit stream id (low word first): the layout of
-//!   `rand_chacha`'s `ChaCha12Rng` and `ChaCha20Rng` after `set_stream`. The 64-bit output word `w` of a stream is made of the
+//!   `rand_chacha`'s `ChaCha12Rng` and `ChaCha20Rng` after `set_stream`.
+//!   The 64-bit output word `w` of a stream is made of the
 //!   keystream's `u32` words `2w` (low half) and `2w + 1` (high half), that
 //!   is, words of block `w / 8`.
 //! * **Streams:** digit `j`, global modulus index `i` and attempt `t` use the

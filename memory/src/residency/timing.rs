@@ -139,6 +139,12 @@ impl RunClock {
     }
 }
 
+/// Seconds as whole nanoseconds (never negative), so that figures compare
+/// exactly.
+pub(super) fn nanos(seconds: f64) -> u64 {
+    (seconds * 1e9).round().max(0.0) as u64
+}
+
 /// Device time from `from` to `to`, in seconds (never negative).
 fn seconds_between(from: &Event, to: &Event) -> Result<f64> {
     Ok(f64::from(from.elapsed_ms(to)?.max(0.0)) / 1e3)

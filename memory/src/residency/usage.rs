@@ -4,6 +4,7 @@
 
 use super::Residency;
 use super::plan::StreamingPlan;
+use super::timing::nanos;
 
 /// The budget's figures now.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -68,9 +69,10 @@ pub struct ResidencyUsage {
     /// See `model_copy_rate`.
     pub model_copy_rate_measured: Option<bool>,
     /// The last timed run that followed its plan (see
-    /// [`Residency::set_time_every_run`]), as the device measured it: its steps' compute, and the
-    /// compute stream's waits for fetches between them (the stalls the
-    /// model predicts as `planned_stall_ns`), in nanoseconds.
+    /// [`Residency::set_time_every_run`]), as the device measured it: its
+    /// steps' compute, and the compute stream's waits for fetches between
+    /// them (the stalls the model predicts as `planned_stall_ns`), in
+    /// nanoseconds.
     pub measured_compute_ns: Option<u64>,
     /// See `measured_compute_ns`.
     pub measured_wait_ns: Option<u64>,
@@ -176,9 +178,4 @@ impl Residency {
     pub fn driver_time(&self) -> DriverTime {
         self.lock().driver_time
     }
-}
-
-/// Seconds as whole nanoseconds (never negative).
-fn nanos(seconds: f64) -> u64 {
-    (seconds * 1e9).round().max(0.0) as u64
 }

@@ -3,11 +3,13 @@
 //! modulus indices against the constant tables) before any kernel sees it,
 //! and the scratch buffers launches write to.
 
+use hemem_gpu_kernels::launch::ckks::prf::Seed;
 use hemem_gpu_kernels::launch::ckks::{LimbMap, PtrArray, Scalars};
 use hemem_memory::{Buffer, MemoryClass, StreamId};
 
 use super::GpuBackend;
 use crate::backend::{Limbs, LimbsMut, check_moduli};
+use crate::sampling::UniformSeed;
 use crate::{Error, Result};
 
 impl GpuBackend {
@@ -111,6 +113,12 @@ pub(super) fn address(buffer: &Buffer) -> Result<u64> {
 }
 
 /// The first `count` entries of a stack list.
+/// The kernel parameter of a key's seed: its words and the double rounds
+/// of its [`SeedPrf`](crate::sampling::SeedPrf).
+pub(super) fn launch_seed(seed: &UniformSeed) -> Seed {
+    Seed::new(&seed.bytes, seed.prf.double_rounds())
+}
+
 pub(super) fn first(list: &[usize], count: usize) -> Result<&[usize]> {
     list.get(..count).ok_or(Error::EmptyBasis)
 }

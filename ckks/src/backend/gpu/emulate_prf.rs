@@ -20,6 +20,7 @@ use hemem_gpu_kernels::launch::ckks::ModConst;
 use hemem_gpu_kernels::launch::ckks::prf::Seed;
 use rand_core::Rng;
 
+use super::args::launch_seed;
 use crate::backend::{Backend, CpuBackend, Limbs, LimbsMut};
 use crate::ntt::GaloisElement;
 use crate::sampling::{SeedPrf, UniformSeed};
@@ -296,11 +297,6 @@ fn key_switch_inner_product_seeded(
 
 fn views<'a>(list: &'a [hemem_memory::Buffer], all: &'a [usize]) -> Vec<Limbs<'a>> {
     list.iter().map(|x| Limbs::whole(x, all).unwrap()).collect()
-}
-
-/// The kernel parameter of `seed`, as the GPU backend passes it.
-fn launch_seed(seed: &UniformSeed) -> Seed {
-    Seed::new(&seed.bytes, seed.prf.double_rounds())
 }
 
 /// Real primes: the largest of 42 and 61 bits and the smallest of 45 bits

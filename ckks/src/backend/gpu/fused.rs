@@ -10,7 +10,7 @@ use hemem_gpu_kernels::launch::ckks::ntt::{ForwardEpilogue, ForwardSource};
 use hemem_memory::{Buffer, MemoryClass, StreamId};
 
 use super::GpuBackend;
-use super::args::{address, first, first_u64};
+use super::args::{address, first, first_u64, launch_seed};
 use crate::backend::{Backend, Limbs, LimbsMut, contiguous, inner_product_by_parts};
 use crate::ntt::GaloisElement;
 use crate::sampling::UniformSeed;
@@ -466,7 +466,7 @@ impl GpuBackend {
                 (o0, o1, &mo),
                 (&pd, &digit_map),
                 (&pb, &key_map),
-                &launch::prf::Seed::new(&seed.bytes, seed.prf.double_rounds()),
+                &launch_seed(seed),
                 count as u32,
                 self.consts()?,
                 self.n(),

@@ -8,7 +8,7 @@ use hemem_gpu_kernels::launch::ckks::{self as launch, ElementOp};
 use hemem_memory::{Allocator, Buffer, StreamId};
 
 use super::GpuBackend;
-use super::args::{address, first, first_u64, same_length};
+use super::args::{address, first, first_u64, launch_seed, same_length};
 use crate::backend::{
     Backend, BinaryOp, Device, Limbs, LimbsMut, decompose_by_parts, mod_down_by_parts,
     mul_sum_by_terms, seeded_inner_product_by_parts, tensor_by_parts,
@@ -605,7 +605,7 @@ impl Backend for GpuBackend {
                 &self.kernels,
                 StreamId::Compute,
                 (xo, &mo),
-                &launch::prf::Seed::new(&seed.bytes, seed.prf.double_rounds()),
+                &launch_seed(seed),
                 digit,
                 self.consts()?,
                 self.n(),

@@ -44,6 +44,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use super::super::timing::nanos;
 use super::{LOOK_AHEAD, Recording, StableChoice};
 use crate::AllocationId;
 
@@ -166,10 +167,6 @@ fn take_room(free: &mut Vec<(f64, u64)>, bytes: u64) -> f64 {
         }
     }
     at
-}
-
-fn nanos(seconds: f64) -> u64 {
-    (seconds * 1e9).round().max(0.0) as u64
 }
 
 impl Recording {

@@ -159,6 +159,7 @@ impl MeasuredRun {
 #[cfg(test)]
 mod tests {
     use super::super::super::plan::{DEFAULT_COPY_RATE, StreamingPlan, burst_case};
+    use super::super::super::timing::nanos;
     use super::super::testing::{MIB, fetched, id, manager, manager_with_arena, object};
     use crate::{MemoryClass, Placement};
 
@@ -259,10 +260,6 @@ mod tests {
         }
         r.end_phase();
         r.usage()
-    }
-
-    fn nanos(seconds: f64) -> u64 {
-        (seconds * 1e9).round() as u64
     }
 
     #[test]
