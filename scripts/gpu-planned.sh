@@ -36,6 +36,7 @@ tl = r.get('gpu_timeline') or []
 if tl: print('timeline', [{k: (round(v, 2) if isinstance(v, float) else v) for k, v in t.items() if k != 'longest_idle'} for t in tl[-2:]], 'longest', [[round(g['ms'], 3), round(g['copying_ms'], 3), g['before'], g['after'], g['kernels_before'], [[c[0], round(c[1], 3)] for c in g['calls']]] for g in tl[-1]['longest_idle'][:5]])
 print('submit', [round(x, 1) for x in r.get('submit_ms', [])], 'prepare', [round(d.get('prepare', 0), 1) for d in r.get('driver_ms', [])])
 print('runs', r.get('bootstrap_ms'), 'to_device', r.get('to_device_bytes'), 'cupti_htod', r.get('cupti_htod_bytes'), 'evictions', r.get('evictions'))
+for i, u in enumerate(r.get('residency') or []): print('residency', i, u)
 PY
 }
 TAG=""; WITH=(); ARGS=(); ATAG=""

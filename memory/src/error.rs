@@ -354,6 +354,16 @@ pub enum TraceFault {
     /// An id appears twice.
     #[error("duplicate allocation id")]
     DuplicateId,
+    /// A streaming trace's first line is not its header.
+    #[error("expected the header `hemem-streaming-trace 1`")]
+    StreamingHeader,
+    /// A streaming trace's line starts with an unknown keyword.
+    #[error("unknown keyword")]
+    StreamingKeyword,
+    /// A streaming trace's value does not parse, names an undeclared
+    /// object, or the times do not match the steps.
+    #[error("malformed value")]
+    StreamingValue,
 }
 
 /// A CUDA driver version, as `cuDriverGetVersion` reports it (`13000` for 13.0).

@@ -131,7 +131,8 @@ pub use error::{
 };
 pub use policy::{PlacementPolicy, PolicyKind};
 pub use residency::{
-    DriverTime, Eviction, Residency, ResidencyGuard, ResidencyUsage, StreamingPlan, ZeroCopy,
+    DriverTime, Eviction, Residency, ResidencyGuard, ResidencyUsage, StreamingPlan, StreamingTrace,
+    ZeroCopy,
 };
 pub use resource::{
     AllocRequest, Allocation, AllocationId, DeviceMemory, DevicePtr, Memory, MemoryResource,

@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use hemem_ckks::prelude::Context;
-use hemem_memory::{DriverTime, MemoryClass, Placement, Statistics, StreamId};
+use hemem_memory::{DriverTime, MemoryClass, Placement, ResidencyUsage, Statistics, StreamId};
 use serde::{Deserialize, Serialize};
 
 use crate::Result;
@@ -19,6 +19,7 @@ use crate::Result;
 pub struct Snapshot {
     statistics: Statistics,
     driver: Option<DriverTime>,
+    usage: Option<ResidencyUsage>,
 }
 
 /// What the memory system did between two snapshots.
@@ -37,6 +38,10 @@ pub struct Movement {
     pub driver_ms: Option<serde_json::Map<String, serde_json::Value>>,
     /// Bytes evicted per memory class (classes with none left out).
     pub evicted_by_class: serde_json::Map<String, serde_json::Value>,
+    /// GPU runs under a budget: the streaming arena and the pool's refusals
+    /// between the snapshots (counts are differences; `arena_bytes`,
+    /// `others_peak` and `refusal_headroom` are the values at the end).
+    pub residency: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl Snapshot {
@@ -49,6 +54,7 @@ impl Snapshot {
                 .allocator()
                 .residency()
                 .map(|r| r.driver_time()),
+            usage: context.backend().allocator().residency().map(|r| r.usage()),
         }
     }
 
@@ -84,6 +90,44 @@ impl Snapshot {
             })
             .filter(|(_, b)| b.as_u64() != Some(0))
             .collect();
+        let residency = self.usage.zip(before.usage).map(|(a, b)| {
+            [
+                ("arena_bytes", a.arena_bytes),
+                ("arena_chunks", a.arena_chunks),
+                (
+                    "arena_chunks_added",
+                    a.arena_chunks_added.saturating_sub(b.arena_chunks_added),
+                ),
+                (
+                    "arena_chunks_released",
+                    a.arena_chunks_released
+                        .saturating_sub(b.arena_chunks_released),
+                ),
+                (
+                    "arena_released_bytes",
+                    a.arena_released_bytes
+                        .saturating_sub(b.arena_released_bytes),
+                ),
+                (
+                    "pool_refusals",
+                    a.pool_refusals.saturating_sub(b.pool_refusals),
+                ),
+                ("refusal_headroom", a.refusal_headroom),
+                ("others_peak", a.others_peak),
+                ("departures", a.departures.saturating_sub(b.departures)),
+                (
+                    "zero_copy_uses",
+                    a.zero_copy_uses.saturating_sub(b.zero_copy_uses),
+                ),
+                (
+                    "prefetched_bytes",
+                    a.prefetched_bytes.saturating_sub(b.prefetched_bytes),
+                ),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), serde_json::Value::from(v)))
+            .collect()
+        });
         Movement {
             to_device: now
                 .prefetched_to_device
@@ -98,6 +142,7 @@ impl Snapshot {
                 .saturating_sub(before.statistics.pool_trims()),
             driver_ms,
             evicted_by_class,
+            residency,
         }
     }
 }

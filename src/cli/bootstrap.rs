@@ -112,6 +112,12 @@ pub struct Args {
     /// time (`gpu_timeline`). The records slow the run a little.
     #[arg(long, requires = "cupti")]
     gpu_timeline: bool,
+    /// `planned`: write the order the last phase was recorded in, its
+    /// objects' sizes and the look-ahead's settings to FILE when the runs
+    /// end (replayed on the CPU by the ignored test
+    /// `replays_a_streaming_trace` of `hemem-memory`).
+    #[arg(long, value_name = "FILE")]
+    streaming_trace: Option<std::path::PathBuf>,
     #[command(flatten)]
     memory: MemoryArgs,
 }
@@ -319,6 +325,10 @@ struct Report {
     /// advise_off, to_device, to_host).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     driver_ms: Vec<serde_json::Map<String, serde_json::Value>>,
+    /// `planned`: each bootstrap's streaming arena and pool refusals (see
+    /// `Movement::residency`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    residency: Vec<serde_json::Map<String, serde_json::Value>>,
     /// Bytes evicted per memory class during the last bootstrap.
     #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
     last_evicted_bytes_by_class: serde_json::Map<String, serde_json::Value>,
@@ -494,6 +504,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let mut gpu_timeline = Vec::new();
     let (mut evictions, mut pool_trims) = (Vec::new(), Vec::new());
     let mut driver_ms = Vec::new();
+    let mut residency_runs = Vec::new();
     let mut submit_ms = Vec::new();
     let mut last_evicted_bytes_by_class = serde_json::Map::new();
     for i in 0..args.iterations.max(1) {
@@ -567,6 +578,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         evictions.push(movement.evictions);
         pool_trims.push(movement.pool_trims);
         driver_ms.extend(movement.driver_ms);
+        residency_runs.extend(movement.residency);
         last_evicted_bytes_by_class = movement.evicted_by_class;
         if let Some(before) = before {
             let after = decode(&result)?;
@@ -626,6 +638,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     );
     let residency = context.backend().allocator().residency();
     let usage = residency.map(|r| r.usage());
+    if let Some(path) = &args.streaming_trace {
+        let trace = residency
+            .and_then(|r| r.streaming_trace())
+            .ok_or_else(|| anyhow::anyhow!("--streaming-trace: no phase was recorded (the planned policy under a budget records one)"))?;
+        trace.write(path)?;
+    }
     let trace_written = context
         .backend()
         .allocator()
@@ -711,6 +729,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         evictions,
         pool_trims,
         driver_ms,
+        residency: residency_runs,
         last_evicted_bytes_by_class,
     };
     if args.json {

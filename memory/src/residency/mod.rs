@@ -66,6 +66,7 @@ mod streamed;
 #[cfg(test)]
 mod testing;
 mod timing;
+mod trace;
 mod usage;
 #[cfg(test)]
 mod workloads;
@@ -79,6 +80,7 @@ pub use guard::ResidencyGuard;
 pub use plan::StreamingPlan;
 pub use streamed::ZeroCopy;
 pub use timing::RunTimes;
+pub use trace::StreamingTrace;
 pub use usage::{DriverTime, ResidencyUsage};
 
 use std::fmt;

@@ -30,6 +30,15 @@ pub struct ResidencyUsage {
     pub arena_bytes: u64,
     /// See `arena_bytes`.
     pub arena_chunks: u64,
+    /// Arena chunks added and given back to the pool so far, and the bytes
+    /// of the resident objects that giving chunks back evicted (a chunk is
+    /// given back when the pool refuses a request the accounting had room
+    /// for).
+    pub arena_chunks_added: u64,
+    /// See `arena_chunks_added`.
+    pub arena_chunks_released: u64,
+    /// See `arena_chunks_added`.
+    pub arena_released_bytes: u64,
     /// Bytes of every streamed object, resident or not.
     pub streamed_allocated: u64,
     /// The most pool bytes held at once by everything but streamed
@@ -91,6 +100,8 @@ pub struct ResidencyUsage {
     /// Times the pool refused a request the accounting had room for (each
     /// makes the look-ahead leave more room).
     pub pool_refusals: u64,
+    /// The room the look-ahead leaves free on the refusals' account.
+    pub refusal_headroom: u64,
     /// Requests the pool placed after a trim, after a wait for the streams,
     /// and after evictions (see `pool_refusals`).
     pub refusals_resolved_after: [u64; 3],
@@ -148,6 +159,9 @@ impl Residency {
             streamed_resident: s.streamed.resident,
             arena_bytes: s.streamed.arena.bytes(),
             arena_chunks: s.streamed.arena.len() as u64,
+            arena_chunks_added: s.streamed.chunks_added,
+            arena_chunks_released: s.streamed.chunks_released,
+            arena_released_bytes: s.streamed.released_bytes,
             streamed_allocated: s.streamed.entries.values().map(|e| e.bytes).sum(),
             others_peak: s.streamed.others_peak,
             prefetched: s.streamed.prefetched,
@@ -169,6 +183,7 @@ impl Residency {
             zero_copy_uses: s.streamed.zero_copy_uses,
             zero_copy_bytes: s.streamed.zero_copy_bytes,
             pool_refusals: s.streamed.refusals,
+            refusal_headroom: s.streamed.refusal_headroom,
             refusals_resolved_after: s.streamed.resolved_after,
             peak_device: s.peak_device,
         }

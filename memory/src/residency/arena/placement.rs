@@ -155,6 +155,7 @@ impl Residency {
             return Ok(false);
         };
         s.streamed.arena.add(base, size);
+        s.streamed.chunks_added += 1;
         s.pool_used = s.pool_used.saturating_add(size);
         s.note_peak();
         Ok(true)
@@ -191,11 +192,20 @@ impl Residency {
         // Each eviction ordered the copy stream after its object's last
         // use; the chunk is freed on the copy stream after them.
         for victim in victims {
+            if let Some(e) = s
+                .streamed
+                .entries
+                .get(&victim)
+                .filter(|e| e.device.is_some())
+            {
+                s.streamed.released_bytes += e.bytes;
+            }
             self.evict_streamed(s, victim)?;
         }
         let Some((base, bytes)) = s.streamed.arena.remove(index) else {
             return Ok(false);
         };
+        s.streamed.chunks_released += 1;
         self.driver.free_chunk(base, bytes);
         s.pool_used = s.pool_used.saturating_sub(bytes);
         Ok(true)

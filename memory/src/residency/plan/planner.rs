@@ -41,6 +41,8 @@ pub(crate) struct Planner {
     last_departure: Option<usize>,
     /// Whether every run is timed, not only those that record.
     time_every_run: bool,
+    /// The phase recorded last.
+    last_recorded: Option<u64>,
 }
 
 impl Planner {
@@ -89,6 +91,7 @@ impl Planner {
             return RunEnd::Nothing;
         }
         self.recordings.insert(key, Recording::new(active.steps));
+        self.last_recorded = Some(key);
         match self.recordings.get_mut(&key) {
             Some(recording) => RunEnd::Recorded(recording),
             None => RunEnd::Nothing,
@@ -132,6 +135,11 @@ impl Planner {
     pub(crate) fn next_use(&self, id: AllocationId) -> Option<usize> {
         let (recording, now) = self.following()?;
         recording.next_use(id, now)
+    }
+
+    /// The recording made last (see [`StreamingTrace`](crate::residency::StreamingTrace)).
+    pub(crate) fn last_recording(&self) -> Option<&Recording> {
+        self.recordings.get(&self.last_recorded?)
     }
 
     /// Runs that departed from their recording (the look-ahead stopped for

@@ -12,8 +12,8 @@ use crate::AllocationId;
 /// object occurs.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Recording {
-    pub(super) steps: Vec<Vec<AllocationId>>,
-    pub(super) positions: HashMap<AllocationId, Vec<usize>>,
+    pub(in crate::residency) steps: Vec<Vec<AllocationId>>,
+    pub(in crate::residency) positions: HashMap<AllocationId, Vec<usize>>,
     /// The objects that stay resident (see the module's documentation).
     pub(super) stable: HashSet<AllocationId>,
     /// With [`StreamingPlan::Belady`](super::StreamingPlan::Belady): the
@@ -22,7 +22,7 @@ pub(crate) struct Recording {
     dropped: Option<HashSet<(AllocationId, usize)>>,
     /// The device times of the recorded run, when it was timed (see
     /// [`StepTimes`]).
-    pub(super) times: Option<StepTimes>,
+    pub(in crate::residency) times: Option<StepTimes>,
 }
 
 impl Recording {

@@ -98,6 +98,11 @@ pub(super) struct StreamedState {
     /// leaves free on their account: each refusal widens it.
     pub(super) refusals: u64,
     pub(super) refusal_headroom: u64,
+    /// Arena chunks added and given back, and the bytes of the resident
+    /// objects that giving chunks back evicted.
+    pub(super) chunks_added: u64,
+    pub(super) chunks_released: u64,
+    pub(super) released_bytes: u64,
     /// Refusals since the pool last placed a request.
     pub(super) refusal_streak: u32,
     /// Requests placed after 1, 2 and 3 or more refusals in a row: what
