@@ -741,22 +741,46 @@ impl<P, C> EncodedDft<P, C> {
         ops: &A,
         xs: &[&A::Value],
     ) -> Result<Vec<A::Value>> {
-        let mut transforms = self.transforms.iter();
-        let Some(first) = transforms.next() else {
+        self.evaluate_shared(ops, xs, 1)
+    }
+
+    /// [`EncodedDft::evaluate_many`], where a factor keeps compact
+    /// diagonals, with `together` inputs at a time sharing each diagonal's
+    /// expansion ([`EncodedLinearTransform::evaluate_many`]): `together`
+    /// times fewer expansions for `together` inputs' baby steps held at
+    /// once. Each output is still the very one `evaluate` gives.
+    ///
+    /// # Errors
+    /// As [`EncodedDft::evaluate`].
+    pub fn evaluate_shared<A: ExtendedArithmetic<Plain = P, Compact = C>>(
+        &self,
+        ops: &A,
+        xs: &[&A::Value],
+        together: usize,
+    ) -> Result<Vec<A::Value>> {
+        if self.transforms.is_empty() {
             return Err(Error::InvalidParameter {
                 name: "dft",
                 reason: "no factors",
             });
-        };
-        let mut vs = xs
-            .iter()
-            .map(|&x| first.evaluate(ops, x))
-            .collect::<Result<Vec<_>>>()?;
-        for t in transforms {
-            vs = vs
-                .iter()
-                .map(|v| t.evaluate(ops, v))
-                .collect::<Result<Vec<_>>>()?;
+        }
+        let mut vs: Vec<A::Value> = Vec::new();
+        for (k, t) in self.transforms.iter().enumerate() {
+            let inputs: Vec<&A::Value> = if k == 0 {
+                xs.to_vec()
+            } else {
+                vs.iter().collect()
+            };
+            let group = if t.has_compact_diagonals() {
+                together.max(1)
+            } else {
+                1
+            };
+            let mut out = Vec::with_capacity(inputs.len());
+            for chunk in inputs.chunks(group) {
+                out.extend(t.evaluate_many(ops, chunk)?);
+            }
+            vs = out;
         }
         Ok(vs)
     }

@@ -84,7 +84,7 @@ pub mod schedule;
 pub mod simulate;
 pub mod slot_to_coeff;
 
-pub use bootstrapper::{BootstrapKeys, BootstrapOptions, Bootstrapper, Stage};
+pub use bootstrapper::{BootstrapKeys, BootstrapOptions, Bootstrapper, SHARED_EXPANSIONS, Stage};
 pub use ckks_ops::CkksOps;
 pub use error::{DeviceFailure, Error, Result};
 pub use hemem_ckks as ckks;

@@ -18,7 +18,7 @@ pub fn slot_to_coeff<A: ExtendedArithmetic>(
     x: &A::Value,
     stc: &EncodedDft<A::Plain, A::Compact>,
 ) -> Result<A::Value> {
-    slot_to_coeff_many(ops, &[x], stc)?
+    slot_to_coeff_many(ops, &[x], stc, 1)?
         .pop()
         .ok_or(Error::InvalidParameter {
             name: "slot to coeff",
@@ -26,8 +26,9 @@ pub fn slot_to_coeff<A: ExtendedArithmetic>(
         })
 }
 
-/// [`slot_to_coeff`] on a batch, factor by factor
-/// ([`EncodedDft::evaluate_many`]).
+/// [`slot_to_coeff`] on a batch, factor by factor, `together` inputs at a
+/// time sharing each compact diagonal's expansion
+/// ([`EncodedDft::evaluate_shared`]).
 ///
 /// # Errors
 /// As [`slot_to_coeff`].
@@ -35,6 +36,7 @@ pub fn slot_to_coeff_many<A: ExtendedArithmetic>(
     ops: &A,
     xs: &[&A::Value],
     stc: &EncodedDft<A::Plain, A::Compact>,
+    together: usize,
 ) -> Result<Vec<A::Value>> {
     let start = stc.transforms().first().map_or(INPUT_LEVEL, |t| t.level());
     let lowered = xs
@@ -51,5 +53,5 @@ pub fn slot_to_coeff_many<A: ExtendedArithmetic>(
             ops.level_down(x, start)
         })
         .collect::<Result<Vec<_>>>()?;
-    stc.evaluate_many(ops, &lowered.iter().collect::<Vec<_>>())
+    stc.evaluate_shared(ops, &lowered.iter().collect::<Vec<_>>(), together)
 }

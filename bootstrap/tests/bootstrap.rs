@@ -653,23 +653,59 @@ fn a_batch_bootstraps_like_one_at_a_time() {
             ct.parts().1.to_words().unwrap(),
         )
     };
-    for real in [false, true] {
-        let batch = if real {
-            s.bootstrapper.bootstrap_real_many(&cts).unwrap()
-        } else {
-            s.bootstrapper.bootstrap_many(&cts).unwrap()
-        };
-        assert_eq!(batch.len(), cts.len());
-        for (i, (ct, out)) in cts.iter().zip(&batch).enumerate() {
-            let one = if real {
-                s.bootstrapper.bootstrap_real(ct).unwrap()
+    // Where the budget is not short (diagonals not all compact), the inputs
+    // of a batch share each compact diagonal's expansion two at a time
+    // (`SHARED_EXPANSIONS`): all four, and three (a pair and one alone),
+    // with single and double hoisting. A room of one byte keeps no
+    // diagonal encoded, so every factor shares.
+    use hemem_bootstrap::SHARED_EXPANSIONS;
+    use hemem_bootstrap::hoisting::Hoisting;
+    use hemem_bootstrap::linear_transform::DiagonalStorage;
+    let with = |storage, hoisting| {
+        bootstrapper_with_options(
+            &s,
+            Preset::TestFGb,
+            Some(slots),
+            BootstrapOptions {
+                storage,
+                hoisting,
+                ..BootstrapOptions::default()
+            },
+        )
+    };
+    let mixed = DiagonalStorage::Mixed { encoded_bytes: 1 };
+    let single = with(mixed, Hoisting::Single);
+    let double = with(mixed, Hoisting::Double);
+    let compact = with(DiagonalStorage::Compact, Hoisting::Double);
+    assert_eq!(single.shared_expansions(), SHARED_EXPANSIONS);
+    assert_eq!(double.shared_expansions(), SHARED_EXPANSIONS);
+    assert_eq!(compact.shared_expansions(), 1);
+    const { assert!(SHARED_EXPANSIONS > 1) };
+    for (name, bootstrapper, inputs) in [
+        ("fit", &s.bootstrapper, &cts[..]),
+        ("shared, single hoisting", &single, &cts[..]),
+        ("shared, double hoisting", &double, &cts[..]),
+        ("shared, three inputs", &double, &cts[..3]),
+        ("compact", &compact, &cts[..]),
+    ] {
+        for real in [false, true] {
+            let batch = if real {
+                bootstrapper.bootstrap_real_many(inputs).unwrap()
             } else {
-                s.bootstrapper.bootstrap(ct).unwrap()
+                bootstrapper.bootstrap_many(inputs).unwrap()
             };
-            assert!(words(&one) == words(out), "input {i}, real {real}");
-            if !real {
-                let bits = -max_error(&decrypt(&s, out), &values[i], false).log2();
-                assert!(bits > 20.0, "input {i}: {bits:.2} bits");
+            assert_eq!(batch.len(), inputs.len());
+            for (i, (ct, out)) in inputs.iter().zip(&batch).enumerate() {
+                let one = if real {
+                    bootstrapper.bootstrap_real(ct).unwrap()
+                } else {
+                    bootstrapper.bootstrap(ct).unwrap()
+                };
+                assert!(words(&one) == words(out), "{name}: input {i}, real {real}");
+                if !real {
+                    let bits = -max_error(&decrypt(&s, out), &values[i], false).log2();
+                    assert!(bits > 20.0, "{name}: input {i}: {bits:.2} bits");
+                }
             }
         }
     }

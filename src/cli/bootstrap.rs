@@ -184,6 +184,9 @@ struct Report {
     constant_encoded_bytes: usize,
     /// `compact`, `encoded` or `mixed` (what `fit` resolved to).
     diagonal_storage: &'static str,
+    /// With `--batch`: how many ciphertexts share each expansion of a
+    /// compact diagonal (1 when every diagonal is compact).
+    shared_expansions: usize,
     /// Keys whose uniform halves `fit` stored (0 with any other
     /// `--diagonals`; `--expand-keys` stores every key's beforehand).
     keys_expanded: usize,
@@ -680,6 +683,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         constant_bytes: bootstrapper.constant_bytes(),
         constant_encoded_bytes: bootstrapper.constant_encoded_bytes(),
         diagonal_storage: bootstrapper.storage().name(),
+        shared_expansions: bootstrapper.shared_expansions(),
         keys_expanded: bootstrapper.expanded_keys(),
         uniform_prf: key_load_ms
             .is_none()

@@ -11,6 +11,13 @@ use crate::ckks_ops::CkksOps;
 use crate::slot_to_coeff::slot_to_coeff_many;
 use crate::{Error, Result};
 
+/// Ciphertexts of a batch that share each expansion of a compact diagonal
+/// where the budget is not short ([`Bootstrapper::shared_expansions`]): a
+/// pair halves the expansions for one more ciphertext's baby steps held at
+/// once (at FGb's top level with single hoisting, the rotations of one
+/// input: a few hundred MB).
+pub const SHARED_EXPANSIONS: usize = 2;
+
 impl Bootstrapper {
     /// Bootstraps a batch of ciphertexts of complex slot values, stage by
     /// stage: each SlotToCoeff and CoeffToSlot factor, each SSE key and each
@@ -80,7 +87,12 @@ impl Bootstrapper {
         for (bits, members) in &groups {
             let stc = self.stc_for(f64::from_bits(*bits))?;
             let batch: Vec<&Ciphertext> = members.iter().filter_map(|&i| inputs.get(i)).collect();
-            for (&i, c) in members.iter().zip(slot_to_coeff_many(&ops, &batch, &stc)?) {
+            for (&i, c) in members.iter().zip(slot_to_coeff_many(
+                &ops,
+                &batch,
+                &stc,
+                self.shared_expansions,
+            )?) {
                 if let Some(slot) = coeffs.get_mut(i) {
                     *slot = Some(c);
                 }
@@ -101,9 +113,11 @@ impl Bootstrapper {
         } else {
             self.subsum_all(raised)?
         };
-        let vs = self
-            .cts
-            .evaluate_many(&ops, &raised.iter().collect::<Vec<_>>())?;
+        let vs = self.cts.evaluate_shared(
+            &ops,
+            &raised.iter().collect::<Vec<_>>(),
+            self.shared_expansions,
+        )?;
         vs.iter()
             .zip(deltas)
             .map(|(v, delta0)| self.finish(&ops, v, delta0, real_only, &mut |_, _| {}))

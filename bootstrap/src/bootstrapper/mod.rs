@@ -53,6 +53,7 @@ use hemem_ckks::eval::Evaluator;
 use hemem_ckks::keys::KeySet;
 use hemem_memory::MemoryClass;
 
+pub use batch::SHARED_EXPANSIONS;
 pub use diagonals::STC_CACHE_CAPACITY;
 use diagonals::StcDft;
 pub use footprint::{STREAMING_WORKING_CIPHERTEXTS, WORKING_CIPHERTEXTS, working_ciphertexts};
@@ -93,6 +94,9 @@ pub struct Bootstrapper {
     batch_limit: AtomicUsize,
     /// Keys whose uniform halves [`DiagonalStorage::Fit`] stored.
     expanded_keys: usize,
+    /// How many ciphertexts of a batch share each compact diagonal's
+    /// expansion ([`Bootstrapper::shared_expansions`]).
+    shared_expansions: usize,
 }
 
 impl Bootstrapper {

@@ -12,7 +12,7 @@ use hemem_memory::MemoryClass;
 use super::batch::is_over_budget;
 use super::footprint::{Fitted, fit};
 use super::keys::{check_keys, key_request, subsum_steps};
-use super::{BootstrapKeys, Bootstrapper, STC_CACHE_CAPACITY};
+use super::{BootstrapKeys, Bootstrapper, SHARED_EXPANSIONS, STC_CACHE_CAPACITY};
 use crate::ckks_ops::CkksOps;
 use crate::eval_mod::EvalMod;
 use crate::hoisting::Hoisting;
@@ -196,6 +196,13 @@ impl Bootstrapper {
             eval_mod,
             batch_limit: AtomicUsize::new(usize::MAX),
             expanded_keys: fitted.expanded_keys,
+            // All-compact diagonals mean the budget is short: there the
+            // extra baby steps would take the streaming room.
+            shared_expansions: if storage == DiagonalStorage::Compact {
+                1
+            } else {
+                SHARED_EXPANSIONS
+            },
         })
     }
 
@@ -208,6 +215,19 @@ impl Bootstrapper {
     /// what it resolved to).
     pub fn storage(&self) -> DiagonalStorage {
         self.storage
+    }
+
+    /// How many ciphertexts of a batch ([`Bootstrapper::bootstrap_many`])
+    /// share each expansion of a compact diagonal: [`SHARED_EXPANSIONS`],
+    /// or 1 when every diagonal is compact (a short budget, whose streaming
+    /// room the extra baby steps would take). On the H100, FGb, a batch of
+    /// 8 at 4 GiB (diagonals mixed) bootstraps in 43.9–44.0 ms a ciphertext
+    /// sharing by two against 46.1–46.3 one at a time; at 2 GiB (all
+    /// compact) sharing by two took 55.5 ms against 50.7 (the ciphertexts'
+    /// peak rose from 1.17 to 1.42 GB and the streamed bytes tripled;
+    /// docs/BENCHMARKS.md, ninth session).
+    pub fn shared_expansions(&self) -> usize {
+        self.shared_expansions
     }
 
     /// How the DFTs' linear transforms are evaluated.

@@ -101,33 +101,67 @@ impl<P, C> EncodedLinearTransform<P, C> {
         ops: &A,
         x: &A::Value,
     ) -> Result<A::Value> {
-        let slots = ops.slots(x);
-        if slots != self.n {
-            return Err(Error::SlotMismatch {
-                left: slots,
-                right: self.n,
-            });
+        self.evaluate_unrescaled_many(ops, &[x])?
+            .pop()
+            .ok_or(Error::InvalidParameter {
+                name: "linear transform",
+                reason: "no output for the input",
+            })
+    }
+
+    /// [`EncodedLinearTransform::evaluate_unrescaled`] on each of `xs`
+    /// together: every input's baby steps are rotated first, then each
+    /// batch of compact diagonals is expanded once and multiplies every
+    /// input's baby steps before the next batch is expanded — `xs.len()`
+    /// times fewer expansions, for `xs.len()` inputs' baby steps held at
+    /// once. Each output is the very one `evaluate_unrescaled` gives for its
+    /// input: the same operations on the same values, in another order.
+    ///
+    /// # Errors
+    /// As [`EncodedLinearTransform::evaluate_unrescaled`], for any input.
+    pub fn evaluate_unrescaled_many<A: ExtendedArithmetic<Plain = P, Compact = C>>(
+        &self,
+        ops: &A,
+        xs: &[&A::Value],
+    ) -> Result<Vec<A::Value>> {
+        let mut lowered = Vec::with_capacity(xs.len());
+        for &x in xs {
+            let slots = ops.slots(x);
+            if slots != self.n {
+                return Err(Error::SlotMismatch {
+                    left: slots,
+                    right: self.n,
+                });
+            }
+            let level = ops.level(x);
+            if level < self.level {
+                return Err(Error::LevelTooLow {
+                    operation: "linear transform",
+                    needed: self.level,
+                    level,
+                });
+            }
+            lowered.push(at_level(ops, x, self.level)?);
         }
-        let level = ops.level(x);
-        if level < self.level {
-            return Err(Error::LevelTooLow {
-                operation: "linear transform",
-                needed: self.level,
-                level,
-            });
-        }
-        let x = at_level(ops, x, self.level)?;
         let steps: Vec<i64> = self.babies.iter().map(|&b| b as i64).collect();
         match self.hoisting {
             // (`Auto` is resolved when the transform is encoded.)
             Hoisting::Single | Hoisting::Auto => {
-                let rotated = ops.rotate_hoisted(&x, &steps)?;
+                let rotated = lowered
+                    .iter()
+                    .map(|x| ops.rotate_hoisted(x, &steps))
+                    .collect::<Result<Vec<_>>>()?;
                 self.bsgs(&Single(ops), &rotated)
             }
             Hoisting::Double => {
-                let rotated = ops.rotate_hoisted_extended(&x, &steps)?;
-                let sum = self.bsgs(&Double(ops), &rotated)?;
-                ops.mod_down(&sum)
+                let rotated = lowered
+                    .iter()
+                    .map(|x| ops.rotate_hoisted_extended(x, &steps))
+                    .collect::<Result<Vec<_>>>()?;
+                self.bsgs(&Double(ops), &rotated)?
+                    .iter()
+                    .map(|sum| ops.mod_down(sum))
+                    .collect()
             }
         }
     }
@@ -146,25 +180,46 @@ impl<P, C> EncodedLinearTransform<P, C> {
         ops.rescale(&v)
     }
 
-    /// The BSGS sum over the baby-step rotations `rotated` (in the order of
-    /// `self.babies`): each giant group's inner sum, then the giant steps,
-    /// direct or by Horner's rule.
-    fn bsgs<S: Step<P, C>>(&self, ops: &S, rotated: &[S::V]) -> Result<S::V> {
-        let baby_value = |b: usize| -> Result<&S::V> {
-            self.babies
-                .iter()
-                .position(|&x| x == b)
-                .and_then(|i| rotated.get(i))
-                .ok_or(Error::InvalidParameter {
-                    name: "baby step",
-                    reason: "missing from the hoisted rotations",
-                })
+    /// [`EncodedLinearTransform::evaluate`] on each of `xs`, sharing each
+    /// compact diagonal's expansion (see
+    /// [`EncodedLinearTransform::evaluate_unrescaled_many`]).
+    ///
+    /// # Errors
+    /// As [`EncodedLinearTransform::evaluate`], for any input.
+    pub fn evaluate_many<A: ExtendedArithmetic<Plain = P, Compact = C>>(
+        &self,
+        ops: &A,
+        xs: &[&A::Value],
+    ) -> Result<Vec<A::Value>> {
+        self.evaluate_unrescaled_many(ops, xs)?
+            .iter()
+            .map(|v| ops.rescale(v))
+            .collect()
+    }
+
+    /// Whether any diagonal is kept compact (expanded when used).
+    pub fn has_compact_diagonals(&self) -> bool {
+        self.groups
+            .iter()
+            .any(|(_, g)| g.iter().any(|(_, d)| d.as_compact().is_some()))
+    }
+
+    /// The BSGS sums over each input's baby-step rotations (`rotated[i]`
+    /// in the order of `self.babies`): each giant group's inner sums, then
+    /// the giant steps, direct or by Horner's rule, per input.
+    fn bsgs<S: Step<P, C>>(&self, ops: &S, rotated: &[Vec<S::V>]) -> Result<Vec<S::V>> {
+        let count = rotated.len();
+        let missing = Error::InvalidParameter {
+            name: "baby step",
+            reason: "missing from the hoisted rotations",
         };
-        // Σ_baby rot_baby(x)·diag for one giant step, accumulated in place;
-        // compact diagonals are expanded a batch at a time and dropped once
-        // multiplied.
-        let inner_sum = |plains: &[(usize, Diagonal<P, C>)]| -> Result<Option<S::V>> {
-            let mut inner: Option<S::V> = None;
+        // Where each baby step lies in every input's rotations.
+        let baby_index = |b: usize| self.babies.iter().position(|&x| x == b);
+        // Σ_baby rot_baby(x)·diag for one giant step and every input,
+        // accumulated in place; compact diagonals are expanded a batch at
+        // a time, serve every input, and are dropped once multiplied.
+        let inner_sums = |plains: &[(usize, Diagonal<P, C>)]| -> Result<Vec<Option<S::V>>> {
+            let mut inner: Vec<Option<S::V>> = (0..count).map(|_| None).collect();
             for batch in plains.chunks(EXPAND_BATCH) {
                 let compact: Vec<&C> = batch.iter().filter_map(|(_, d)| d.as_compact()).collect();
                 let expanded = if compact.is_empty() {
@@ -173,30 +228,42 @@ impl<P, C> EncodedLinearTransform<P, C> {
                     ops.expand(&compact)?
                 };
                 let mut next = expanded.iter();
-                let mut terms = Vec::with_capacity(batch.len());
+                let mut plain = Vec::with_capacity(batch.len());
                 for (baby, diagonal) in batch {
-                    let plain = match diagonal {
-                        Diagonal::Encoded(p) => p,
-                        Diagonal::Compact(_) => next.next().ok_or(Error::InvalidParameter {
-                            name: "expand",
-                            reason: "returned fewer plaintexts than it was given",
-                        })?,
-                    };
-                    terms.push((baby_value(*baby)?, plain));
+                    plain.push((
+                        *baby,
+                        match diagonal {
+                            Diagonal::Encoded(p) => p,
+                            Diagonal::Compact(_) => next.next().ok_or(Error::InvalidParameter {
+                                name: "expand",
+                                reason: "returned fewer plaintexts than it was given",
+                            })?,
+                        },
+                    ));
                 }
-                // The batch's products in one pass (one launch per polynomial
-                // on the GPU), added into the giant step's sum.
-                ops.mul_sum(&mut inner, &terms)?;
+                for (input, sum) in rotated.iter().zip(inner.iter_mut()) {
+                    let terms = plain
+                        .iter()
+                        .map(|&(baby, p)| {
+                            baby_index(baby)
+                                .and_then(|i| input.get(i))
+                                .map(|v| (v, p))
+                                .ok_or_else(|| missing.clone())
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    // The batch's products in one pass (one launch per
+                    // polynomial on the GPU), added into the giant step's sum.
+                    ops.mul_sum(sum, &terms)?;
+                }
             }
             Ok(inner)
         };
-        let group = |giant: usize| -> Result<Option<S::V>> {
+        let group = |giant: usize| -> Result<Vec<Option<S::V>>> {
             match self.groups.iter().find(|(g, _)| *g == giant) {
-                Some((_, plains)) => inner_sum(plains),
-                None => Ok(None),
+                Some((_, plains)) => inner_sums(plains),
+                None => Ok((0..count).map(|_| None).collect()),
             }
         };
-        let mut acc: Option<S::V> = None;
         let add = |acc: &mut Option<S::V>, v: S::V| -> Result<()> {
             match acc.as_mut() {
                 None => *acc = Some(v),
@@ -204,19 +271,24 @@ impl<P, C> EncodedLinearTransform<P, C> {
             }
             Ok(())
         };
-        if let Some(v) = group(0)? {
-            add(&mut acc, v)?;
+        let mut acc: Vec<Option<S::V>> = (0..count).map(|_| None).collect();
+        for (a, v) in acc.iter_mut().zip(group(0)?) {
+            if let Some(v) = v {
+                add(a, v)?;
+            }
         }
         for &giant in &self.direct {
-            if let Some(v) = group(giant)? {
-                add(&mut acc, ops.rotate(&v, giant as i64)?)?;
+            for (a, v) in acc.iter_mut().zip(group(giant)?) {
+                if let Some(v) = v {
+                    add(a, ops.rotate(&v, giant as i64)?)?;
+                }
             }
         }
         // Horner runs: y_K, then rot(·) + y_{K−1}, …, then one last rotation.
         let n = self.n;
         for (run, backward) in [(self.forward, false), (self.backward, true)] {
             let step = if backward { n - self.n1 } else { self.n1 };
-            let mut chain: Option<S::V> = None;
+            let mut chains: Vec<Option<S::V>> = (0..count).map(|_| None).collect();
             for k in (1..=run).rev() {
                 // Giant step ±k·N1, as stored (in 0..n).
                 let giant = if backward {
@@ -224,26 +296,34 @@ impl<P, C> EncodedLinearTransform<P, C> {
                 } else {
                     (k * self.n1) % n
                 };
-                let y = group(giant)?.ok_or(Error::InvalidParameter {
-                    name: "giant step",
-                    reason: "a Horner run has a gap",
-                })?;
-                chain = Some(match chain {
-                    None => y,
-                    Some(c) => {
-                        let mut r = ops.rotate(&c, step as i64)?;
-                        ops.add(&mut r, &y)?;
-                        r
-                    }
-                });
+                for (chain, y) in chains.iter_mut().zip(group(giant)?) {
+                    let y = y.ok_or(Error::InvalidParameter {
+                        name: "giant step",
+                        reason: "a Horner run has a gap",
+                    })?;
+                    *chain = Some(match chain.take() {
+                        None => y,
+                        Some(c) => {
+                            let mut r = ops.rotate(&c, step as i64)?;
+                            ops.add(&mut r, &y)?;
+                            r
+                        }
+                    });
+                }
             }
-            if let Some(c) = chain {
-                add(&mut acc, ops.rotate(&c, step as i64)?)?;
+            for (a, chain) in acc.iter_mut().zip(chains) {
+                if let Some(c) = chain {
+                    add(a, ops.rotate(&c, step as i64)?)?;
+                }
             }
         }
-        acc.ok_or(Error::InvalidParameter {
-            name: "linear transform",
-            reason: "no diagonals",
-        })
+        acc.into_iter()
+            .map(|a| {
+                a.ok_or(Error::InvalidParameter {
+                    name: "linear transform",
+                    reason: "no diagonals",
+                })
+            })
+            .collect()
     }
 }
