@@ -221,8 +221,8 @@ impl Bootstrapper {
     /// share each expansion of a compact diagonal: [`SHARED_EXPANSIONS`],
     /// or 1 when every diagonal is compact (a short budget, whose streaming
     /// room the extra baby steps would take). On the H100, FGb, a batch of
-    /// 8 at 4 GiB (diagonals mixed) bootstraps in 43.9–44.0 ms a ciphertext
-    /// sharing by two against 46.1–46.3 one at a time; at 2 GiB (all
+    /// 8 at 4 GiB (diagonals mixed) bootstraps in 43.9–44.5 ms a ciphertext
+    /// sharing by two against 45.8–46.3 one at a time; at 2 GiB (all
     /// compact) sharing by two took 55.5 ms against 50.7 (the ciphertexts'
     /// peak rose from 1.17 to 1.42 GB and the streamed bytes tripled;
     /// docs/BENCHMARKS.md, ninth session).
