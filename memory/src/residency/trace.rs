@@ -150,8 +150,8 @@ impl StreamingTrace {
     /// # Errors
     /// [`TraceError::Malformed`] naming the first bad line: a missing
     /// header, an unknown keyword, a value that does not parse, an object
-    /// declared twice, a step naming an undeclared object, or a count of
-    /// times other than zero or one per step.
+    /// declared twice, a step naming an undeclared object, no budget, or a
+    /// count of times other than zero or one per step.
     pub fn parse(text: &str) -> Result<Self> {
         let mut lines = text.lines().enumerate().map(|(n, l)| (n + 1, l.trim()));
         let malformed = |line, fault| -> Error { TraceError::Malformed { line, fault }.into() };
@@ -226,8 +226,10 @@ impl StreamingTrace {
                 _ => return Err(bad(TraceFault::StreamingKeyword)),
             }
         }
+        // No budget, or times that do not match the steps: the file's end
+        // is where the missing lines should have been.
         let times = trace.step_seconds.len();
-        if times != 0 && times != trace.steps.len() {
+        if trace.budget == 0 || (times != 0 && times != trace.steps.len()) {
             return Err(malformed(text.lines().count(), TraceFault::StreamingValue));
         }
         Ok(trace)
@@ -381,6 +383,11 @@ mod tests {
         assert_eq!(
             fault(&text.replacen("step 1\n", "step 99\n", 1)),
             (step, TraceFault::StreamingValue)
+        );
+        let end = text.lines().count() - 1;
+        assert_eq!(
+            fault(&text.replacen("budget 41943040\n", "", 1)),
+            (end, TraceFault::StreamingValue)
         );
         let short = text
             .replacen("time ", "", 1)
