@@ -22,7 +22,8 @@ r = json.load(open(sys.argv[1]))
 t = r['bootstrap_ms'][1:] or r['bootstrap_ms']
 print(sys.argv[2], sys.argv[4], 'round', sys.argv[3], 'median', round(statistics.median(t), 2),
       [round(x, 1) for x in t], 'GB', [round(x / 1e9, 2) for x in r['to_device_bytes'][1:]],
-      'bits', round(r['precision_bits'], 2))
+      'bits', round(r['precision_bits'], 2),
+      'prepare ms', [round(d.get('prepare', 0), 1) for d in r.get('driver_ms', [])[1:]])
 PY
   done
 done

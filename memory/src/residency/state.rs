@@ -18,8 +18,8 @@
 //!   own) — the manager, as it fetches and evicts them;
 //! * what the pool holds after a trim — the trim's report.
 
+use fnv::FnvHashMap as HashMap;
 use std::cmp::Reverse;
-use std::collections::HashMap;
 
 use super::batch::Action;
 use super::eviction::Eviction;

@@ -256,6 +256,15 @@ mod tests {
     /// Runs `runs` runs of the trace's order through the mock manager with
     /// the trace's settings; returns the bytes fetched in each.
     fn replay(trace: &StreamingTrace, runs: usize) -> Vec<u64> {
+        replay_timed(trace, runs)
+            .into_iter()
+            .map(|(b, _)| b)
+            .collect()
+    }
+
+    /// [`replay`], with each run's host time in the manager (seconds): what
+    /// the look-ahead's decisions cost the host per run.
+    fn replay_timed(trace: &StreamingTrace, runs: usize) -> Vec<(u64, f64)> {
         let (r, d, _) = manager_with_arena(trace.budget, trace.arena);
         r.set_streaming_margin(trace.margin);
         r.set_streaming_reserve(trace.reserve);
@@ -279,13 +288,15 @@ mod tests {
         let mut fetched = Vec::with_capacity(runs);
         for _ in 0..runs {
             d.take();
+            let start = std::time::Instant::now();
             r.begin_phase(1);
             for step in &trace.steps {
                 let ids: Vec<AllocationId> = step.iter().map(|&n| AllocationId(n)).collect();
                 drop(r.prepare(&ids).expect("the traced order fits its budget"));
             }
             r.end_phase();
-            fetched.push(
+            let seconds = start.elapsed().as_secs_f64();
+            fetched.push((
                 d.take()
                     .iter()
                     .filter_map(|c| match c {
@@ -293,7 +304,8 @@ mod tests {
                         _ => None,
                     })
                     .sum(),
-            );
+                seconds,
+            ));
         }
         fetched
     }
@@ -483,8 +495,12 @@ mod tests {
             trace.steps.len(),
             trace.budget / 1_000_000
         );
-        for (run, bytes) in replay(&trace, runs).iter().enumerate() {
-            println!("run {run}: {:.3} GB fetched", *bytes as f64 / 1e9);
+        for (run, (bytes, seconds)) in replay_timed(&trace, runs).iter().enumerate() {
+            println!(
+                "run {run}: {:.3} GB fetched, {:.2} ms of host time in the manager",
+                *bytes as f64 / 1e9,
+                seconds * 1e3
+            );
         }
     }
 }

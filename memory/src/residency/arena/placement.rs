@@ -84,6 +84,7 @@ impl Residency {
         /// Kept objects, the soonest next use (later is cheaper), bytes.
         type Cost = (usize, std::cmp::Reverse<usize>, u64);
         let arena = &s.streamed.arena;
+        let ahead = s.planner.look_ahead();
         let mut chunks: Vec<(DevicePtr, Vec<Segment>)> = arena
             .layout()
             .map(|(base, holes)| (base, holes.iter().map(|(&o, &l)| (o, l, None)).collect()))
@@ -95,8 +96,8 @@ impl Residency {
             let Some((base, segments)) = arena.chunk_of(ptr).and_then(|i| chunks.get_mut(i)) else {
                 continue;
             };
-            let next = s.planner.next_use(*id).unwrap_or(usize::MAX);
-            let kept = s.planner.is_stable(*id);
+            let next = ahead.and_then(|a| a.next_use(*id)).unwrap_or(usize::MAX);
+            let kept = ahead.is_some_and(|a| a.keeps(*id));
             segments.push((
                 ptr.0 - base.0,
                 Arena::footprint(e.bytes),

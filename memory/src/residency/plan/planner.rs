@@ -1,7 +1,7 @@
 //! Following a phase: the planner records each run's steps, and while a
 //! run matches its recording answers when each object is needed next.
 
-use std::collections::HashMap;
+use fnv::FnvHashMap as HashMap;
 
 use super::Recording;
 use crate::AllocationId;
@@ -28,6 +28,26 @@ pub(crate) enum RunEnd<'a> {
     /// The run became its phase's recording (the phase's first, or one that
     /// departed from the recording): the caller chooses its split.
     Recorded(&'a mut Recording),
+}
+
+/// The recording a run follows, at the step after the last one run (see
+/// [`Planner::look_ahead`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LookAhead<'a> {
+    recording: &'a Recording,
+    now: usize,
+}
+
+impl LookAhead<'_> {
+    /// As [`Planner::next_use`].
+    pub(crate) fn next_use(&self, id: AllocationId) -> Option<usize> {
+        self.recording.next_use(id, self.now)
+    }
+
+    /// As [`Planner::is_stable`].
+    pub(crate) fn keeps(&self, id: AllocationId) -> bool {
+        self.recording.keeps(id, self.now)
+    }
 }
 
 /// Recordings by phase key, and the phase now running.
@@ -133,8 +153,15 @@ impl Planner {
     /// step), while the look-ahead is on; `None` without a look-ahead or if
     /// the phase never touches `id`.
     pub(crate) fn next_use(&self, id: AllocationId) -> Option<usize> {
-        let (recording, now) = self.following()?;
-        recording.next_use(id, now)
+        self.look_ahead()?.next_use(id)
+    }
+
+    /// The look-ahead now, for asking about many objects at once (a victim
+    /// search): the recording is found once instead of once per object.
+    /// `None` while the look-ahead is off.
+    pub(crate) fn look_ahead(&self) -> Option<LookAhead<'_>> {
+        self.following()
+            .map(|(recording, now)| LookAhead { recording, now })
     }
 
     /// The recording made last (see [`StreamingTrace`](crate::residency::StreamingTrace)).
@@ -151,8 +178,7 @@ impl Planner {
     /// Whether the look-ahead is on and keeps `id` resident until its next
     /// use (see [`Recording::keeps`]).
     pub(crate) fn is_stable(&self, id: AllocationId) -> bool {
-        self.following()
-            .is_some_and(|(recording, now)| recording.keeps(id, now))
+        self.look_ahead().is_some_and(|a| a.keeps(id))
     }
 
     /// The objects of the next `window` steps, in order of first use, with
@@ -162,18 +188,22 @@ impl Planner {
             return Vec::new();
         };
         let len = recording.steps.len();
-        let mut seen = Vec::new();
+        let mut first = Vec::new();
         for distance in 0..window.min(len) {
-            let Some(step) = recording.steps.get((now + distance) % len) else {
+            let k = (now + distance) % len;
+            let (Some(step), Some(gaps)) = (recording.steps.get(k), recording.gaps.get(k)) else {
                 break;
             };
-            for &id in step {
-                if !seen.iter().any(|&(s, _)| s == id) {
-                    seen.push((id, distance));
-                }
-            }
+            // A use is the window's first of its object when the previous
+            // use lies before the window (see `Recording::gaps`).
+            first.extend(
+                step.iter()
+                    .zip(gaps)
+                    .filter(|&(_, &gap)| gap > distance)
+                    .map(|(&id, _)| (id, distance)),
+            );
         }
-        seen
+        first
     }
 }
 
@@ -263,5 +293,47 @@ mod tests {
             vec![true, true, true, false]
         );
         assert_eq!(run(&mut p, 1, &[&[1], &[9], &[3], &[4]]), vec![true; 4]);
+    }
+
+    #[test]
+    fn upcoming_lists_each_objects_first_use_in_the_window_as_a_scan_does() {
+        use rand_core::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(17);
+        for case in 0..200u64 {
+            // Short and long cycles over a few objects, some steps naming
+            // an object twice.
+            let len = 1 + rng.next_u64() % 40;
+            let objects = 1 + rng.next_u64() % 12;
+            let steps: Vec<Vec<u64>> = (0..len)
+                .map(|_| {
+                    (0..rng.next_u64() % 4)
+                        .map(|_| 1 + rng.next_u64() % objects)
+                        .collect()
+                })
+                .collect();
+            let mut p = Planner::default();
+            let as_slices: Vec<&[u64]> = steps.iter().map(Vec::as_slice).collect();
+            run(&mut p, 1, &as_slices);
+            p.begin(1);
+            let now = (rng.next_u64() % len) as usize;
+            for step in steps.iter().take(now) {
+                p.step(&ids(step));
+            }
+            let window = 1 + (rng.next_u64() % 60) as usize;
+            // The reference: walk the window, keep each object's first use.
+            let mut want: Vec<(AllocationId, usize)> = Vec::new();
+            for distance in 0..window.min(steps.len()) {
+                for &id in &steps[(now + distance) % steps.len()] {
+                    if !want.iter().any(|&(seen, _)| seen == AllocationId(id)) {
+                        want.push((AllocationId(id), distance));
+                    }
+                }
+            }
+            assert_eq!(
+                p.upcoming(window),
+                want,
+                "case {case}: {steps:?}, now {now}, window {window}"
+            );
+        }
     }
 }

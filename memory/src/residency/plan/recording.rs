@@ -2,7 +2,7 @@
 //! and which stream (the window's stable set, or Belady's schedule decided
 //! per gap), with the simulations that weigh them and the floor.
 
-use std::collections::{HashMap, HashSet};
+use fnv::{FnvHashMap as HashMap, FnvHashSet as HashSet};
 
 use super::LOOK_AHEAD;
 use super::stalls::{PlanTiming, StepTimes};
@@ -14,6 +14,12 @@ use crate::AllocationId;
 pub(crate) struct Recording {
     pub(in crate::residency) steps: Vec<Vec<AllocationId>>,
     pub(in crate::residency) positions: HashMap<AllocationId, Vec<usize>>,
+    /// For each object of each step, the steps since its previous use,
+    /// cyclically (the step count for an object used once; 0 for a repeat
+    /// within one step): the use is the first of a look-ahead window that
+    /// starts `d` steps before it exactly when its gap exceeds `d`
+    /// ([`Planner::upcoming`](super::Planner::upcoming) without a set).
+    pub(super) gaps: Vec<Vec<usize>>,
     /// The objects that stay resident (see the module's documentation).
     pub(super) stable: HashSet<AllocationId>,
     /// With [`StreamingPlan::Belady`](super::StreamingPlan::Belady): the
@@ -27,16 +33,34 @@ pub(crate) struct Recording {
 
 impl Recording {
     pub(super) fn new(steps: Vec<Vec<AllocationId>>) -> Self {
-        let mut positions: HashMap<AllocationId, Vec<usize>> = HashMap::new();
+        let mut positions: HashMap<AllocationId, Vec<usize>> = HashMap::default();
         for (n, step) in steps.iter().enumerate() {
             for &id in step {
                 positions.entry(id).or_default().push(n);
             }
         }
+        let len = steps.len();
+        let mut last: HashMap<AllocationId, usize> = HashMap::default();
+        let gaps = steps
+            .iter()
+            .enumerate()
+            .map(|(k, step)| {
+                step.iter()
+                    .map(|&id| match last.insert(id, k) {
+                        Some(previous) => k - previous,
+                        None => positions
+                            .get(&id)
+                            .and_then(|p| p.last())
+                            .map_or(len, |&final_use| k + len - final_use),
+                    })
+                    .collect()
+            })
+            .collect();
         Self {
             steps,
             positions,
-            stable: HashSet::new(),
+            gaps,
+            stable: HashSet::default(),
             dropped: None,
             times: None,
         }
@@ -81,8 +105,8 @@ impl Recording {
     ) -> StableChoice {
         let largest_step = self.largest_step_bytes(&size);
         let room = capacity.saturating_sub((largest_step as f64 * reserve) as u64);
-        let mut dropped = HashSet::new();
-        self.belady(&size, &HashSet::new(), room, Some(&mut dropped));
+        let mut dropped = HashSet::default();
+        self.belady(&size, &HashSet::default(), room, Some(&mut dropped));
         self.dropped = Some(dropped);
         self.fit_kept_gaps(&size, room.max(largest_step));
         let dropped = self.dropped.take().unwrap_or_default();
@@ -246,7 +270,7 @@ impl Recording {
         size: impl Fn(AllocationId) -> Option<u64>,
         capacity: u64,
     ) -> u64 {
-        self.belady(&size, &HashSet::new(), capacity, None)
+        self.belady(&size, &HashSet::default(), capacity, None)
     }
 
     /// The objects that would be fetched most often per byte, while they
@@ -262,7 +286,7 @@ impl Recording {
             .filter_map(|&id| size(id).map(|b| (id, self.fetches_if_streamed(id), b)))
             .collect();
         candidates.sort_by_key(|&(id, fetches, bytes)| (std::cmp::Reverse(fetches), bytes, id));
-        let mut stable = HashSet::new();
+        let mut stable = HashSet::default();
         let mut used = 0u64;
         for (id, _, bytes) in candidates {
             if used.saturating_add(bytes) <= room {
@@ -281,7 +305,7 @@ impl Recording {
             return 0;
         }
         let window = window.min(len);
-        let mut counts: HashMap<AllocationId, usize> = HashMap::new();
+        let mut counts: HashMap<AllocationId, usize> = HashMap::default();
         let (mut bytes, mut most) = (0u64, 0u64);
         for k in 0..len + window - 1 {
             for &id in self.steps.get(k % len).into_iter().flatten() {
@@ -321,7 +345,7 @@ impl Recording {
         room: u64,
         mut dropped: Option<&mut HashSet<(AllocationId, usize)>>,
     ) -> u64 {
-        let mut resident: HashMap<AllocationId, u64> = HashMap::new();
+        let mut resident: HashMap<AllocationId, u64> = HashMap::default();
         let (mut used, mut fetched) = (0u64, 0u64);
         for run in 0..2 {
             for (k, step) in self.steps.iter().enumerate() {
@@ -387,7 +411,7 @@ impl Recording {
         room: u64,
         orders: &[Vec<(usize, AllocationId)>],
     ) -> u64 {
-        let mut resident: HashSet<AllocationId> = HashSet::new();
+        let mut resident: HashSet<AllocationId> = HashSet::default();
         let mut fetched = 0u64;
         for run in 0..2 {
             for order in orders {
@@ -411,7 +435,7 @@ impl Recording {
         (0..len)
             .map(|k| {
                 let mut order: Vec<(usize, AllocationId)> = Vec::new();
-                let mut seen = HashSet::new();
+                let mut seen = HashSet::default();
                 for distance in 0..len.min(LOOK_AHEAD + 1) {
                     for &id in self.steps.get((k + distance) % len).into_iter().flatten() {
                         if seen.insert(id) {
@@ -532,9 +556,9 @@ pub(super) mod tests {
         // least recently used would miss all ten.
         let steps: Vec<Vec<AllocationId>> = (1..=10).map(|n| ids(&[n])).collect();
         let r = Recording::new(steps);
-        assert!((3..=4).contains(&r.belady(&unit, &HashSet::new(), 7, None)));
+        assert!((3..=4).contains(&r.belady(&unit, &HashSet::default(), 7, None)));
         // Everything fits: nothing moves in the steady state.
-        assert_eq!(r.belady(&unit, &HashSet::new(), 10, None), 0);
+        assert_eq!(r.belady(&unit, &HashSet::default(), 10, None), 0);
         // Stable objects never move; the rest cycle through what is left.
         let stable: HashSet<AllocationId> = ids(&[1, 2, 3]).into_iter().collect();
         assert_eq!(r.belady(&unit, &stable, 1, None), 7);
@@ -597,7 +621,7 @@ pub(super) mod tests {
             let room = capacity.saturating_sub((choice.largest_step_bytes as f64 * reserve) as u64);
             // The demand schedule's fetches, and any kept gap dropped to
             // fit the room where the next run's gaps differ.
-            assert!(choice.planned_bytes >= r.belady(&sized, &HashSet::new(), room, None));
+            assert!(choice.planned_bytes >= r.belady(&sized, &HashSet::default(), room, None));
             let dropped = r.dropped.as_ref().expect("belady's plan");
             assert_eq!(
                 choice.planned_bytes,

@@ -42,7 +42,7 @@
 //! look-ahead over a known task order (§ 4.3), with the order's time as
 //! well as its sequence known.
 
-use std::collections::{HashMap, HashSet};
+use fnv::{FnvHashMap as HashMap, FnvHashSet as HashSet};
 
 use super::super::timing::nanos;
 use super::{LOOK_AHEAD, Recording, StableChoice};
@@ -206,9 +206,9 @@ impl Recording {
         } else {
             0.0
         };
-        let mut resident: HashSet<AllocationId> = HashSet::new();
-        let mut ready: HashMap<AllocationId, f64> = HashMap::new();
-        let mut released: HashMap<AllocationId, f64> = HashMap::new();
+        let mut resident: HashSet<AllocationId> = HashSet::default();
+        let mut ready: HashMap<AllocationId, f64> = HashMap::default();
+        let mut released: HashMap<AllocationId, f64> = HashMap::default();
         let mut free = vec![(0.0, room)];
         let (mut copy_free, mut end, mut run_start) = (0.0f64, 0.0f64, 0.0f64);
         let mut run = SimulatedRun::default();

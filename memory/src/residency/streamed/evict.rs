@@ -73,14 +73,15 @@ impl Residency {
         beyond: Option<usize>,
         in_arena: Option<bool>,
     ) -> Option<AllocationId> {
+        let ahead = s.planner.look_ahead();
         s.streamed
             .entries
             .iter()
             .filter(|(_, e)| e.device.is_some() && !e.zero_copy && e.pins == 0)
             .filter(|(_, e)| in_arena.is_none_or(|a| e.in_arena == a))
             .map(|(id, e)| {
-                let next = s.planner.next_use(*id).unwrap_or(usize::MAX);
-                let stable = s.planner.is_stable(*id);
+                let next = ahead.and_then(|a| a.next_use(*id)).unwrap_or(usize::MAX);
+                let stable = ahead.is_some_and(|a| a.keeps(*id));
                 (id, !stable, next, e.uses.last())
             })
             .filter(|&(_, streaming, next, _)| evictable_ahead(beyond, !streaming, next))

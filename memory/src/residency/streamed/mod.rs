@@ -70,7 +70,7 @@ pub(super) struct StreamedEntry {
 /// The streamed part of the residency manager's state.
 #[derive(Debug, Default)]
 pub(super) struct StreamedState {
-    pub(super) entries: std::collections::HashMap<AllocationId, StreamedEntry>,
+    pub(super) entries: fnv::FnvHashMap<AllocationId, StreamedEntry>,
     /// Bytes of resident streamed objects.
     pub(super) resident: u64,
     /// The chunks streamed objects are placed in (their bytes are in the

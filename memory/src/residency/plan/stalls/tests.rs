@@ -2,7 +2,7 @@
 //! chooses, on random recordings (seeded ChaCha20, never zero sizes or
 //! times) and on a constructed burst.
 
-use std::collections::{HashMap, HashSet};
+use fnv::{FnvHashMap as HashMap, FnvHashSet as HashSet};
 
 use rand_core::{Rng, SeedableRng};
 
@@ -51,7 +51,7 @@ fn random_stable(rng: &mut rand_chacha::ChaCha20Rng, case: &Case) -> (HashSet<Al
     let room = case
         .capacity
         .saturating_sub(case.recording.largest_step_bytes(&size));
-    let mut stable = HashSet::new();
+    let mut stable = HashSet::default();
     let mut used = 0;
     let mut objects: Vec<AllocationId> = case.sizes.keys().copied().collect();
     objects.sort_unstable();
@@ -75,7 +75,7 @@ fn reference_window(
     room: u64,
 ) -> u64 {
     let len = r.steps.len();
-    let mut resident: HashSet<AllocationId> = HashSet::new();
+    let mut resident: HashSet<AllocationId> = HashSet::default();
     let mut fetched = 0u64;
     for run in 0..2 {
         for k in 0..len {
@@ -89,7 +89,7 @@ fn reference_window(
                 })
                 .collect();
             wanted.sort_unstable();
-            let mut window = HashSet::new();
+            let mut window = HashSet::default();
             let mut used = 0u64;
             for (next, id) in wanted {
                 let bytes = size(id).unwrap_or(0);
