@@ -70,6 +70,10 @@ pub(super) struct StreamedEntry {
 /// The streamed part of the residency manager's state.
 #[derive(Debug, Default)]
 pub(super) struct StreamedState {
+    /// Every streamed object by id. FNV, not SipHash: the look-ahead looks
+    /// objects up thousands of times a bootstrap, and SipHash was 31 % of
+    /// its host time (docs/BENCHMARKS.md, ninth session); ids are not
+    /// attacker-chosen.
     pub(super) entries: fnv::FnvHashMap<AllocationId, StreamedEntry>,
     /// Bytes of resident streamed objects.
     pub(super) resident: u64,
