@@ -47,14 +47,11 @@ pub struct Movement {
 impl Snapshot {
     /// The counters of `context`'s memory system now.
     pub fn take(context: &Context) -> Self {
+        let residency = context.backend().allocator().residency();
         Self {
             statistics: context.memory_statistics(),
-            driver: context
-                .backend()
-                .allocator()
-                .residency()
-                .map(|r| r.driver_time()),
-            usage: context.backend().allocator().residency().map(|r| r.usage()),
+            driver: residency.map(|r| r.driver_time()),
+            usage: residency.map(|r| r.usage()),
         }
     }
 
@@ -91,37 +88,30 @@ impl Snapshot {
             .filter(|(_, b)| b.as_u64() != Some(0))
             .collect();
         let residency = self.usage.zip(before.usage).map(|(a, b)| {
+            let delta = |after: u64, before: u64| after.saturating_sub(before);
             [
                 ("arena_bytes", a.arena_bytes),
                 ("arena_chunks", a.arena_chunks),
                 (
                     "arena_chunks_added",
-                    a.arena_chunks_added.saturating_sub(b.arena_chunks_added),
+                    delta(a.arena_chunks_added, b.arena_chunks_added),
                 ),
                 (
                     "arena_chunks_released",
-                    a.arena_chunks_released
-                        .saturating_sub(b.arena_chunks_released),
+                    delta(a.arena_chunks_released, b.arena_chunks_released),
                 ),
                 (
                     "arena_released_bytes",
-                    a.arena_released_bytes
-                        .saturating_sub(b.arena_released_bytes),
+                    delta(a.arena_released_bytes, b.arena_released_bytes),
                 ),
-                (
-                    "pool_refusals",
-                    a.pool_refusals.saturating_sub(b.pool_refusals),
-                ),
+                ("pool_refusals", delta(a.pool_refusals, b.pool_refusals)),
                 ("refusal_headroom", a.refusal_headroom),
                 ("others_peak", a.others_peak),
-                ("departures", a.departures.saturating_sub(b.departures)),
-                (
-                    "zero_copy_uses",
-                    a.zero_copy_uses.saturating_sub(b.zero_copy_uses),
-                ),
+                ("departures", delta(a.departures, b.departures)),
+                ("zero_copy_uses", delta(a.zero_copy_uses, b.zero_copy_uses)),
                 (
                     "prefetched_bytes",
-                    a.prefetched_bytes.saturating_sub(b.prefetched_bytes),
+                    delta(a.prefetched_bytes, b.prefetched_bytes),
                 ),
             ]
             .into_iter()

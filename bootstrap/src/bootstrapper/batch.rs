@@ -91,7 +91,7 @@ impl Bootstrapper {
                 &ops,
                 &batch,
                 &stc,
-                self.shared_expansions,
+                self.shared_expansions(),
             )?) {
                 if let Some(slot) = coeffs.get_mut(i) {
                     *slot = Some(c);
@@ -116,7 +116,7 @@ impl Bootstrapper {
         let vs = self.cts.evaluate_shared(
             &ops,
             &raised.iter().collect::<Vec<_>>(),
-            self.shared_expansions,
+            self.shared_expansions(),
         )?;
         vs.iter()
             .zip(deltas)

@@ -94,9 +94,6 @@ pub struct Bootstrapper {
     batch_limit: AtomicUsize,
     /// Keys whose uniform halves [`DiagonalStorage::Fit`] stored.
     expanded_keys: usize,
-    /// How many ciphertexts of a batch share each compact diagonal's
-    /// expansion ([`Bootstrapper::shared_expansions`]).
-    shared_expansions: usize,
 }
 
 impl Bootstrapper {

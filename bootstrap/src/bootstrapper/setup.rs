@@ -196,13 +196,6 @@ impl Bootstrapper {
             eval_mod,
             batch_limit: AtomicUsize::new(usize::MAX),
             expanded_keys: fitted.expanded_keys,
-            // All-compact diagonals mean the budget is short: there the
-            // extra baby steps would take the streaming room.
-            shared_expansions: if storage == DiagonalStorage::Compact {
-                1
-            } else {
-                SHARED_EXPANSIONS
-            },
         })
     }
 
@@ -227,7 +220,13 @@ impl Bootstrapper {
     /// peak rose from 1.17 to 1.42 GB and the streamed bytes tripled;
     /// docs/BENCHMARKS.md, ninth session).
     pub fn shared_expansions(&self) -> usize {
-        self.shared_expansions
+        // All-compact diagonals mean the budget is short: there the extra
+        // baby steps would take the streaming room.
+        if self.storage == DiagonalStorage::Compact {
+            1
+        } else {
+            SHARED_EXPANSIONS
+        }
     }
 
     /// How the DFTs' linear transforms are evaluated.

@@ -199,9 +199,7 @@ impl<P, C> EncodedLinearTransform<P, C> {
 
     /// Whether any diagonal is kept compact (expanded when used).
     pub fn has_compact_diagonals(&self) -> bool {
-        self.groups
-            .iter()
-            .any(|(_, g)| g.iter().any(|(_, d)| d.as_compact().is_some()))
+        self.diagonals().any(|d| d.as_compact().is_some())
     }
 
     /// The BSGS sums over each input's baby-step rotations (`rotated[i]`
