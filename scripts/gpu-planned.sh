@@ -33,7 +33,8 @@ keys = ['preset', 'memory_policy', 'batch', 'sub_batch', 'hoisting', 'diagonal_s
         'peak_device_resident_bytes', 'pool_peak_bytes', 'streamed_bytes', 'others_peak_bytes', 'prefetched_bytes', 'stable_bytes', 'largest_step_bytes', 'planned_fetch_bytes', 'floor_fetch_bytes', 'planned_run_ms', 'planned_stall_ms', 'window_run_ms', 'measured_compute_ms', 'measured_wait_ms', 'model_copy_gbps', 'model_copy_rate_measured', 'zero_copy_uses', 'zero_copy_bytes', 'arena_bytes', 'arena_chunks', 'pool_refusals', 'refusals_resolved_after']
 print({k: r.get(k) for k in keys})
 tl = r.get('gpu_timeline') or []
-if tl: print('timeline', [{k: (round(v, 2) if isinstance(v, float) else v) for k, v in t.items() if k != 'longest_idle'} for t in tl[-2:]], 'longest', [[round(g['ms'], 3), round(g['copying_ms'], 3), g['before'], g['after'], g['kernels_before'], [[c[0], round(c[1], 3)] for c in g['calls']]] for g in tl[-1]['longest_idle'][:5]])
+if tl: print('timeline', [{k: (round(v, 2) if isinstance(v, float) else v) for k, v in t.items() if k not in ('longest_idle', 'host_calls')} for t in tl[-2:]], 'longest', [[round(g['ms'], 3), round(g['copying_ms'], 3), g['before'], g['after'], g['kernels_before'], [[c[0], round(c[1], 3)] for c in g['calls']]] for g in tl[-1]['longest_idle'][:5]])
+if tl: print('host_calls', [[c[0], c[1], round(c[2], 2)] for c in tl[-1].get('host_calls', [])])
 print('submit', [round(x, 1) for x in r.get('submit_ms', [])], 'prepare', [round(d.get('prepare', 0), 1) for d in r.get('driver_ms', [])])
 print('runs', r.get('bootstrap_ms'), 'to_device', r.get('to_device_bytes'), 'cupti_htod', r.get('cupti_htod_bytes'), 'evictions', r.get('evictions'))
 for i, u in enumerate(r.get('residency') or []): print('residency', i, u)

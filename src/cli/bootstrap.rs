@@ -109,7 +109,8 @@ pub struct Args {
     cupti: bool,
     /// With `--cupti`: record every kernel too, and report each bootstrap's
     /// device time split into kernels, waits during copies and other idle
-    /// time (`gpu_timeline`). The records slow the run a little.
+    /// time, with the host's time in each driver call (`gpu_timeline`).
+    /// The records slow the run a little.
     #[arg(long, requires = "cupti")]
     gpu_timeline: bool,
     /// `planned`: write the order the last phase was recorded in, its

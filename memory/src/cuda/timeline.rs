@@ -40,6 +40,26 @@ pub struct TimelineSummary {
     pub kernels: u64,
     /// The longest idle stretches, longest first.
     pub longest: Vec<Gap>,
+    /// The host's time in each driver call over the whole timeline (not
+    /// only its idle stretches), most time first, at most [`HOST_CALLS`]:
+    /// a host that takes longer to queue a run than the device to run it
+    /// shows here whether it is blocked in the driver (a synchronisation,
+    /// a pool allocation, a copy) or busy in its own code.
+    pub host_calls: Vec<HostCalls>,
+}
+
+/// How many driver calls [`TimelineSummary::host_calls`] lists.
+pub const HOST_CALLS: usize = 12;
+
+/// One driver call's share of the host's time.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostCalls {
+    /// The CUPTI callback id.
+    pub cbid: u32,
+    /// Calls made.
+    pub count: u64,
+    /// Their summed duration.
+    pub ns: u64,
 }
 
 /// An idle stretch between two kernels.
@@ -149,7 +169,25 @@ impl Timeline {
             idle_copying_ns,
             kernels: self.kernels.len() as u64,
             longest: gaps,
+            host_calls: self.host_calls(),
         }
+    }
+
+    /// Each driver call's count and summed duration, most time first.
+    fn host_calls(&self) -> Vec<HostCalls> {
+        let mut by_id: fnv::FnvHashMap<u32, HostCalls> = fnv::FnvHashMap::default();
+        for &(start, end, cbid) in &self.calls {
+            let c = by_id.entry(cbid).or_insert(HostCalls {
+                cbid,
+                ..HostCalls::default()
+            });
+            c.count += 1;
+            c.ns += end.saturating_sub(start);
+        }
+        let mut calls: Vec<HostCalls> = by_id.into_values().collect();
+        calls.sort_unstable_by(|a, b| b.ns.cmp(&a.ns).then(a.cbid.cmp(&b.cbid)));
+        calls.truncate(HOST_CALLS);
+        calls
     }
 }
 
@@ -191,10 +229,18 @@ mod tests {
             };
             let kernels = interval(30);
             let names = (0..kernels.len()).map(|k| format!("k{k}")).collect();
+            // Ids 0..10 once each (the gaps' calls name them), then 20
+            // calls spread over four more ids (the host's totals).
             let calls = interval(10)
                 .into_iter()
                 .enumerate()
                 .map(|(i, (s, e))| (s, e, i as u32))
+                .chain(
+                    interval(20)
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, (s, e))| (s, e, 10 + i as u32 % 4)),
+                )
                 .collect();
             let t = Timeline {
                 kernels,
@@ -209,6 +255,22 @@ mod tests {
                 (span, busy, copying)
             );
             assert_eq!(s.idle_ns, span - busy);
+            // The host's totals: every call counted once under its id.
+            let total = |id: u32| {
+                t.calls
+                    .iter()
+                    .filter(|c| c.2 == id)
+                    .fold((0, 0), |(n, ns), c| (n + 1, ns + c.1 - c.0))
+            };
+            assert_eq!(s.host_calls.len(), HOST_CALLS.min(14));
+            for c in &s.host_calls {
+                assert_eq!((c.count, c.ns), total(c.cbid));
+            }
+            assert!(s.host_calls.windows(2).all(|w| w[0].ns >= w[1].ns));
+            let least = s.host_calls.last().map_or(0, |c| c.ns);
+            assert!(
+                (0..14).all(|id| s.host_calls.iter().any(|c| c.cbid == id) || total(id).1 <= least)
+            );
             assert!(s.longest.windows(2).all(|w| w[0].ns >= w[1].ns));
             assert!(s.longest.iter().all(|g| g.copying_ns <= g.ns));
             assert!(s.longest.iter().map(|g| g.ns).sum::<u64>() <= s.idle_ns);
@@ -229,7 +291,7 @@ mod tests {
                 let overlap =
                     |&(s, e, _): &(u64, u64, u32)| e.min(after.0).saturating_sub(s.max(before.1));
                 for &(id, ns) in &g.calls {
-                    assert_eq!(overlap(&t.calls[id as usize]), ns);
+                    assert!(t.calls.iter().any(|c| c.2 == id && overlap(c) == ns));
                     assert!(ns > 0);
                 }
                 assert!(g.calls.windows(2).all(|w| w[0].1 >= w[1].1));

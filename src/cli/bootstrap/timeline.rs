@@ -2,7 +2,8 @@
 //! between its first and last kernel, split into kernels, waits while a
 //! host→device copy was in flight (fetches) and other idle time (the device
 //! waiting for the host), from CUPTI's kernel and copy records
-//! ([`hemem_memory::cuda::timeline`]).
+//! ([`hemem_memory::cuda::timeline`]), and the host's time in each driver
+//! call meanwhile.
 
 use hemem_memory::cuda::cupti::driver_call_name;
 use hemem_memory::cuda::timeline::TimelineSummary;
@@ -23,6 +24,9 @@ pub(super) struct Idle {
     kernels: u64,
     /// The longest idle stretches.
     longest_idle: Vec<IdleGap>,
+    /// The host's time in the driver during the bootstrap, by call: `[name,
+    /// calls, ms]`, most time first.
+    host_calls: Vec<(String, u64, f64)>,
 }
 
 /// An idle stretch between two kernels.
@@ -64,13 +68,19 @@ impl Idle {
                     calls: g
                         .calls
                         .iter()
-                        .map(|&(cbid, ns)| {
-                            let name = driver_call_name(cbid).unwrap_or_else(|| format!("#{cbid}"));
-                            (name, ms(ns))
-                        })
+                        .map(|&(cbid, ns)| (call_name(cbid), ms(ns)))
                         .collect(),
                 })
                 .collect(),
+            host_calls: s
+                .host_calls
+                .iter()
+                .map(|c| (call_name(c.cbid), c.count, ms(c.ns)))
+                .collect(),
         }
     }
+}
+
+fn call_name(cbid: u32) -> String {
+    driver_call_name(cbid).unwrap_or_else(|| format!("#{cbid}"))
 }
