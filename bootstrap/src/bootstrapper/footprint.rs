@@ -76,10 +76,14 @@ pub const WORKING_CIPHERTEXTS: u64 = 48;
 /// [`WORKING_CIPHERTEXTS`] under the `planned` policy, which streams what
 /// does not fit instead of refusing it: an estimate short by a few
 /// ciphertexts costs a few fetches there, not an `OverBudget` error, so
-/// the reserve is the measured working memory (0.65 GB of pooled
-/// temporaries at FGb, 25 ciphertexts) and the planner's streaming room
-/// (two of the largest step's bytes), not a bound.
-pub const STREAMING_WORKING_CIPHERTEXTS: u64 = 32;
+/// the reserve is a measured figure, not a bound. Every ciphertext of
+/// reserve is room `fit` cannot spend on data kept in full, and on FGb at
+/// 3–4 GiB each costs time: measured on the H100 (docs/BENCHMARKS.md,
+/// "Tenth session"), 32 gave 46.1–46.3 ms at 4 GiB, 24 gave 45.3–45.6 and
+/// 20 gave 44.95–44.97, with nothing fetched in a bootstrap after the
+/// first at any of them; at 16 the bootstraps fetched 0.13–0.23 GB each and
+/// were no faster. 20 is the least that streams nothing there.
+pub const STREAMING_WORKING_CIPHERTEXTS: u64 = 20;
 
 /// The working memory [`DiagonalStorage::Fit`] reserves by default in
 /// `context`, in top-level ciphertexts: [`STREAMING_WORKING_CIPHERTEXTS`]
