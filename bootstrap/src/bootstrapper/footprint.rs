@@ -77,12 +77,13 @@ pub const WORKING_CIPHERTEXTS: u64 = 48;
 /// does not fit instead of refusing it: an estimate short by a few
 /// ciphertexts costs a few fetches there, not an `OverBudget` error, so
 /// the reserve is a measured figure, not a bound. Every ciphertext of
-/// reserve is room `fit` cannot spend on data kept in full, and on FGb at
-/// 3–4 GiB each costs time: measured on the H100 (docs/BENCHMARKS.md,
-/// "Tenth session"), 32 gave 46.1–46.3 ms at 4 GiB, 24 gave 45.3–45.6 and
-/// 20 gave 44.95–44.97, with nothing fetched in a bootstrap after the
-/// first at any of them; at 16 the bootstraps fetched 0.13–0.23 GB each and
-/// were no faster. 20 is the least that streams nothing there.
+/// reserve is room `fit` cannot spend on data kept in full. Measured on the
+/// H100 with FGb (docs/BENCHMARKS.md, "Tenth session"), 20 against the
+/// earlier 32: 3 GiB 50.4 → 48.2 ms, 4 GiB 46.1–46.3 → 45.3–45.4 (24:
+/// 45.3–45.6), 5 GiB 43.1–43.4 → 42.2–42.3, 6 GiB 41.6–41.8 → 41.3–41.4,
+/// with nothing fetched in a bootstrap after the first at any of them; at
+/// 16 the 4 GiB bootstraps fetched 0.13–0.23 GB each and were no faster.
+/// 20 is the least that streams nothing there.
 pub const STREAMING_WORKING_CIPHERTEXTS: u64 = 20;
 
 /// The working memory [`DiagonalStorage::Fit`] reserves by default in
