@@ -83,7 +83,7 @@ pub const WORKING_CIPHERTEXTS: u64 = 48;
 /// 45.3–45.6), 5 GiB 43.1–43.4 → 42.2–42.3, 6 GiB 41.6–41.8 → 41.3–41.4,
 /// with nothing fetched in a bootstrap after the first at any of them; at
 /// 16 the 4 GiB bootstraps fetched 0.13–0.23 GB each and were no faster.
-/// 20 is the least that streams nothing there.
+/// 20 is the least of those tried that streams nothing there.
 pub const STREAMING_WORKING_CIPHERTEXTS: u64 = 20;
 
 /// The working memory [`DiagonalStorage::Fit`] reserves by default in
