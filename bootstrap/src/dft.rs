@@ -721,12 +721,7 @@ impl<P, C> EncodedDft<P, C> {
         ops: &A,
         x: &A::Value,
     ) -> Result<A::Value> {
-        self.evaluate_many(ops, &[x])?
-            .pop()
-            .ok_or(Error::InvalidParameter {
-                name: "dft",
-                reason: "no output for the input",
-            })
+        crate::error::only_output(self.evaluate_many(ops, &[x])?, "dft")
     }
 
     /// [`EncodedDft::evaluate`] on each of `xs`, factor by factor: every

@@ -186,6 +186,16 @@ fn list(failures: &[DeviceFailure]) -> String {
 /// The result type of hemem-bootstrap.
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// The one output of a batch of one (`evaluate` over `evaluate_many`, and
+/// the like); [`Error::InvalidParameter`] naming `name` if the batch gave
+/// none back.
+pub(crate) fn only_output<T>(mut outputs: Vec<T>, name: &'static str) -> Result<T> {
+    outputs.pop().ok_or(Error::InvalidParameter {
+        name,
+        reason: "no output for the input",
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

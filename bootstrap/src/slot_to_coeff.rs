@@ -18,12 +18,7 @@ pub fn slot_to_coeff<A: ExtendedArithmetic>(
     x: &A::Value,
     stc: &EncodedDft<A::Plain, A::Compact>,
 ) -> Result<A::Value> {
-    slot_to_coeff_many(ops, &[x], stc, 1)?
-        .pop()
-        .ok_or(Error::InvalidParameter {
-            name: "slot to coeff",
-            reason: "no output for the input",
-        })
+    crate::error::only_output(slot_to_coeff_many(ops, &[x], stc, 1)?, "slot to coeff")
 }
 
 /// [`slot_to_coeff`] on a batch, factor by factor, `together` inputs at a

@@ -101,12 +101,10 @@ impl<P, C> EncodedLinearTransform<P, C> {
         ops: &A,
         x: &A::Value,
     ) -> Result<A::Value> {
-        self.evaluate_unrescaled_many(ops, &[x])?
-            .pop()
-            .ok_or(Error::InvalidParameter {
-                name: "linear transform",
-                reason: "no output for the input",
-            })
+        crate::error::only_output(
+            self.evaluate_unrescaled_many(ops, &[x])?,
+            "linear transform",
+        )
     }
 
     /// [`EncodedLinearTransform::evaluate_unrescaled`] on each of `xs`
@@ -211,7 +209,8 @@ impl<P, C> EncodedLinearTransform<P, C> {
             name: "baby step",
             reason: "missing from the hoisted rotations",
         };
-        // Where each baby step lies in every input's rotations.
+        // Where each baby step lies in every input's rotations (found once
+        // per diagonal, used for every input).
         let baby_index = |b: usize| self.babies.iter().position(|&x| x == b);
         // Σ_baby rot_baby(x)·diag for one giant step and every input,
         // accumulated in place; compact diagonals are expanded a batch at
@@ -229,7 +228,7 @@ impl<P, C> EncodedLinearTransform<P, C> {
                 let mut plain = Vec::with_capacity(batch.len());
                 for (baby, diagonal) in batch {
                     plain.push((
-                        *baby,
+                        baby_index(*baby),
                         match diagonal {
                             Diagonal::Encoded(p) => p,
                             Diagonal::Compact(_) => next.next().ok_or(Error::InvalidParameter {
@@ -242,8 +241,8 @@ impl<P, C> EncodedLinearTransform<P, C> {
                 for (input, sum) in rotated.iter().zip(inner.iter_mut()) {
                     let terms = plain
                         .iter()
-                        .map(|&(baby, p)| {
-                            baby_index(baby)
+                        .map(|&(index, p)| {
+                            index
                                 .and_then(|i| input.get(i))
                                 .map(|v| (v, p))
                                 .ok_or_else(|| missing.clone())
