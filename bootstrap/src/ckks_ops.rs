@@ -2,7 +2,7 @@
 //! the slot-level algorithms of this crate (DFTs, polynomial evaluation,
 //! EvalMod) run homomorphically, on whichever backend the ciphertexts live.
 
-use hemem_ckks::encoding::{CompactPlaintext, Encoder, Plaintext};
+use hemem_ckks::encoding::{CompactPlaintext, Encoder, Plaintext, least_period};
 use hemem_ckks::eval::{Ciphertext, Evaluator};
 use hemem_ckks::params::{Level, Scale};
 use hemem_memory::MemoryClass;
@@ -18,7 +18,9 @@ use crate::arith::SlotArithmetic;
 /// ([`hemem_ckks::params::Parameters::check_rescale`]): bootstrapping's
 /// schedules let the scale exceed the bottom primes on purpose. Encoded
 /// plaintexts (linear-transform diagonals), compact or not, go to
-/// `constant_class` memory; their expansions to `Temporary` memory.
+/// `constant_class` memory; their expansions to `Temporary` memory. A
+/// vector whose values repeat is encoded as one period and read as the
+/// whole ([`hemem_ckks::encoding::least_period`]).
 #[derive(Debug, Clone)]
 pub struct CkksOps<'a> {
     evaluator: &'a Evaluator,
@@ -57,6 +59,20 @@ impl<'a> CkksOps<'a> {
     pub(crate) fn constant_class(&self) -> MemoryClass {
         self.constant_class
     }
+}
+
+/// The first period of `values` ([`least_period`]) and its length: what
+/// the encoders below encode, as `period` slots read as `values.len()`
+/// ([`Plaintext::repeat_slots`]). The message is the same; its compact form
+/// is `2·period` words instead of `2·values.len()`, and it expands by a
+/// transform of `2·period` points ([`hemem_ckks::ntt::forward_subring`]).
+/// Two of the three factors of each of FGb's DFTs have diagonals of period
+/// 1024 and 32 ([`crate::dft`]). Encoding one period rounds the same
+/// coefficients in exact arithmetic, and in floating point differs from
+/// encoding the whole only by the special FFT's rounding.
+pub(crate) fn one_period(values: &[Complex64]) -> (&[Complex64], usize) {
+    let period = least_period(values).max(1);
+    (values.get(..period).unwrap_or(values), period)
 }
 
 impl SlotArithmetic for CkksOps<'_> {
@@ -136,13 +152,17 @@ impl SlotArithmetic for CkksOps<'_> {
     }
 
     fn encode(&self, values: &[Complex64], level: usize, scale: f64) -> Result<Plaintext> {
-        Ok(self.encoder.encode_at_class(
-            values,
-            Level(level),
-            Scale(scale),
-            values.len(),
-            self.constant_class,
-        )?)
+        let (period, slots) = one_period(values);
+        Ok(self
+            .encoder
+            .encode_at_class(
+                period,
+                Level(level),
+                Scale(scale),
+                slots,
+                self.constant_class,
+            )?
+            .repeat_slots(values.len())?)
     }
 
     fn encode_compact(
@@ -151,13 +171,17 @@ impl SlotArithmetic for CkksOps<'_> {
         level: usize,
         scale: f64,
     ) -> Result<CompactPlaintext> {
-        Ok(self.encoder.encode_compact_at_class(
-            values,
-            Level(level),
-            Scale(scale),
-            values.len(),
-            self.constant_class,
-        )?)
+        let (period, slots) = one_period(values);
+        Ok(self
+            .encoder
+            .encode_compact_at_class(
+                period,
+                Level(level),
+                Scale(scale),
+                slots,
+                self.constant_class,
+            )?
+            .repeat_slots(values.len())?)
     }
 
     /// Expands into `Temporary` memory, all at once (one batched launch

@@ -43,6 +43,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::f64::consts::PI;
 
+use hemem_ckks::encoding::least_period;
 use hemem_ckks::progress::{NoProgress, Progress};
 use num_complex::Complex64;
 
@@ -322,10 +323,17 @@ fn stage(n: usize, s: u32, inverse: bool) -> Result<DiagonalMatrix> {
 /// ([`HomomorphicDft::encoded_sizes`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FactorBytes {
-    /// How many diagonals (all of one size).
+    /// How many diagonals (all of one encoded size).
     pub diagonals: u64,
-    /// One word per coefficient ([`DiagonalStorage::Compact`]).
+    /// One word per coefficient of one period
+    /// ([`DiagonalStorage::Compact`], [`hemem_ckks::encoding::least_period`]).
     pub compact: u64,
+    /// The longest least period of the factor's diagonals, in slots: the
+    /// slot count for the factor applied first in CoeffToSlot, less for
+    /// the others (a diagonal of `I ⊗ B_{2^s}` stages repeats every `2^s`
+    /// slots), whose compact diagonals expand by a transform of `2·period`
+    /// points instead of `N` (about a tenth of the time at FGb).
+    pub period: u64,
     /// Every limb of the factor's level, in NTT form
     /// ([`DiagonalStorage::Encoded`]).
     pub encoded: u64,
@@ -515,8 +523,6 @@ impl HomomorphicDft {
         limb_bytes: u64,
         special_primes: usize,
     ) -> Vec<FactorBytes> {
-        // One word per coefficient: 2·slots of them (`encode_compact`).
-        let compact = 2 * self.n as u64 * 8;
         self.linear_transforms(log_bsgs_ratio)
             .iter()
             .enumerate()
@@ -524,9 +530,18 @@ impl HomomorphicDft {
                 let level = start_level.saturating_sub(i);
                 let hoisting = lt.hoisting_at(hoisting, level, special_primes);
                 let diagonals = lt.matrix().diagonals().len() as u64;
+                // One word per coefficient of one period: 2·period of them
+                // (`encode_compact`, one period encoded).
+                let periods: Vec<u64> = lt
+                    .matrix()
+                    .diagonals()
+                    .values()
+                    .map(|d| least_period(d) as u64)
+                    .collect();
                 FactorBytes {
                     diagonals,
-                    compact: diagonals * compact,
+                    compact: periods.iter().map(|p| 2 * p * 8).sum(),
+                    period: periods.iter().copied().max().unwrap_or(0),
                     encoded: diagonals
                         * LinearTransform::encoded_diagonal_bytes(
                             level,

@@ -334,13 +334,17 @@ impl ExtendedArithmetic for CkksOps<'_> {
     }
 
     fn encode_extended(&self, values: &[Complex64], level: usize, scale: f64) -> Result<Plaintext> {
-        Ok(self.encoder().encode_extended_at_class(
-            values,
-            Level(level),
-            Scale(scale),
-            values.len(),
-            self.constant_class(),
-        )?)
+        let (period, slots) = crate::ckks_ops::one_period(values);
+        Ok(self
+            .encoder()
+            .encode_extended_at_class(
+                period,
+                Level(level),
+                Scale(scale),
+                slots,
+                self.constant_class(),
+            )?
+            .repeat_slots(values.len())?)
     }
 
     /// Expands into `Temporary` memory (one batched launch pair on the GPU

@@ -894,6 +894,79 @@ fn a_sum_of_plaintext_products_equals_the_products_one_by_one() {
     ));
 }
 
+/// A message whose slots repeat, encoded as one period and read as the
+/// full slot count (`repeat_slots`), multiplies a full-slot ciphertext as
+/// the repeated values do; encoded and compact forms expand to the same
+/// limbs; and slot counts that cannot hold the period are refused.
+#[test]
+fn a_repeated_period_multiplies_like_the_full_message() {
+    let s = Setup::new(Preset::TestFGb, 93);
+    let eval = s.evaluator(&KeySetRequest::default());
+    let slots = s.context.params().slots();
+    let mut rng = seeded_rng(94);
+    let values = unit_disk(&mut rng, slots);
+    let ct = s.encrypt(&values);
+    let level = ct.level();
+    let scale = Scale(2f64.powi(30));
+    let class = MemoryClass::BootstrapConstant;
+    for period in [1usize, 4, slots / 8, slots] {
+        let one = unit_disk(&mut rng, period);
+        let full: Vec<Complex64> = one.iter().cycle().take(slots).copied().collect();
+        assert_eq!(hemem_ckks::encoding::least_period(&full), period.max(1));
+        let plain = s
+            .encoder
+            .encode_at_class(&one, level, scale, period, class)
+            .unwrap()
+            .repeat_slots(slots)
+            .unwrap();
+        let compact = s
+            .encoder
+            .encode_compact_at_class(&one, level, scale, period, class)
+            .unwrap()
+            .repeat_slots(slots)
+            .unwrap();
+        assert_eq!((plain.slots(), compact.slots()), (slots, slots));
+        assert_eq!(
+            (compact.period(), compact.size_bytes()),
+            (period, 16 * period)
+        );
+        let expanded = compact.expand().unwrap();
+        assert_eq!(expanded.slots(), slots);
+        assert_eq!(
+            expanded.poly().to_words().unwrap(),
+            plain.poly().to_words().unwrap(),
+            "period {period}"
+        );
+        let product = eval.mult_plain_without_rescale(&ct, &plain).unwrap();
+        let got = s.decrypt(&eval.rescale(&product).unwrap());
+        let want: Vec<Complex64> = values.iter().zip(&full).map(|(a, b)| a * b).collect();
+        let precision = bits(max_abs_error(&got, &want));
+        assert!(precision > 12.0, "period {period}: {precision:.1} bits");
+    }
+    // More slots than the context has, fewer than the period, or not a
+    // power of two.
+    let plain = |period: usize| {
+        s.encoder
+            .encode_at_class(
+                &unit_disk(&mut seeded_rng(95), period),
+                level,
+                scale,
+                period,
+                class,
+            )
+            .unwrap()
+    };
+    for (period, asked) in [(4usize, 2 * slots), (8, 4), (4, 12), (4, 0)] {
+        assert!(
+            matches!(
+                plain(period).repeat_slots(asked),
+                Err(Error::Operand(OperandError::InvalidSlots { .. }))
+            ),
+            "{period} as {asked}"
+        );
+    }
+}
+
 /// Hoisted rotations (their ModDowns batched) give, step by step and in
 /// order, the limbs of one rotation at a time from the same decomposition,
 /// steps of 0 and repeated steps included.

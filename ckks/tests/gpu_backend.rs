@@ -1481,8 +1481,21 @@ fn compact_expansion(name: &str, preset: Preset) {
         );
     }
     // Batches in NTT form: 5 parts, 19 parts (two launches), and views with
-    // different positions (the per-part fallback).
-    for (parts, gap, shifted) in [(5usize, 1usize, false), (19, 2, false), (3, 4, true)] {
+    // different positions (the per-part fallback); then polynomials in X^gap
+    // of few points (2 to 4096, transformed at that size and repeated:
+    // `expand_periodic`) and of 8192 points (past the kernel's limit, the
+    // full transform), with 19 parts and with shifted views.
+    let few = |points: usize| (n / points.min(n)).max(1);
+    for (parts, gap, shifted) in [
+        (5usize, 1usize, false),
+        (19, 2, false),
+        (3, 4, true),
+        (5, few(64), false),
+        (19, few(2048), false),
+        (3, few(4096), true),
+        (2, few(2), false),
+        (4, few(8192), false),
+    ] {
         let words: Vec<Vec<u64>> = (0..parts)
             .map(|p| compact_words(n / gap, 600 + p as u64))
             .collect();

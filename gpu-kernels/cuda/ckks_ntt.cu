@@ -848,3 +848,57 @@ HEMEM_NTT_ROWS16(6, 4, 6)
 HEMEM_NTT_ROWS16(7, 4, 6)
 HEMEM_NTT_ROWS16(8, 4, 6)
 HEMEM_NTT_ROWS16(9, 4, 6)
+
+// Expansion of compact plaintexts whose words are the M = 2^log_m
+// coefficients of a polynomial in X^(N/M): a message whose slots repeat
+// with period M/2 (ckks/src/ntt/subring.rs). Its transform is M values,
+// each repeated N/M times (output c is value c >> log_gap), and those M
+// values are the first log M stages of the forward transform run on the M
+// coefficients alone, with the same twiddles. Part z (grid z) reads the
+// words at src.ptr[z] and writes the limbs of `map` in dst.ptr[z] (grid y:
+// the limb), NTT form. Each block transforms the M points in shared memory
+// (M <= 4096: 32 KiB) and writes its share (grid x) of the N outputs, two
+// per thread and store; every output is fully reduced, so the limbs are
+// those of expanding the words and transforming at N points.
+extern "C" __global__ void __launch_bounds__(256)
+    expand_periodic(PtrArray dst, PtrArray src, LimbMap map, const ModConst* __restrict__ consts,
+                    const u64* __restrict__ tw, u32 n, u32 log_m) {
+    extern __shared__ u64 pts[];
+    const u32 limb = blockIdx.y;
+    const u32 part = blockIdx.z;
+    const u32 mod = map.mod[limb];
+    const ModConst m = consts[mod];
+    const u64 q = m.q, two_q = 2 * q;
+    const u32 points = 1u << log_m;
+    const u64* s = reinterpret_cast<const u64*>(src.ptr[part]);
+    for (u32 k = threadIdx.x; k < points; k += blockDim.x) pts[k] = reduce_f64_bits(s[k], m);
+    __syncthreads();
+    const Twiddle* w = twiddles_of(tw, mod, n, false);
+    // Stage with 2^g groups of stride t = M >> (g+1): group i uses the
+    // twiddle at 2^g + i, as the staged transform's first stages.
+    for (u32 g = 0; g < log_m; ++g) {
+        const u32 log_t = log_m - g - 1;
+        const u32 t = 1u << log_t;
+        for (u32 b = threadIdx.x; b < points / 2; b += blockDim.x) {
+            const u32 i = b >> log_t;
+            const u32 x = (i << (log_t + 1)) + (b & (t - 1));
+            u64 hi = pts[x], lo = pts[x + t];
+            fwd_bfly(hi, lo, __ldg(w + (1u << g) + i), q, two_q);
+            pts[x] = hi;
+            pts[x + t] = lo;
+        }
+        __syncthreads();
+    }
+    for (u32 k = threadIdx.x; k < points; k += blockDim.x) {
+        u64 v = pts[k];
+        v = v >= two_q ? v - two_q : v;
+        pts[k] = v >= q ? v - q : v;
+    }
+    __syncthreads();
+    u64* o = limb_ptr(dst.ptr[part], map.pos[limb], n);
+    const u32 log_gap = (31u - __clz(n)) - log_m;
+    const u32 step = 2 * gridDim.x * blockDim.x;
+    for (u32 c = 2 * (blockIdx.x * blockDim.x + threadIdx.x); c < n; c += step) {
+        *reinterpret_cast<ulonglong2*>(o + c) = make_ulonglong2(pts[c >> log_gap], pts[(c + 1) >> log_gap]);
+    }
+}

@@ -59,6 +59,7 @@ pub(crate) struct Ckks {
     pub(crate) uniform_from_seed: CudaFunction,
     pub(crate) key_switch_inner_product_seeded: CudaFunction,
     pub(crate) expand_compact: CudaFunction,
+    pub(crate) expand_periodic: CudaFunction,
 }
 
 /// The buffer touch and verify kernels (`cuda/touch.cu`).
@@ -261,6 +262,7 @@ impl Kernels {
                 uniform_from_seed: function(&prf, "uniform_from_seed")?,
                 key_switch_inner_product_seeded: function(&prf, "key_switch_inner_product_seeded")?,
                 expand_compact: function(&encode, "expand_compact")?,
+                expand_periodic: function(&ntt, "expand_periodic")?,
             },
             _modules: vec![ntt, arith, convert, prf, encode],
         })
@@ -302,6 +304,7 @@ mod tests {
         {
             assert!(ntt.contains(&format!(".entry {kernel}(")), "{kernel}");
         }
+        assert!(ntt.contains(".entry expand_periodic("));
         for kernel in [
             "binary_op",
             "mul_add",

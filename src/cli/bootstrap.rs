@@ -89,7 +89,7 @@ pub struct Args {
     #[arg(long, default_value = "single")]
     hoisting: String,
     /// With `--diagonals fit`: the working memory left free beside what is
-    /// kept in full, in top-level ciphertexts (default: 20 under the
+    /// kept in full, in top-level ciphertexts (default: 32 under the
     /// `planned` policy, which streams what an estimate leaves short; 48
     /// under the others).
     #[arg(long, value_name = "CIPHERTEXTS")]

@@ -6,7 +6,8 @@
 //! regenerating the keys' uniform halves costs an FGb bootstrap 3.8 ms for
 //! the 1.96 GB it saves, and expanding the DFT diagonals 6.4 ms for 2.07 GB
 //! (docs/BENCHMARKS.md, "Compact data on the GPU": 59.1 ms compact against
-//! 48.9 ms with both stored). Every form gives bit-identical results — a
+//! 48.9 ms with both stored), most of it since spared for the diagonals
+//! that repeat (item 4 below). Every form gives bit-identical results — a
 //! stored half is the one its seed regenerates, an encoded diagonal the
 //! expansion of its compact one — so where the budget has room, keeping
 //! data in full is pure gain, and where it has none, compact data is what
@@ -22,13 +23,18 @@
 //! 1. the relinearisation key's uniform halves: one key, used by every
 //!    multiplication of EvalMod (a dozen key switches per bootstrap, about
 //!    0.06 ms of regeneration each at FGb);
-//! 2. the DFT diagonals: all encoded ([`DiagonalStorage::Encoded`]) when
-//!    they fit, with SlotToCoeff's for [`STC_CACHE_CAPACITY`] input scales;
-//!    else CoeffToSlot's diagonals, factor after factor, while they fit
-//!    ([`DiagonalStorage::Mixed`]); else compact (about 3.1 ms saved per
-//!    GB at FGb);
+//! 2. CoeffToSlot's first factor, diagonal after diagonal while they fit
+//!    ([`DiagonalStorage::Mixed`]): its diagonals repeat only over all the
+//!    slots, so a compact one expands by a whole transform (about 3.1 ms
+//!    saved per GB at FGb);
 //! 3. the other keys' halves, conjugation first, then the rotations and
-//!    the sparse-secret keys, each while it fits (about 1.9 ms per GB).
+//!    the sparse-secret keys, each while it fits (about 1.9 ms per GB);
+//! 4. the rest of the diagonals: all encoded ([`DiagonalStorage::Encoded`])
+//!    when they fit, with SlotToCoeff's for [`STC_CACHE_CAPACITY`] input
+//!    scales; else CoeffToSlot's other factors in order while they fit.
+//!    Their diagonals repeat every 1024 and 32 slots at FGb and expand by
+//!    a transform of twice as many points, repeated
+//!    ([`hemem_ckks::ntt::forward_subring`]): the least value per byte.
 //!
 //! A CPU context has no device budget: there the room is half the host
 //! memory the operating system reports available ([`HOST_SHARE`]), less the
@@ -78,13 +84,14 @@ pub const WORKING_CIPHERTEXTS: u64 = 48;
 /// ciphertexts costs a few fetches there, not an `OverBudget` error, so
 /// the reserve is a measured figure, not a bound. Every ciphertext of
 /// reserve is room `fit` cannot spend on data kept in full. Measured on the
-/// H100 with FGb (docs/BENCHMARKS.md, "Tenth session"), 20 against the
-/// earlier 32: 3 GiB 50.4 → 48.2 ms, 4 GiB 46.1–46.3 → 45.3–45.4 (24:
-/// 45.3–45.6), 5 GiB 43.1–43.4 → 42.2–42.3, 6 GiB 41.6–41.8 → 41.3–41.4,
-/// with nothing fetched in a bootstrap after the first at any of them; at
-/// 16 the 4 GiB bootstraps fetched 0.13–0.23 GB each and were no faster.
-/// 20 is the least of those tried that streams nothing there.
-pub const STREAMING_WORKING_CIPHERTEXTS: u64 = 20;
+/// H100 with FGb (docs/BENCHMARKS.md, "Eleventh session"), once the
+/// repeating DFT diagonals were kept as one period (their compact forms,
+/// and the room reserved for SlotToCoeff's cached ones, 5× smaller): at 20,
+/// 5 and 6 GiB fetched 0.2–0.7 GB a bootstrap and 6 GiB took 47–53 ms; at
+/// 26 the first bootstraps still fetched at 5 and 6 GiB; at 32 nothing was
+/// fetched after the first bootstrap at 3, 4, 5 or 6 GiB (45.2, 43.6,
+/// 42.7, 41.7 ms). 32 is the least of those tried that streams nothing.
+pub const STREAMING_WORKING_CIPHERTEXTS: u64 = 32;
 
 /// The working memory [`DiagonalStorage::Fit`] reserves by default in
 /// `context`, in top-level ciphertexts: [`STREAMING_WORKING_CIPHERTEXTS`]
@@ -169,13 +176,17 @@ struct Choice {
 
 /// The greedy rule of the [module documentation](self) over `spare`
 /// bytes: the relinearisation key's halves (`relinearization`, their bytes
-/// if it has none stored yet), then the diagonals (`cts`, CoeffToSlot's
-/// factors in order; `stc_extra`, what keeping SlotToCoeff's encoded adds
-/// for every cached scale), then the `others` keys' halves in order.
+/// if it has none stored yet); CoeffToSlot's `full` factors (those whose
+/// diagonals expand by a whole transform), factor after factor; the
+/// `others` keys' halves in order; then the rest of the diagonals — all of
+/// them encoded when what they add fits (`repeating`, CoeffToSlot's other
+/// factors, and `stc_extra`, what keeping SlotToCoeff's encoded adds for
+/// every cached scale), else the `repeating` factors in order.
 fn choose(
     spare: u64,
     relinearization: Option<u64>,
-    cts: &[FactorBytes],
+    full: &[FactorBytes],
+    repeating: &[FactorBytes],
     stc_extra: u64,
     others: &[u64],
 ) -> Choice {
@@ -188,24 +199,14 @@ fn choose(
         fits
     };
     let relinearization = relinearization.is_some_and(|bytes| take(&mut left, bytes));
-    let (_, cts_extra) = totals(cts);
-    let storage = if take(&mut left, cts_extra + stc_extra) {
+    let (mut encoded_bytes, all_full) = fill(&mut left, full);
+    let others = others.iter().map(|&bytes| take(&mut left, bytes)).collect();
+    let (_, repeating_extra) = totals(repeating);
+    let storage = if all_full && take(&mut left, repeating_extra + stc_extra) {
         DiagonalStorage::Encoded
     } else {
-        // CoeffToSlot's diagonals, factor after factor, while what they add
-        // fits: as `DiagonalStorage::Mixed` fills its room, so the room
-        // stops at the first factor that does not fit whole.
-        let mut encoded_bytes = 0;
-        for factor in cts {
-            let count = factor.diagonals.max(1);
-            let (encoded, compact) = (factor.encoded / count, factor.compact / count);
-            let extra = encoded.saturating_sub(compact);
-            let kept = left.checked_div(extra).map_or(count, |n| count.min(n));
-            left -= kept * extra;
-            encoded_bytes += kept * encoded;
-            if kept < count {
-                break;
-            }
+        if all_full {
+            encoded_bytes += fill(&mut left, repeating).0;
         }
         if encoded_bytes > 0 {
             DiagonalStorage::Mixed { encoded_bytes }
@@ -213,13 +214,32 @@ fn choose(
             DiagonalStorage::Compact
         }
     };
-    let others = others.iter().map(|&bytes| take(&mut left, bytes)).collect();
     Choice {
         storage,
         relinearization,
         others,
         added: spare - left,
     }
+}
+
+/// CoeffToSlot's diagonals of `factors`, factor after factor, while what
+/// they add fits in `left` (taken from it): as [`DiagonalStorage::Mixed`]
+/// fills its room, so the filling stops at the first factor that does not
+/// fit whole. Their encoded bytes, and whether every factor fitted.
+fn fill(left: &mut u64, factors: &[FactorBytes]) -> (u64, bool) {
+    let mut encoded_bytes = 0;
+    for factor in factors {
+        let count = factor.diagonals.max(1);
+        let (encoded, compact) = (factor.encoded / count, factor.compact / count);
+        let extra = encoded.saturating_sub(compact);
+        let kept = left.checked_div(extra).map_or(count, |n| count.min(n));
+        *left -= kept * extra;
+        encoded_bytes += kept * encoded;
+        if kept < count {
+            return (encoded_bytes, false);
+        }
+    }
+    (encoded_bytes, true)
 }
 
 /// Resolves [`DiagonalStorage::Fit`] for a bootstrapper of `schedule` in
@@ -282,10 +302,16 @@ pub(super) fn fit(
         others.push(&mut sse.to_sparse);
         others.push(&mut sse.to_dense);
     }
+    // The factors applied first, whose diagonals repeat only over all the
+    // slots (expanded by a whole transform), and the rest.
+    let slots = cts.slots() as u64;
+    let (full, repeating) =
+        cts_sizes.split_at(cts_sizes.iter().take_while(|f| f.period >= slots).count());
     let choice = choose(
         spare,
         relinearization.as_deref().map(halves_bytes),
-        &cts_sizes,
+        full,
+        repeating,
         cached * stc_extra,
         &others.iter().map(|k| halves_bytes(k)).collect::<Vec<_>>(),
     );
@@ -364,13 +390,14 @@ mod tests {
 
     /// Over random sizes and rooms: the choice never spends more than the
     /// room, spends exactly what it chose, takes the relinearisation key
-    /// first, the diagonals whole before any factor and factors in order,
-    /// and leaves nothing unchosen that would still fit in what is left.
+    /// first, the full factors before the other keys and those before the
+    /// repeating factors, fills factors in order, and leaves nothing
+    /// unchosen that would still fit in what is left.
     #[test]
     fn the_greedy_choice_fits_the_room_and_leaves_nothing_that_would_fit() {
         let mut rng = seeded_rng(0x0f17);
         let mut seen = [0usize; 3];
-        for _ in 0..2000 {
+        for _ in 0..3000 {
             let factors = 1 + rng.next_u64() as usize % 4;
             let cts: Vec<FactorBytes> = (0..factors)
                 .map(|_| {
@@ -379,10 +406,12 @@ mod tests {
                     FactorBytes {
                         diagonals,
                         compact: diagonals * compact,
+                        period: compact,
                         encoded: diagonals * compact * (2 + rng.next_u64() % 30),
                     }
                 })
                 .collect();
+            let (full, repeating) = cts.split_at(rng.next_u64() as usize % (factors + 1));
             let stc_extra = size(&mut rng, 1 << 24);
             let relin = (!rng.next_u64().is_multiple_of(4)).then(|| size(&mut rng, 1 << 24));
             let others: Vec<u64> = (0..rng.next_u64() % 12)
@@ -392,67 +421,95 @@ mod tests {
             let everything =
                 relin.unwrap_or(0) + cts_extra + stc_extra + others.iter().sum::<u64>();
             // Rooms from nothing to more than everything, many of them small.
-            let shift = rng.next_u64() % 24;
+            let shift = if rng.next_u64().is_multiple_of(3) {
+                0
+            } else {
+                rng.next_u64() % 24
+            };
             let spare = (rng.next_u64() % (everything + everything / 4 + 1)) >> shift;
-            let choice = choose(spare, relin, &cts, stc_extra, &others);
+            let choice = choose(spare, relin, full, repeating, stc_extra, &others);
 
             assert!(choice.added <= spare, "{choice:?} over {spare}");
             let left = spare - choice.added;
-            // All diagonals encoded exactly when they fit after the key.
-            let after_key = spare - relin.filter(|_| choice.relinearization).unwrap_or(0);
-            assert_eq!(
-                choice.storage == DiagonalStorage::Encoded,
-                cts_extra + stc_extra <= after_key,
-                "{choice:?}"
-            );
-            let (diagonals, encoded_factors) = match choice.storage {
-                DiagonalStorage::Encoded => (cts_extra + stc_extra, factors),
-                DiagonalStorage::Compact => (0, 0),
+            // How many diagonals of each factor were kept: Mixed's room
+            // filled as the DFT's encoding fills it, factor after factor,
+            // stopping at the first factor that does not fit whole; the
+            // room must be used exactly.
+            let kept: Vec<u64> = match choice.storage {
+                DiagonalStorage::Encoded => cts.iter().map(|f| f.diagonals).collect(),
+                DiagonalStorage::Compact => vec![0; factors],
                 DiagonalStorage::Mixed { encoded_bytes } => {
-                    // Mixed's room filled as the DFT's encoding fills it:
-                    // diagonals factor after factor, stopping at the first
-                    // factor that does not fit whole; the room must be used
-                    // exactly, and the next diagonal must not fit.
-                    let (mut room, mut extra) = (encoded_bytes, 0);
-                    for f in &cts {
-                        let (enc, comp) = (f.encoded / f.diagonals, f.compact / f.diagonals);
-                        let kept = f.diagonals.min(room / enc);
-                        room -= kept * enc;
-                        extra += kept * (enc - comp);
-                        if kept < f.diagonals {
-                            assert!(enc - comp > left, "{choice:?}: one more diagonal fits");
-                            break;
-                        }
-                    }
-                    assert_eq!(room, 0, "{choice:?} leaves part of its room unused");
                     assert!(encoded_bytes > 0);
-                    // (Maximality checked above, not below.)
-                    (extra, factors)
+                    let mut room = encoded_bytes;
+                    let kept = cts
+                        .iter()
+                        .map(|f| {
+                            let enc = f.encoded / f.diagonals;
+                            let k = f.diagonals.min(room / enc);
+                            room -= k * enc;
+                            k
+                        })
+                        .collect::<Vec<_>>();
+                    assert_eq!(room, 0, "{choice:?} leaves part of its room unused");
+                    kept
                 }
                 DiagonalStorage::Fit => panic!("Fit is never a choice"),
             };
-            let keys: u64 = relin.filter(|_| choice.relinearization).unwrap_or(0)
-                + others
+            let extra_of = |f: &FactorBytes| (f.encoded - f.compact) / f.diagonals;
+            let diagonals: u64 = cts
+                .iter()
+                .zip(&kept)
+                .map(|(f, k)| k * extra_of(f))
+                .sum::<u64>()
+                + if choice.storage == DiagonalStorage::Encoded {
+                    stc_extra
+                } else {
+                    0
+                };
+            let taken = |t: &[bool]| {
+                others
                     .iter()
-                    .zip(&choice.others)
+                    .zip(t)
                     .filter(|(_, t)| **t)
                     .map(|(b, _)| b)
-                    .sum::<u64>();
+                    .sum::<u64>()
+            };
+            let keys =
+                relin.filter(|_| choice.relinearization).unwrap_or(0) + taken(&choice.others);
             assert_eq!(choice.added, diagonals + keys, "{choice:?}");
+            // Factors are filled in order: a factor is started only when
+            // every one before it is whole.
+            let first_short = cts.iter().zip(&kept).position(|(f, k)| *k < f.diagonals);
+            if let Some(i) = first_short {
+                assert!(kept[i + 1..].iter().all(|&k| k == 0), "{choice:?}");
+                // … and the next diagonal does not fit in what is left.
+                assert!(
+                    extra_of(&cts[i]) > left,
+                    "{choice:?}: one more diagonal fits"
+                );
+            } else if choice.storage != DiagonalStorage::Encoded {
+                assert!(stc_extra > left, "{choice:?}: SlotToCoeff's fit");
+            }
+            // The repeating factors (and SlotToCoeff's diagonals) get only
+            // the room the keys left: a key refused did not fit in it.
+            let after_keys: u64 = cts[full.len()..]
+                .iter()
+                .zip(&kept[full.len()..])
+                .map(|(f, k)| k * extra_of(f))
+                .sum::<u64>()
+                + if choice.storage == DiagonalStorage::Encoded {
+                    stc_extra
+                } else {
+                    0
+                };
+            for (bytes, taken) in others.iter().zip(&choice.others) {
+                assert!(*taken || *bytes > left + after_keys, "{choice:?}");
+            }
             // The relinearisation key goes first: refused only when it
             // alone is larger than the room.
             if let Some(r) = relin {
                 assert_eq!(choice.relinearization, r <= spare, "{choice:?}");
-            }
-            // Nothing left out still fits in what is left.
-            if let Some(r) = relin.filter(|_| !choice.relinearization) {
-                assert!(r > left);
-            }
-            if encoded_factors < factors {
-                // Compact: not one diagonal of the first factor fitted.
-                let next = &cts[encoded_factors];
-                let one = (next.encoded - next.compact) / next.diagonals;
-                assert!(one > left, "{choice:?}");
+                assert!(choice.relinearization || r > left);
             }
             for (bytes, taken) in others.iter().zip(&choice.others) {
                 assert!(*taken || *bytes > left, "{choice:?}");
@@ -480,29 +537,51 @@ mod tests {
     /// none, nothing is.
     #[test]
     fn ample_room_keeps_everything_and_none_keeps_nothing() {
-        let cts = [
-            FactorBytes {
-                diagonals: 1,
-                compact: 10,
-                encoded: 250,
-            },
-            FactorBytes {
-                diagonals: 1,
-                compact: 10,
-                encoded: 240,
-            },
-        ];
-        let all = choose(u64::MAX / 2, Some(70), &cts, 33, &[5, 6, 7]);
+        let full = [FactorBytes {
+            diagonals: 1,
+            compact: 10,
+            period: 8,
+            encoded: 250,
+        }];
+        let repeating = [FactorBytes {
+            diagonals: 1,
+            compact: 10,
+            period: 4,
+            encoded: 240,
+        }];
+        let all = choose(u64::MAX / 2, Some(70), &full, &repeating, 33, &[5, 6, 7]);
         assert_eq!(all.storage, DiagonalStorage::Encoded);
         assert!(all.relinearization && all.others.iter().all(|&t| t));
         assert_eq!(all.added, 70 + 240 + 230 + 33 + 18);
-        let none = choose(0, Some(70), &cts, 33, &[5, 6, 7]);
+        let none = choose(0, Some(70), &full, &repeating, 33, &[5, 6, 7]);
         assert_eq!(none.storage, DiagonalStorage::Compact);
         assert!(!none.relinearization && none.others.iter().all(|&t| !t));
         assert_eq!(none.added, 0);
         // Room for the key and the first factor only.
-        let some = choose(70 + 240 + 4, Some(70), &cts, 33, &[5, 6, 7]);
+        let some = choose(70 + 240 + 4, Some(70), &full, &repeating, 33, &[5, 6, 7]);
         assert_eq!(some.storage, DiagonalStorage::Mixed { encoded_bytes: 250 });
         assert_eq!(some.others, [false, false, false]);
+        // Room for the keys too, not for the repeating factor: the keys go
+        // before it.
+        let keys = choose(
+            70 + 240 + 18 + 229,
+            Some(70),
+            &full,
+            &repeating,
+            33,
+            &[5, 6, 7],
+        );
+        assert_eq!(keys.storage, DiagonalStorage::Mixed { encoded_bytes: 250 });
+        assert_eq!(keys.others, [true, true, true]);
+        // And with room for the repeating factor but not SlotToCoeff's.
+        let most = choose(
+            70 + 240 + 18 + 230,
+            Some(70),
+            &full,
+            &repeating,
+            33,
+            &[5, 6, 7],
+        );
+        assert_eq!(most.storage, DiagonalStorage::Mixed { encoded_bytes: 490 });
     }
 }

@@ -26,14 +26,18 @@ use crate::{OperandError, Result};
 /// FGb's top level); bootstrapping keeps its DFT diagonals this way and
 /// expands a few at a time into `Temporary` memory.
 pub struct CompactPlaintext {
-    context: Context,
+    pub(super) context: Context,
     /// The backend whose allocator holds `words`: the context's device, or
     /// its host backend.
     backend: Arc<dyn Backend>,
     words: Buffer,
     level: Level,
     scale: Scale,
-    slots: usize,
+    pub(super) slots: usize,
+    /// The slots whose `2·period` coefficients `words` holds: `slots`,
+    /// unless the message repeats a shorter one
+    /// ([`CompactPlaintext::repeat_slots`]).
+    pub(super) period: usize,
 }
 
 impl fmt::Debug for CompactPlaintext {
@@ -42,6 +46,7 @@ impl fmt::Debug for CompactPlaintext {
             .field("level", &self.level)
             .field("scale", &self.scale)
             .field("slots", &self.slots)
+            .field("period", &self.period)
             .field("class", &self.words.class())
             .finish_non_exhaustive()
     }
@@ -92,6 +97,7 @@ impl CompactPlaintext {
             level,
             scale,
             slots,
+            period: slots,
         })
     }
 
@@ -124,15 +130,17 @@ impl CompactPlaintext {
         self.backend
             .allocator()
             .download(&self.words, 0, &mut words)?;
-        Self::on_backend(
+        let mut moved = Self::on_backend(
             &self.context,
             backend,
             &words,
             self.level,
             self.scale,
-            self.slots,
+            self.period,
             self.words.class(),
-        )
+        )?;
+        moved.slots = self.slots;
+        Ok(moved)
     }
 
     /// The level.
@@ -150,6 +158,13 @@ impl CompactPlaintext {
         self.slots
     }
 
+    /// The slots one period of the message takes, whose `2·period`
+    /// coefficients the words are: [`CompactPlaintext::slots`] unless the
+    /// message repeats ([`CompactPlaintext::repeat_slots`]).
+    pub fn period(&self) -> usize {
+        self.period
+    }
+
     /// The context.
     pub fn context(&self) -> &Context {
         &self.context
@@ -165,7 +180,7 @@ impl CompactPlaintext {
         &self.words
     }
 
-    /// Bytes held: `2·slots` words.
+    /// Bytes held: `2·period` words.
     pub fn size_bytes(&self) -> usize {
         self.words.bytes()
     }
@@ -181,7 +196,7 @@ impl CompactPlaintext {
     /// # Errors
     /// Transfer errors.
     pub fn rounded_coefficients(&self) -> Result<Vec<f64>> {
-        let mut words = vec![0u64; 2 * self.slots];
+        let mut words = vec![0u64; 2 * self.period];
         self.backend
             .allocator()
             .download(&self.words, 0, &mut words)?;
@@ -252,6 +267,7 @@ impl CompactPlaintext {
                 .take_while(|c| {
                     c.level == head.level
                         && c.slots == head.slots
+                        && c.period == head.period
                         && Arc::ptr_eq(&c.backend, &head.backend)
                 })
                 .count();
@@ -278,7 +294,7 @@ impl CompactPlaintext {
                 .iter_mut()
                 .map(RnsPoly::limbs_mut)
                 .collect::<Result<Vec<LimbsMut<'_>>>>()?;
-            let gap = context.params().degree().get() / (2 * head.slots);
+            let gap = context.params().degree().get() / (2 * head.period);
             backend.expand_compact(&buffers, gap, &mut views)?;
             drop(views);
             out.extend(polys.into_iter().zip(now).map(|(poly, c)| Plaintext {

@@ -16,11 +16,13 @@
 //! that fail.
 
 mod automorphism;
+mod subring;
 mod tables;
 
 pub use automorphism::{
     GaloisElement, apply_automorphism_coeff, automorphism_permutation, bit_reverse,
 };
+pub use subring::forward_subring;
 pub use tables::{TwiddleTables, forward_staged, inverse_staged};
 
 use crate::zq::{Modulus, ShoupConstant};

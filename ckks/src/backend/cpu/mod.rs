@@ -505,6 +505,60 @@ impl Backend for CpuBackend {
         })
     }
 
+    /// For `gap > 1` the words are the coefficients of a polynomial in
+    /// `X^gap`, whose transform is `N/gap` values each repeated `gap`
+    /// times ([`crate::ntt::forward_subring`]): each limb is reduced and
+    /// transformed at `N/gap` points and spread, instead of expanded and
+    /// transformed at `N` — the same limbs, bit for bit.
+    fn expand_compact(
+        &self,
+        compact: &[&Buffer],
+        gap: usize,
+        out: &mut [LimbsMut<'_>],
+    ) -> Result<()> {
+        if gap <= 1 {
+            return super::expand_by_parts(self, compact, gap, out);
+        }
+        if compact.len() != out.len() {
+            return Err(Error::LengthMismatch {
+                expected: compact.len(),
+                actual: out.len(),
+            });
+        }
+        let n = self.degree;
+        for (c, o) in compact.iter().zip(out.iter_mut()) {
+            let count = compact_words(c, gap, n)?;
+            let words = c.host_words()?.get(..count).ok_or(Error::LengthMismatch {
+                expected: count,
+                actual: c.words(),
+            })?;
+            let targets = o
+                .moduli
+                .iter()
+                .map(|&i| Ok((self.modulus(i)?, self.plan(i)?.psi())))
+                .collect::<Result<Vec<_>>>()?;
+            let limbs = write_limbs(o.reborrow(), n)?;
+            limbs
+                .into_par_iter()
+                .zip(targets)
+                .try_for_each(|(limb, (m, psi))| -> Result<()> {
+                    let mut values = words
+                        .iter()
+                        .map(|&bits| {
+                            m.reduce_f64(f64::from_bits(bits))
+                                .ok_or(crate::OperandError::NonFiniteValue.into())
+                        })
+                        .collect::<Result<Vec<u64>>>()?;
+                    crate::ntt::forward_subring(&mut values, psi, n, &m)?;
+                    for (run, &v) in limb.chunks_exact_mut(gap).zip(&values) {
+                        run.fill(v);
+                    }
+                    Ok(())
+                })?;
+        }
+        Ok(())
+    }
+
     /// Fused over the digits: the products of a block of coefficients are
     /// summed in 128 bits and reduced once (one Barrett reduction when
     /// `dnum · q < 2^64`, as for every preset).

@@ -727,6 +727,24 @@ impl Backend for GpuBackend {
             return crate::backend::expand_by_parts(self, compact, gap, out);
         }
         let map = self.limb_map(o0.positions, o0.moduli)?;
+        // A polynomial in X^gap with few points: a transform of N/gap points,
+        // its values repeated (`ntt::forward_subring`), for a diagonal of
+        // period 32 at FGb 64 points a limb instead of 2^16.
+        let points = self.degree / gap.max(1);
+        if gap > 1 && points <= launch::encode::MAX_PERIODIC_POINTS as usize {
+            let batch = launch::encode::MAX_EXPAND_PARTS;
+            for (sources, outs) in compact.chunks(batch).zip(out.chunks(batch)) {
+                let mut touched: Vec<&Buffer> = sources.to_vec();
+                touched.extend(outs.iter().map(|o| &*o.buffer));
+                let _guard = self.allocator.prepare(&touched)?;
+                let addresses = outs
+                    .iter()
+                    .map(|o| Ok(self.write_view(o)?.0))
+                    .collect::<Result<Vec<u64>>>()?;
+                self.expand_periodic_raw(&addresses, sources, gap, &map)?;
+            }
+            return Ok(());
+        }
         let batch = launch::ntt::MAX_PARTS;
         for (sources, outs) in compact.chunks(batch).zip(out.chunks(batch)) {
             // Declared before any address is read (streamed diagonals).

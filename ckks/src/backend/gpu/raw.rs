@@ -92,6 +92,44 @@ impl GpuBackend {
         Ok(())
     }
 
+    /// Queues the expansion of `compact[z]`, the coefficients of a
+    /// polynomial in `X^gap`, into the limbs `map` of the buffer at
+    /// `dst[z]`, NTT form, by a transform of `N/gap` points each
+    /// (`expand_periodic`; `N/gap` at most
+    /// [`launch::encode::MAX_PERIODIC_POINTS`]); the caller holds the
+    /// residency guard of every buffer.
+    pub(super) fn expand_periodic_raw(
+        &self,
+        dst: &[u64],
+        compact: &[&Buffer],
+        gap: usize,
+        map: &LimbMap,
+    ) -> Result<()> {
+        let mut sources = [0u64; launch::encode::MAX_EXPAND_PARTS];
+        for (slot, c) in sources.iter_mut().zip(compact) {
+            crate::backend::compact_words(c, gap, self.degree)?;
+            *slot = address(c)?;
+        }
+        same_length(dst.len(), compact.len())?;
+        let log_points = (self.degree / gap).trailing_zeros();
+        // SAFETY: as `expand_raw`, with N/gap words per source; the twiddle
+        // table covers every modulus index (built for the whole table).
+        unsafe {
+            launch::encode::expand_periodic_async(
+                &self.kernels,
+                StreamId::Compute,
+                dst,
+                first_u64(&sources, compact.len())?,
+                map,
+                self.consts()?,
+                address(&self.twiddles)?,
+                self.n(),
+                log_points,
+            )
+        }?;
+        Ok(())
+    }
+
     /// Queues the expansion of `compact[z]` into the limbs `map` of the
     /// buffer at `dst[z]` (coefficient form); the caller holds the
     /// residency guard of every buffer.

@@ -1,5 +1,7 @@
-//! Launcher of `cuda/ckks_encode.cu`: the expansion of compact plaintexts
-//! (one rounded `f64` word per nonzero coefficient) into RNS limbs.
+//! Launchers of the expansion of compact plaintexts (one rounded `f64` word
+//! per nonzero coefficient) into RNS limbs: `cuda/ckks_encode.cu` into
+//! coefficient form, and `expand_periodic` (`cuda/ckks_ntt.cu`) straight
+//! into NTT form for polynomials in `X^{N/M}` with few points `M`.
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use hemem_memory::StreamId;
@@ -79,5 +81,99 @@ pub unsafe fn expand_compact_async(
     // SAFETY: PTX signature (PtrArray, PtrArray, LimbMap, const ModConst*,
     // u32, u32); the caller guarantees the memory.
     unsafe { launch.launch(config) }.map_err(launched("expand_compact"))?;
+    Ok(())
+}
+
+/// The most points [`expand_periodic_async`] transforms (one block's shared
+/// memory: 32 KiB).
+pub const MAX_PERIODIC_POINTS: u32 = 4096;
+
+/// Output words each block of [`expand_periodic_async`] writes at least:
+/// every block transforms its limb's points again, so fewer, larger shares
+/// for small transforms would leave SMs idle and more would repeat work.
+const PERIODIC_SHARE: u32 = 8192;
+
+/// Queues the expansion of `src.len()` compact plaintexts whose words are
+/// the `M = 2^log_m` coefficients of a polynomial in `X^{N/M}` (a message
+/// whose slots repeat, `hemem_ckks::ntt::forward_subring`) straight into NTT
+/// form: part `z` reads the `M` words at `src[z]` and writes the limbs of
+/// `map` in the buffer `dst[z]`, each of the `M` transformed values `N/M`
+/// times. Grid `(N/8192, limbs, parts)`: every block transforms its limb's
+/// `M` points in shared memory with the forward twiddles at `twiddles` (the
+/// context's table, 4N words per modulus) and writes 8192 outputs.
+///
+/// # Errors
+/// [`Error::LaunchShape`] for different part counts, no part or more than
+/// [`MAX_EXPAND_PARTS`], or `M` above `N` or [`MAX_PERIODIC_POINTS`];
+/// [`Error::Launch`].
+///
+/// # Safety
+/// Each `dst[z]` must hold the limb positions of `map` (`N` words each) and
+/// each `src[z]` at least `M` words, all usable on `stream` until the
+/// kernel completes; `consts` and `twiddles` must cover `map`'s modulus
+/// indices; no destination may overlap another part's destination or any
+/// source.
+#[allow(clippy::too_many_arguments, reason = "operands, map, tables and shape")]
+pub unsafe fn expand_periodic_async(
+    kernels: &Kernels,
+    stream: StreamId,
+    dst: &[u64],
+    src: &[u64],
+    map: &LimbMap,
+    consts: u64,
+    twiddles: u64,
+    n: u32,
+    log_m: u32,
+) -> Result<()> {
+    let shape = |what, expected, found| Error::LaunchShape {
+        kernel: "expand_periodic",
+        what,
+        expected,
+        found,
+    };
+    if dst.len() != src.len() {
+        return Err(shape("sources", dst.len(), src.len()));
+    }
+    if dst.is_empty() || dst.len() > MAX_EXPAND_PARTS {
+        return Err(shape("parts", MAX_EXPAND_PARTS, dst.len()));
+    }
+    let points = 1u64 << log_m.min(63);
+    if n < 2
+        || !n.is_power_of_two()
+        || log_m > n.trailing_zeros()
+        || points > u64::from(MAX_PERIODIC_POINTS)
+    {
+        return Err(shape(
+            "log points",
+            n.min(MAX_PERIODIC_POINTS).trailing_zeros() as usize,
+            log_m as usize,
+        ));
+    }
+    if map.is_empty() {
+        return Ok(());
+    }
+    let (dst_array, src_array) = (PtrArray::new(dst)?, PtrArray::new(src)?);
+    let s = kernels.device.stream(stream);
+    let mut launch = s.launch_builder(&kernels.ckks.expand_periodic);
+    launch
+        .arg(&dst_array)
+        .arg(&src_array)
+        .arg(map)
+        .arg(&consts)
+        .arg(&twiddles)
+        .arg(&n)
+        .arg(&log_m);
+    let config = LaunchConfig {
+        grid_dim: (
+            n.div_ceil(PERIODIC_SHARE),
+            map.len() as u32,
+            dst.len() as u32,
+        ),
+        block_dim: (BLOCK, 1, 1),
+        shared_mem_bytes: (points * 8) as u32,
+    };
+    // SAFETY: PTX signature (PtrArray, PtrArray, LimbMap, const ModConst*,
+    // const u64*, u32, u32); the caller guarantees the memory.
+    unsafe { launch.launch(config) }.map_err(launched("expand_periodic"))?;
     Ok(())
 }
