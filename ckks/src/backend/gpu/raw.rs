@@ -92,6 +92,23 @@ impl GpuBackend {
         Ok(())
     }
 
+    /// The device addresses of `compact`'s words (each checked to hold
+    /// N/gap of them), one per destination in `dst`.
+    fn compact_sources(
+        &self,
+        dst: &[u64],
+        compact: &[&Buffer],
+        gap: usize,
+    ) -> Result<[u64; launch::encode::MAX_EXPAND_PARTS]> {
+        let mut sources = [0u64; launch::encode::MAX_EXPAND_PARTS];
+        for (slot, c) in sources.iter_mut().zip(compact) {
+            crate::backend::compact_words(c, gap, self.degree)?;
+            *slot = address(c)?;
+        }
+        same_length(dst.len(), compact.len())?;
+        Ok(sources)
+    }
+
     /// Queues the expansion of `compact[z]`, the coefficients of a
     /// polynomial in `X^gap`, into the limbs `map` of the buffer at
     /// `dst[z]`, NTT form, by a transform of `N/gap` points each
@@ -105,12 +122,7 @@ impl GpuBackend {
         gap: usize,
         map: &LimbMap,
     ) -> Result<()> {
-        let mut sources = [0u64; launch::encode::MAX_EXPAND_PARTS];
-        for (slot, c) in sources.iter_mut().zip(compact) {
-            crate::backend::compact_words(c, gap, self.degree)?;
-            *slot = address(c)?;
-        }
-        same_length(dst.len(), compact.len())?;
+        let sources = self.compact_sources(dst, compact, gap)?;
         let log_points = (self.degree / gap).trailing_zeros();
         // SAFETY: as `expand_raw`, with N/gap words per source; the twiddle
         // table covers every modulus index (built for the whole table).
@@ -140,12 +152,7 @@ impl GpuBackend {
         gap: usize,
         map: &LimbMap,
     ) -> Result<()> {
-        let mut sources = [0u64; launch::encode::MAX_EXPAND_PARTS];
-        for (slot, c) in sources.iter_mut().zip(compact) {
-            crate::backend::compact_words(c, gap, self.degree)?;
-            *slot = address(c)?;
-        }
-        same_length(dst.len(), compact.len())?;
+        let sources = self.compact_sources(dst, compact, gap)?;
         // SAFETY: each destination address holds `map`'s limbs (a checked
         // view) and each source at least N/gap words (checked above), all
         // on the compute stream; destinations are distinct buffers (mutable

@@ -12,6 +12,31 @@ use crate::{Error, Kernels, Result};
 /// Most compact plaintexts one launch expands (one [`PtrArray`] entry each).
 pub const MAX_EXPAND_PARTS: usize = MAX_DIGITS;
 
+/// The shape error of `kernel`: `(what, expected, found)`.
+fn shape_error(kernel: &'static str) -> impl Fn(&'static str, usize, usize) -> Error {
+    move |what, expected, found| Error::LaunchShape {
+        kernel,
+        what,
+        expected,
+        found,
+    }
+}
+
+/// One source per destination, and from one to [`MAX_EXPAND_PARTS`] parts.
+fn check_parts(
+    dst: &[u64],
+    src: &[u64],
+    shape: &impl Fn(&'static str, usize, usize) -> Error,
+) -> Result<()> {
+    if dst.len() != src.len() {
+        return Err(shape("sources", dst.len(), src.len()));
+    }
+    if dst.is_empty() || dst.len() > MAX_EXPAND_PARTS {
+        return Err(shape("parts", MAX_EXPAND_PARTS, dst.len()));
+    }
+    Ok(())
+}
+
 /// Queues the expansion of `src.len()` compact plaintexts: part `z` reads
 /// the `N >> log_gap` words at `src[z]` (the bits of integer-valued `f64`s)
 /// and writes the limbs of `map` in the buffer `dst[z]`, coefficient form:
@@ -40,18 +65,8 @@ pub unsafe fn expand_compact_async(
     n: u32,
     log_gap: u32,
 ) -> Result<()> {
-    let shape = |what, expected, found| Error::LaunchShape {
-        kernel: "expand_compact",
-        what,
-        expected,
-        found,
-    };
-    if dst.len() != src.len() {
-        return Err(shape("sources", dst.len(), src.len()));
-    }
-    if dst.is_empty() || dst.len() > MAX_EXPAND_PARTS {
-        return Err(shape("parts", MAX_EXPAND_PARTS, dst.len()));
-    }
+    let shape = shape_error("expand_compact");
+    check_parts(dst, src, &shape)?;
     if n < 2 || !n.is_power_of_two() || log_gap > n.trailing_zeros() {
         return Err(shape(
             "log gap",
@@ -125,18 +140,8 @@ pub unsafe fn expand_periodic_async(
     n: u32,
     log_m: u32,
 ) -> Result<()> {
-    let shape = |what, expected, found| Error::LaunchShape {
-        kernel: "expand_periodic",
-        what,
-        expected,
-        found,
-    };
-    if dst.len() != src.len() {
-        return Err(shape("sources", dst.len(), src.len()));
-    }
-    if dst.is_empty() || dst.len() > MAX_EXPAND_PARTS {
-        return Err(shape("parts", MAX_EXPAND_PARTS, dst.len()));
-    }
+    let shape = shape_error("expand_periodic");
+    check_parts(dst, src, &shape)?;
     let points = 1u64 << log_m.min(63);
     if n < 2
         || !n.is_power_of_two()
