@@ -152,14 +152,14 @@ impl SlotArithmetic for CkksOps<'_> {
     }
 
     fn encode(&self, values: &[Complex64], level: usize, scale: f64) -> Result<Plaintext> {
-        let (period, slots) = one_period(values);
+        let (first, period) = one_period(values);
         Ok(self
             .encoder
             .encode_at_class(
-                period,
+                first,
                 Level(level),
                 Scale(scale),
-                slots,
+                period,
                 self.constant_class,
             )?
             .repeat_slots(values.len())?)
@@ -171,14 +171,14 @@ impl SlotArithmetic for CkksOps<'_> {
         level: usize,
         scale: f64,
     ) -> Result<CompactPlaintext> {
-        let (period, slots) = one_period(values);
+        let (first, period) = one_period(values);
         Ok(self
             .encoder
             .encode_compact_at_class(
-                period,
+                first,
                 Level(level),
                 Scale(scale),
-                slots,
+                period,
                 self.constant_class,
             )?
             .repeat_slots(values.len())?)

@@ -334,14 +334,14 @@ impl ExtendedArithmetic for CkksOps<'_> {
     }
 
     fn encode_extended(&self, values: &[Complex64], level: usize, scale: f64) -> Result<Plaintext> {
-        let (period, slots) = crate::ckks_ops::one_period(values);
+        let (first, period) = crate::ckks_ops::one_period(values);
         Ok(self
             .encoder()
             .encode_extended_at_class(
-                period,
+                first,
                 Level(level),
                 Scale(scale),
-                slots,
+                period,
                 self.constant_class(),
             )?
             .repeat_slots(values.len())?)

@@ -243,12 +243,21 @@ impl Context {
         })
     }
 
-    /// The special FFT for `slots` slots (cached).
-    pub(crate) fn fft(&self, slots: usize) -> Result<Arc<SpecialFft>> {
+    /// Checks a slot count: a power of two no larger than N/2.
+    ///
+    /// # Errors
+    /// [`OperandError::InvalidSlots`].
+    pub(crate) fn check_slots(&self, slots: usize) -> Result<()> {
         let max = self.inner.params.degree().get() / 2;
         if slots == 0 || !slots.is_power_of_two() || slots > max {
             return Err(OperandError::InvalidSlots { slots, max }.into());
         }
+        Ok(())
+    }
+
+    /// The special FFT for `slots` slots (cached).
+    pub(crate) fn fft(&self, slots: usize) -> Result<Arc<SpecialFft>> {
+        self.check_slots(slots)?;
         if let Some(f) = self
             .inner
             .ffts

@@ -456,27 +456,29 @@ mod tests {
                 DiagonalStorage::Fit => panic!("Fit is never a choice"),
             };
             let extra_of = |f: &FactorBytes| (f.encoded - f.compact) / f.diagonals;
-            let diagonals: u64 = cts
-                .iter()
-                .zip(&kept)
-                .map(|(f, k)| k * extra_of(f))
-                .sum::<u64>()
-                + if choice.storage == DiagonalStorage::Encoded {
-                    stc_extra
-                } else {
-                    0
-                };
-            let taken = |t: &[bool]| {
-                others
+            // What the diagonals kept from factor `from` on add, with
+            // SlotToCoeff's when all are encoded.
+            let stc_kept = if choice.storage == DiagonalStorage::Encoded {
+                stc_extra
+            } else {
+                0
+            };
+            let diagonals_from = |from: usize| -> u64 {
+                cts[from..]
                     .iter()
-                    .zip(t)
+                    .zip(&kept[from..])
+                    .map(|(f, k)| k * extra_of(f))
+                    .sum::<u64>()
+                    + stc_kept
+            };
+            let keys = relin.filter(|_| choice.relinearization).unwrap_or(0)
+                + others
+                    .iter()
+                    .zip(&choice.others)
                     .filter(|(_, t)| **t)
                     .map(|(b, _)| b)
-                    .sum::<u64>()
-            };
-            let keys =
-                relin.filter(|_| choice.relinearization).unwrap_or(0) + taken(&choice.others);
-            assert_eq!(choice.added, diagonals + keys, "{choice:?}");
+                    .sum::<u64>();
+            assert_eq!(choice.added, diagonals_from(0) + keys, "{choice:?}");
             // Factors are filled in order: a factor is started only when
             // every one before it is whole.
             let first_short = cts.iter().zip(&kept).position(|(f, k)| *k < f.diagonals);
@@ -492,16 +494,7 @@ mod tests {
             }
             // The repeating factors (and SlotToCoeff's diagonals) get only
             // the room the keys left: a key refused did not fit in it.
-            let after_keys: u64 = cts[full.len()..]
-                .iter()
-                .zip(&kept[full.len()..])
-                .map(|(f, k)| k * extra_of(f))
-                .sum::<u64>()
-                + if choice.storage == DiagonalStorage::Encoded {
-                    stc_extra
-                } else {
-                    0
-                };
+            let after_keys = diagonals_from(full.len());
             for (bytes, taken) in others.iter().zip(&choice.others) {
                 assert!(*taken || *bytes > left + after_keys, "{choice:?}");
             }

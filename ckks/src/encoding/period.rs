@@ -43,8 +43,9 @@ pub fn least_period(values: &[Complex64]) -> usize {
 /// Checks that a message of `period` slots can be read as one of `slots`
 /// slots: both powers of two, `period ≤ slots ≤ N/2`.
 fn check_repeat(context: &Context, period: usize, slots: usize) -> Result<()> {
-    let max = context.params().degree().get() / 2;
-    if slots == 0 || !slots.is_power_of_two() || slots > max || slots < period {
+    context.check_slots(slots)?;
+    if slots < period {
+        let max = context.params().degree().get() / 2;
         return Err(OperandError::InvalidSlots { slots, max }.into());
     }
     Ok(())

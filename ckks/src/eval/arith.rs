@@ -199,10 +199,7 @@ impl Evaluator {
     /// [`OperandError::InvalidSlots`].
     pub fn set_slots(&self, a: &Ciphertext, slots: usize) -> Result<Ciphertext> {
         self.context.check_same(&a.context)?;
-        let max = self.context.params().degree().get() / 2;
-        if slots == 0 || !slots.is_power_of_two() || slots > max {
-            return Err(OperandError::InvalidSlots { slots, max }.into());
-        }
+        self.context.check_slots(slots)?;
         let mut out = self.copy_of(a)?;
         out.slots = slots;
         Ok(out)

@@ -9,8 +9,8 @@ use std::sync::{Arc, PoisonError, RwLock};
 use hemem_memory::{Allocator, Buffer};
 use rayon::prelude::*;
 
-use self::slices::{read_limbs, write_limbs};
-use super::{Backend, BinaryOp, Device, Limbs, LimbsMut, compact_words};
+use self::slices::{host_compact_words, read_limbs, write_limbs};
+use super::{Backend, BinaryOp, Device, Limbs, LimbsMut};
 use crate::ntt::{GaloisElement, NttPlan, automorphism_permutation};
 use crate::rns::BaseConverter;
 use crate::sampling::{SeededUniform, UniformSeed};
@@ -484,14 +484,7 @@ impl Backend for CpuBackend {
 
     fn expand_coefficients(&self, compact: &Buffer, gap: usize, out: LimbsMut<'_>) -> Result<()> {
         let n = self.degree;
-        let count = compact_words(compact, gap, n)?;
-        let words = compact
-            .host_words()?
-            .get(..count)
-            .ok_or(Error::LengthMismatch {
-                expected: count,
-                actual: compact.words(),
-            })?;
+        let words = host_compact_words(compact, gap, n)?;
         let moduli = self.moduli_of(out.moduli)?;
         let out = write_limbs(out, n)?;
         out.into_par_iter().zip(moduli).try_for_each(|(limb, m)| {
@@ -527,11 +520,7 @@ impl Backend for CpuBackend {
         }
         let n = self.degree;
         for (c, o) in compact.iter().zip(out.iter_mut()) {
-            let count = compact_words(c, gap, n)?;
-            let words = c.host_words()?.get(..count).ok_or(Error::LengthMismatch {
-                expected: count,
-                actual: c.words(),
-            })?;
+            let words = host_compact_words(c, gap, n)?;
             let targets = o
                 .moduli
                 .iter()

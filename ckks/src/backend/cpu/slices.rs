@@ -1,6 +1,8 @@
 //! Turning views into host slices.
 
-use crate::backend::{Limbs, LimbsMut};
+use hemem_memory::Buffer;
+
+use crate::backend::{Limbs, LimbsMut, compact_words};
 use crate::{Error, Result};
 
 /// The view's limbs as slices of N words.
@@ -36,4 +38,17 @@ pub(super) fn write_limbs(view: LimbsMut<'_>, n: usize) -> Result<Vec<&mut [u64]
                 })
         })
         .collect()
+}
+
+/// The `N/gap` words of a compact plaintext ([`compact_words`] checks
+/// `gap` and the buffer's length).
+pub(super) fn host_compact_words(compact: &Buffer, gap: usize, n: usize) -> Result<&[u64]> {
+    let count = compact_words(compact, gap, n)?;
+    compact
+        .host_words()?
+        .get(..count)
+        .ok_or(Error::LengthMismatch {
+            expected: count,
+            actual: compact.words(),
+        })
 }

@@ -731,40 +731,26 @@ impl Backend for GpuBackend {
         // its values repeated (`ntt::forward_subring`), for a diagonal of
         // period 32 at FGb 64 points a limb instead of 2^16.
         let points = self.degree / gap.max(1);
-        if gap > 1 && points <= launch::encode::MAX_PERIODIC_POINTS as usize {
-            let batch = launch::encode::MAX_EXPAND_PARTS;
-            for (sources, outs) in compact.chunks(batch).zip(out.chunks(batch)) {
-                let mut touched: Vec<&Buffer> = sources.to_vec();
-                touched.extend(outs.iter().map(|o| &*o.buffer));
-                let _guard = self.allocator.prepare(&touched)?;
-                let addresses = outs
-                    .iter()
-                    .map(|o| Ok(self.write_view(o)?.0))
-                    .collect::<Result<Vec<u64>>>()?;
-                self.expand_periodic_raw(&addresses, sources, gap, &map)?;
-            }
-            return Ok(());
-        }
-        let batch = launch::ntt::MAX_PARTS;
+        let periodic = gap > 1 && points <= launch::encode::MAX_PERIODIC_POINTS as usize;
+        let batch = launch::ntt::MAX_PARTS.min(launch::encode::MAX_EXPAND_PARTS);
         for (sources, outs) in compact.chunks(batch).zip(out.chunks(batch)) {
             // Declared before any address is read (streamed diagonals).
             let mut touched: Vec<&Buffer> = sources.to_vec();
             touched.extend(outs.iter().map(|o| &*o.buffer));
             let _guard = self.allocator.prepare(&touched)?;
-            let mut addresses = [0u64; launch::ntt::MAX_PARTS];
-            for (slot, o) in addresses.iter_mut().zip(outs) {
-                *slot = self.write_view(o)?.0;
+            let addresses = outs
+                .iter()
+                .map(|o| Ok(self.write_view(o)?.0))
+                .collect::<Result<Vec<u64>>>()?;
+            if periodic {
+                self.expand_periodic_raw(&addresses, sources, gap, &map)?;
+                continue;
             }
-            let mut words = [0u64; launch::ntt::MAX_PARTS];
-            for (slot, c) in words.iter_mut().zip(sources) {
-                crate::backend::compact_words(c, gap, self.degree)?;
-                *slot = address(c)?;
-            }
-            let dst = first_u64(&addresses, outs.len())?;
+            let words = self.compact_sources(&addresses, sources, gap)?;
             // The expansion happens as the transform loads its points: the
             // coefficient form is never written.
             self.ntt_forward_raw(
-                (dst, &map),
+                (&addresses, &map),
                 ForwardSource::Compact {
                     src: first_u64(&words, sources.len())?,
                     log_gap: gap.trailing_zeros(),

@@ -94,7 +94,7 @@ impl GpuBackend {
 
     /// The device addresses of `compact`'s words (each checked to hold
     /// N/gap of them), one per destination in `dst`.
-    fn compact_sources(
+    pub(super) fn compact_sources(
         &self,
         dst: &[u64],
         compact: &[&Buffer],
