@@ -3,7 +3,8 @@
 #   OUT=/folder [AB_ARGS="--policy planned --budget 2GiB --batch 8"] [AB_ITER=9] \
 #     bash scripts/gpu-ab.sh PRESET ROUNDS BIN...   (BIN: names in .gpu/bin)
 # Prints each run's median over the bootstraps after the first, every
-# bootstrap's time, the bytes moved to the device in each, and the precision
+# bootstrap's time, the bytes moved to the device in each, the precision,
+# and what `fit` kept in full (diagonal storage, keys whose halves it kept)
 # (AB_ARGS default: the device policy, no budget). The JSON reports are
 # packed into $OUT/ab.tgz.
 set -u
@@ -23,7 +24,8 @@ t = r['bootstrap_ms'][1:] or r['bootstrap_ms']
 print(sys.argv[2], sys.argv[4], 'round', sys.argv[3], 'median', round(statistics.median(t), 2),
       [round(x, 1) for x in t], 'GB', [round(x / 1e9, 2) for x in r['to_device_bytes'][1:]],
       'bits', round(r['precision_bits'], 2),
-      'prepare ms', [round(d.get('prepare', 0), 1) for d in r.get('driver_ms', [])[1:]])
+      'prepare ms', [round(d.get('prepare', 0), 1) for d in r.get('driver_ms', [])[1:]],
+      'diagonals', r.get('diagonal_storage'), 'keys kept', r.get('keys_expanded'))
 PY
   done
 done

@@ -97,13 +97,13 @@ fn main() {
             };
             if stage == Stage::ModRaise {
                 raised_coefficients = level0_coefficients(
-                    decryptor.decrypt(ct, &secret).unwrap().poly(),
+                    decryptor.decrypt(ct, &secret).unwrap().poly().unwrap(),
                     params.q_moduli()[0].value(),
                 );
             }
             if stage == Stage::SlotToCoeff {
                 stc_coefficients = level0_coefficients(
-                    decryptor.decrypt(ct, &secret).unwrap().poly(),
+                    decryptor.decrypt(ct, &secret).unwrap().poly().unwrap(),
                     params.q_moduli()[0].value(),
                 );
             }
@@ -181,7 +181,7 @@ fn main() {
     let ideal = encoder
         .encode_at(&stc, Level(0), Scale(schedule.delta0), slots)
         .unwrap();
-    let ideal = level0_coefficients(ideal.poly(), params.q_moduli()[0].value());
+    let ideal = level0_coefficients(ideal.poly().unwrap(), params.q_moduli()[0].value());
     coefficient_report(
         "SlotToCoeff coefficients vs ideal",
         &stc_coefficients,

@@ -2,7 +2,7 @@
 //! the slot-level algorithms of this crate (DFTs, polynomial evaluation,
 //! EvalMod) run homomorphically, on whichever backend the ciphertexts live.
 
-use hemem_ckks::encoding::{CompactPlaintext, Encoder, Plaintext, least_period};
+use hemem_ckks::encoding::{CompactPlaintext, Encoder, Plaintext, is_short_period, least_period};
 use hemem_ckks::eval::{Ciphertext, Evaluator};
 use hemem_ckks::params::{Level, Scale};
 use hemem_memory::MemoryClass;
@@ -58,6 +58,42 @@ impl<'a> CkksOps<'a> {
     /// The memory class of encoded plaintexts.
     pub(crate) fn constant_class(&self) -> MemoryClass {
         self.constant_class
+    }
+
+    /// `values` encoded at `level` and `scale` (over `Q_l ∪ P` when
+    /// `extended`) and kept periodic, when they repeat a period short
+    /// enough ([`is_short_period`]): one period encoded
+    /// compact, then transformed at `2·period` points into
+    /// `constant_class` memory. The limbs are the ones the full encoding
+    /// holds, each kept once instead of `N/2·period` times. A vector of
+    /// sparse slots that does not repeat is such a message too (period
+    /// `values.len()` below `N/2`). `None` for a period too long.
+    pub(crate) fn encode_repeating(
+        &self,
+        values: &[Complex64],
+        level: usize,
+        scale: f64,
+        extended: bool,
+    ) -> Result<Option<Plaintext>> {
+        let (first, period) = one_period(values);
+        let n = self.evaluator.context().params().degree().get();
+        if !is_short_period(n, period) {
+            return Ok(None);
+        }
+        let compact = self
+            .encoder
+            .encode_compact_at_class(
+                first,
+                Level(level),
+                Scale(scale),
+                period,
+                MemoryClass::Temporary,
+            )?
+            .repeat_slots(values.len())?;
+        Ok(self
+            .encoder
+            .expand_periodic(&[&compact], self.constant_class, extended)?
+            .pop())
     }
 }
 
@@ -152,6 +188,9 @@ impl SlotArithmetic for CkksOps<'_> {
     }
 
     fn encode(&self, values: &[Complex64], level: usize, scale: f64) -> Result<Plaintext> {
+        if let Some(periodic) = self.encode_repeating(values, level, scale, false)? {
+            return Ok(periodic);
+        }
         let (first, period) = one_period(values);
         Ok(self
             .encoder
@@ -185,9 +224,13 @@ impl SlotArithmetic for CkksOps<'_> {
     }
 
     /// Expands into `Temporary` memory, all at once (one batched launch
-    /// pair on the GPU for each run of one level).
+    /// pair on the GPU for each run of one level); diagonals that repeat a
+    /// short period are kept periodic
+    /// ([`hemem_ckks::encoding::Encoder::expand_periodic`]).
     fn expand(&self, compact: &[&CompactPlaintext]) -> Result<Vec<Plaintext>> {
-        Ok(self.encoder.expand(compact, MemoryClass::Temporary)?)
+        Ok(self
+            .encoder
+            .expand_periodic(compact, MemoryClass::Temporary, false)?)
     }
 
     fn mul_plain(&self, a: &Ciphertext, p: &Plaintext) -> Result<Ciphertext> {

@@ -335,7 +335,9 @@ pub struct FactorBytes {
     /// points instead of `N` (about a tenth of the time at FGb).
     pub period: u64,
     /// Every limb of the factor's level, in NTT form
-    /// ([`DiagonalStorage::Encoded`]).
+    /// ([`DiagonalStorage::Encoded`]): `N` words a limb, or the `2·period`
+    /// distinct values of a diagonal kept periodic
+    /// ([`hemem_ckks::encoding::CompactPlaintext::expands_periodic`]).
     pub encoded: u64,
 }
 
@@ -538,17 +540,23 @@ impl HomomorphicDft {
                     .values()
                     .map(|d| least_period(d) as u64)
                     .collect();
-                FactorBytes {
-                    diagonals,
-                    compact: periods.iter().map(|p| 2 * p * 8).sum(),
-                    period: periods.iter().copied().max().unwrap_or(0),
-                    encoded: diagonals
-                        * LinearTransform::encoded_diagonal_bytes(
+                let encoded = periods
+                    .iter()
+                    .map(|&p| {
+                        LinearTransform::encoded_diagonal_bytes(
                             level,
                             hoisting,
                             limb_bytes,
                             special_primes,
-                        ),
+                            p as usize,
+                        )
+                    })
+                    .sum();
+                FactorBytes {
+                    diagonals,
+                    compact: periods.iter().map(|p| 2 * p * 8).sum(),
+                    period: periods.iter().copied().max().unwrap_or(0),
+                    encoded,
                 }
             })
             .collect()

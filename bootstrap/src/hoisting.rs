@@ -334,6 +334,9 @@ impl ExtendedArithmetic for CkksOps<'_> {
     }
 
     fn encode_extended(&self, values: &[Complex64], level: usize, scale: f64) -> Result<Plaintext> {
+        if let Some(periodic) = self.encode_repeating(values, level, scale, true)? {
+            return Ok(periodic);
+        }
         let (first, period) = crate::ckks_ops::one_period(values);
         Ok(self
             .encoder()
@@ -348,11 +351,12 @@ impl ExtendedArithmetic for CkksOps<'_> {
     }
 
     /// Expands into `Temporary` memory (one batched launch pair on the GPU
-    /// for each run of one level), over `Q_l ∪ P`.
+    /// for each run of one level), over `Q_l ∪ P`; diagonals that repeat a
+    /// short period are kept periodic.
     fn expand_extended(&self, compact: &[&CompactPlaintext]) -> Result<Vec<Plaintext>> {
         Ok(self
             .encoder()
-            .expand_extended(compact, MemoryClass::Temporary)?)
+            .expand_periodic(compact, MemoryClass::Temporary, true)?)
     }
 
     fn mul_plain_extended(

@@ -780,27 +780,35 @@ fn predicted_diagonal_bytes_are_the_bytes_held() {
             encoded_total,
             "{hoisting:?}"
         );
-        // A room of the first factor and a bit more than one diagonal of
-        // the second: exactly those are kept encoded.
+        // A room of exactly the first factor keeps it encoded and nothing
+        // else; half the second's bytes more keeps some of the second too,
+        // within the room. (The second factor's diagonals repeat with
+        // different least periods, so kept periodic they differ in size.)
         let (first, second) = (sizes[0], sizes[1]);
-        let one = second.encoded / second.diagonals;
-        let room = first.encoded + one + one / 2;
-        let mixed = bootstrapper_with_options(
-            &s,
-            Preset::TestFGb,
-            slots,
-            options(DiagonalStorage::Mixed {
-                encoded_bytes: room,
-            }),
-        );
-        let kept = first.encoded + one;
-        let held = compact_total - first.compact - second.compact / second.diagonals + kept;
-        assert_eq!(mixed.constant_bytes() as u64, held, "{hoisting:?}");
-        assert_eq!(
-            mixed.storage(),
-            DiagonalStorage::Mixed {
-                encoded_bytes: room
-            }
+        let mixed_with = |room: u64| {
+            let mixed = bootstrapper_with_options(
+                &s,
+                Preset::TestFGb,
+                slots,
+                options(DiagonalStorage::Mixed {
+                    encoded_bytes: room,
+                }),
+            );
+            assert_eq!(
+                mixed.storage(),
+                DiagonalStorage::Mixed {
+                    encoded_bytes: room
+                }
+            );
+            mixed.constant_bytes() as u64
+        };
+        let first_kept = compact_total - first.compact + first.encoded;
+        assert_eq!(mixed_with(first.encoded), first_kept, "{hoisting:?}");
+        let some = mixed_with(first.encoded + second.encoded / 2);
+        assert!(
+            some > first_kept && some <= first_kept + second.encoded / 2,
+            "{hoisting:?}: {some} against {first_kept} + {}",
+            second.encoded / 2
         );
     }
 }

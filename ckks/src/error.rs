@@ -438,6 +438,12 @@ pub enum OperandError {
     /// A scale that is not positive and finite.
     #[error("scale must be positive and finite")]
     InvalidScale,
+    /// A periodic plaintext ([`crate::encoding::Plaintext::is_periodic`])
+    /// where the full form is needed: only multiplications read it.
+    #[error(
+        "the plaintext is kept periodic, which only multiplications read; encode it with Encoder::encode_at for other uses"
+    )]
+    PeriodicPlaintext,
     /// Noise flooding so wide the result would keep no precision.
     #[error(
         "noise flooding of 2^{flood_log2:.1} would leave no precision at scale 2^{scale_log2:.1}; lower the security goal or raise the scale"

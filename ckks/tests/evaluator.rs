@@ -933,8 +933,8 @@ fn a_repeated_period_multiplies_like_the_full_message() {
         let expanded = compact.expand().unwrap();
         assert_eq!(expanded.slots(), slots);
         assert_eq!(
-            expanded.poly().to_words().unwrap(),
-            plain.poly().to_words().unwrap(),
+            expanded.poly().unwrap().to_words().unwrap(),
+            plain.poly().unwrap().to_words().unwrap(),
             "period {period}"
         );
         let product = eval.mult_plain_without_rescale(&ct, &plain).unwrap();
@@ -965,6 +965,173 @@ fn a_repeated_period_multiplies_like_the_full_message() {
             "{period} as {asked}"
         );
     }
+}
+
+fn words_of(ct: &Ciphertext) -> (Vec<u64>, Vec<u64>) {
+    (
+        ct.parts().0.to_words().unwrap(),
+        ct.parts().1.to_words().unwrap(),
+    )
+}
+
+/// A plaintext kept periodic (its limbs' distinct values only) multiplies
+/// bit for bit like its full expansion: alone, in sums of more than one
+/// launch's eight terms mixed with full plaintexts, accumulated, and over
+/// `Q ∪ P`; it saves as the full plaintext, and every use that needs the
+/// full form refuses it with a typed error.
+#[test]
+fn a_periodic_plaintext_multiplies_bit_for_bit_like_the_full_one() {
+    let s = Setup::new(Preset::TestFGb, 96);
+    let eval = s.evaluator(&KeySetRequest {
+        rotations: vec![1],
+        ..Default::default()
+    });
+    let n = s.context.params().degree().get();
+    let slots = s.context.params().slots();
+    let mut rng = seeded_rng(97);
+    let cts: Vec<Ciphertext> = (0..3)
+        .map(|_| s.encrypt(&unit_disk(&mut rng, slots)))
+        .collect();
+    let level = cts[0].level();
+    let scale = Scale(2f64.powi(30));
+    let class = MemoryClass::BootstrapConstant;
+    let compact = |period: usize, rng: &mut _| {
+        s.encoder
+            .encode_compact_at_class(&unit_disk(rng, period), level, scale, period, class)
+            .unwrap()
+            .repeat_slots(slots)
+            .unwrap()
+    };
+    let periods = [1usize, 2, 16, 64, slots / 4, slots];
+    let compacts: Vec<CompactPlaintext> = periods.iter().map(|&p| compact(p, &mut rng)).collect();
+    let refs: Vec<&CompactPlaintext> = compacts.iter().collect();
+    let periodic = s.encoder.expand_periodic(&refs, class, false).unwrap();
+    let full = s.encoder.expand(&refs, class).unwrap();
+    let limbs = level.0 + 1;
+    for ((p, f), &period) in periodic.iter().zip(&full).zip(&periods) {
+        let short = hemem_ckks::encoding::is_short_period(n, period);
+        assert_eq!(p.is_periodic(), short, "period {period}");
+        let stored = if short { 2 * period } else { n };
+        assert_eq!(p.size_bytes(), limbs * stored * 8, "period {period}");
+        assert_eq!(p.moduli(), f.moduli());
+        // Alone: the same limbs as the full plaintext's product.
+        let want = eval.mult_plain_without_rescale(&cts[0], f).unwrap();
+        let got = eval.mult_plain_without_rescale(&cts[0], p).unwrap();
+        assert_eq!(words_of(&got), words_of(&want), "period {period}");
+        assert_eq!(got.scale(), want.scale());
+        // A copy, and a round trip through the host, stay periodic.
+        let back = p.to_host().unwrap().to_device().unwrap();
+        assert_eq!(back.is_periodic(), short);
+        let again = eval.mult_plain_without_rescale(&cts[0], &back).unwrap();
+        assert_eq!(words_of(&again), words_of(&want));
+        // Saved in full: what loads is the full plaintext.
+        let mut file = Vec::new();
+        p.save(&mut file).unwrap();
+        let loaded = Plaintext::load(&s.context, file.as_slice()).unwrap();
+        assert!(!loaded.is_periodic());
+        assert_eq!(
+            loaded.poly().unwrap().to_words().unwrap(),
+            f.poly().unwrap().to_words().unwrap()
+        );
+    }
+    // Eleven terms (two launches of at most eight), periodic and full mixed,
+    // and accumulated into a running sum.
+    let terms = |plains: &[Plaintext]| -> Vec<(usize, usize)> {
+        (0..11)
+            .map(|t| (t % cts.len(), (3 * t + 1) % plains.len()))
+            .collect()
+    };
+    let mixed: Vec<&Plaintext> = (0..periodic.len())
+        .map(|i| if i % 2 == 0 { &periodic[i] } else { &full[i] })
+        .collect();
+    fn pick<'a>(
+        cts: &'a [Ciphertext],
+        plains: &[&'a Plaintext],
+        terms: &[(usize, usize)],
+    ) -> Vec<(&'a Ciphertext, &'a Plaintext)> {
+        terms.iter().map(|&(c, p)| (&cts[c], plains[p])).collect()
+    }
+    let index = terms(&full);
+    let full_refs: Vec<&Plaintext> = full.iter().collect();
+    let want = eval
+        .mult_plain_sum(&pick(&cts, &full_refs, &index))
+        .unwrap();
+    let got = eval.mult_plain_sum(&pick(&cts, &mixed, &index)).unwrap();
+    assert_eq!(words_of(&got), words_of(&want));
+    let mut want_acc = eval.mult_plain_without_rescale(&cts[1], &full[2]).unwrap();
+    let mut got_acc = eval
+        .mult_plain_without_rescale(&cts[1], &periodic[2])
+        .unwrap();
+    eval.mult_plain_sum_add_assign(&mut want_acc, &pick(&cts, &full_refs, &index))
+        .unwrap();
+    eval.mult_plain_sum_add_assign(&mut got_acc, &pick(&cts, &mixed, &index))
+        .unwrap();
+    assert_eq!(words_of(&got_acc), words_of(&want_acc));
+    // And the sum decrypts to the f64 products' sum.
+    let messages: Vec<Vec<Complex64>> = cts.iter().map(|c| s.decrypt(c)).collect();
+    let plain_values: Vec<Vec<Complex64>> =
+        full.iter().map(|f| s.encoder.decode(f).unwrap()).collect();
+    let mut reference = vec![Complex64::new(0.0, 0.0); slots];
+    for (c, p) in terms(&full) {
+        for (r, (x, y)) in reference
+            .iter_mut()
+            .zip(messages[c].iter().zip(&plain_values[p]))
+        {
+            *r += x * y;
+        }
+    }
+    let decrypted = s.decrypt(&eval.rescale(&got).unwrap());
+    let precision = bits(max_abs_error(&decrypted, &reference));
+    assert!(precision > 10.0, "{precision:.1} bits");
+
+    // Over Q ∪ P (double hoisting's diagonals).
+    let periodic_ext = s.encoder.expand_periodic(&refs, class, true).unwrap();
+    let full_ext = s.encoder.expand_extended(&refs, class).unwrap();
+    let ext = eval.rotate_hoisted_extended(&cts[2], &[1]).unwrap();
+    for (p, f) in periodic_ext.iter().zip(&full_ext) {
+        assert!(p.is_extended());
+        let want = eval.mult_plain_extended(&ext[0], f).unwrap();
+        let got = eval.mult_plain_extended(&ext[0], p).unwrap();
+        assert_eq!(
+            got.parts().0.to_words().unwrap(),
+            want.parts().0.to_words().unwrap()
+        );
+        let mut want_acc = eval.mult_plain_extended(&ext[0], f).unwrap();
+        let mut got_acc = eval.mult_plain_extended(&ext[0], f).unwrap();
+        eval.mult_plain_extended_add_assign(&mut want_acc, &ext[0], f)
+            .unwrap();
+        eval.mult_plain_extended_add_assign(&mut got_acc, &ext[0], p)
+            .unwrap();
+        assert_eq!(
+            got_acc.parts().1.to_words().unwrap(),
+            want_acc.parts().1.to_words().unwrap()
+        );
+    }
+
+    // What needs the full form refuses a periodic plaintext (at the
+    // ciphertexts' scale, so that only its form is wrong).
+    let at_scale = s
+        .encoder
+        .encode_compact_at_class(&unit_disk(&mut rng, 16), level, cts[0].scale(), 16, class)
+        .unwrap()
+        .repeat_slots(slots)
+        .unwrap();
+    let p = &s
+        .encoder
+        .expand_periodic(&[&at_scale], class, false)
+        .unwrap()[0];
+    assert!(p.is_periodic());
+    let refused = |r: Result<(), Error>| {
+        assert!(
+            matches!(r, Err(Error::Operand(OperandError::PeriodicPlaintext))),
+            "{r:?}"
+        );
+    };
+    refused(p.poly().map(|_| ()));
+    refused(eval.add_plain(&cts[0], p).map(|_| ()));
+    refused(eval.sub_plain(&cts[0], p).map(|_| ()));
+    refused(s.encryptor.encrypt(p, &s.public).map(|_| ()));
+    refused(s.encoder.decode(p).map(|_| ()));
 }
 
 /// Hoisted rotations (their ModDowns batched) give, step by step and in

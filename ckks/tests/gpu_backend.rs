@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use hemem_ckks::backend::{Backend, BinaryOp, Limbs, LimbsMut, NttRows};
+use hemem_ckks::backend::{Backend, BinaryOp, Limbs, LimbsMut, NttRows, PeriodicLimbs};
 use hemem_ckks::ntt::GaloisElement;
 use hemem_ckks::prelude::*;
 use hemem_ckks::sampling::{SeedPrf, UniformSeed};
@@ -920,11 +920,11 @@ fn evaluator(name: &str, preset: Preset, min_bits: f64, rows: NttRows) {
         words.extend(
             expanded
                 .iter()
-                .map(|p| (p.poly().to_words().unwrap(), Vec::new())),
+                .map(|p| (p.poly().unwrap().to_words().unwrap(), Vec::new())),
         );
         assert_eq!(
-            expanded[1].poly().to_words().unwrap(),
-            encoded.poly().to_words().unwrap(),
+            expanded[1].poly().unwrap().to_words().unwrap(),
+            encoded.poly().unwrap().to_words().unwrap(),
             "{name}: extended expansion equals extended encoding"
         );
         let mut acc = s
@@ -1422,6 +1422,23 @@ fn gpu_key_files_round_trip_through_device_staging() {
 
 /// Random integer-valued `f64` bits for compact expansion: small and huge
 /// magnitudes (up to 2^900, the wide reduction), both signs.
+/// `words` in a new buffer of `backend`'s allocator.
+fn upload(backend: &Arc<dyn Backend>, words: &[u64]) -> hemem_memory::Buffer {
+    let allocator = backend.allocator();
+    let mut b = allocator
+        .allocate(MemoryClass::BootstrapConstant, words.len() * 8)
+        .unwrap();
+    allocator.upload(&mut b, 0, words).unwrap();
+    b
+}
+
+/// A buffer's words, downloaded.
+fn buffer_words(backend: &Arc<dyn Backend>, buffer: &hemem_memory::Buffer) -> Vec<u64> {
+    let mut words = vec![0u64; buffer.words()];
+    backend.allocator().download(buffer, 0, &mut words).unwrap();
+    words
+}
+
 fn compact_words(count: usize, seed: u64) -> Vec<u64> {
     let mut rng = seeded_rng(seed);
     (0..count)
@@ -1453,14 +1470,6 @@ fn compact_expansion(name: &str, preset: Preset) {
     let level = params.max_level();
     let q = params.q_indices(level);
     let limbs = q.len();
-    let upload = |backend: &Arc<dyn Backend>, words: &[u64]| {
-        let allocator = backend.allocator();
-        let mut b = allocator
-            .allocate(MemoryClass::BootstrapConstant, words.len() * 8)
-            .unwrap();
-        allocator.upload(&mut b, 0, words).unwrap();
-        b
-    };
     // One part, coefficient form, at every gap down to a single slot.
     for (i, log_gap) in [0u32, 1, 3, n.trailing_zeros() - 1].into_iter().enumerate() {
         let gap = 1usize << log_gap;
@@ -1557,11 +1566,17 @@ fn compact_expansion(name: &str, preset: Preset) {
             .encode_compact_at_class(&values, level, scale, slots, class)
             .unwrap();
         assert_eq!(from_gpu.device(), Device::Gpu(0));
-        let expected = direct.poly().to_words().unwrap();
+        let expected = direct.poly().unwrap().to_words().unwrap();
         assert_same(
             "compact plaintext, cpu",
             &expected,
-            &from_cpu.expand().unwrap().poly().to_words().unwrap(),
+            &from_cpu
+                .expand()
+                .unwrap()
+                .poly()
+                .unwrap()
+                .to_words()
+                .unwrap(),
             n,
         );
         let expanded = ge
@@ -1572,7 +1587,7 @@ fn compact_expansion(name: &str, preset: Preset) {
             assert_same(
                 "compact plaintext, gpu",
                 &expected,
-                &e.poly().to_words().unwrap(),
+                &e.poly().unwrap().to_words().unwrap(),
                 n,
             );
         }
@@ -1583,7 +1598,7 @@ fn compact_expansion(name: &str, preset: Preset) {
         assert_same(
             "compact plaintext moved to the host",
             &expected,
-            &host.expand().unwrap().poly().to_words().unwrap(),
+            &host.expand().unwrap().poly().unwrap().to_words().unwrap(),
             n,
         );
         let back = host.to_device().unwrap();
@@ -1591,7 +1606,7 @@ fn compact_expansion(name: &str, preset: Preset) {
         assert_same(
             "compact plaintext moved back to the gpu",
             &expected,
-            &back.expand().unwrap().poly().to_words().unwrap(),
+            &back.expand().unwrap().poly().unwrap().to_words().unwrap(),
             n,
         );
     }
@@ -1605,6 +1620,140 @@ fn gpu_compact_expansion_matches_cpu_logn12() {
 #[test]
 fn gpu_compact_expansion_matches_cpu_logn16() {
     compact_expansion("gpu_compact_expansion_matches_cpu_logn16", Preset::FGb);
+}
+
+/// Periodic plaintexts, GPU against CPU: compact words (2 to 4096 points a
+/// limb) expanded to their periodic form on each device, checked against
+/// each other and against the full expansion's values; then sums of eleven
+/// products (two launches) mixing periodic and full second operands, fresh
+/// and accumulated, against each other and against the CPU's sum over the
+/// full expansions. Outputs are poisoned first.
+fn periodic_products(name: &str, preset: Preset) {
+    let Some((cpu_ctx, gpu_ctx)) = contexts(name, preset) else {
+        return;
+    };
+    let cpu = Arc::clone(cpu_ctx.host_backend());
+    let gpu = Arc::clone(gpu_ctx.backend());
+    let params = cpu_ctx.params().clone();
+    let n = params.degree().get();
+    let q = params.q_indices(params.max_level());
+    let limbs = q.len();
+    let all: Vec<usize> = (0..limbs).collect();
+    let mut periodic = Vec::new();
+    let mut full = Vec::new();
+    for (i, points) in [2usize, 64, 2048, 4096].into_iter().enumerate() {
+        let points = points.min(n / 2);
+        let gap = n / points;
+        let words = compact_words(points, 800 + i as u64);
+        let (c, g) = (upload(&cpu, &words), upload(&gpu, &words));
+        let poison = vec![POISON; limbs * points];
+        let (mut pc, mut pg) = (upload(&cpu, &poison), upload(&gpu, &poison));
+        cpu.expand_periodic(&[&c], gap, &q, &mut [&mut pc]).unwrap();
+        gpu.expand_periodic(&[&g], gap, &q, &mut [&mut pg]).unwrap();
+        let stored = buffer_words(&cpu, &pc);
+        assert_same(
+            &format!("expand_periodic, {points} points"),
+            &stored,
+            &buffer_words(&gpu, &pg),
+            points,
+        );
+        let mut f = poisoned(&cpu, &gpu, limbs);
+        cpu.expand_compact(
+            &[&c],
+            gap,
+            &mut [LimbsMut::new(be(&cpu), &mut f.cpu, &q).unwrap()],
+        )
+        .unwrap();
+        gpu.expand_compact(
+            &[&g],
+            gap,
+            &mut [LimbsMut::new(be(&gpu), &mut f.gpu, &q).unwrap()],
+        )
+        .unwrap();
+        let expanded = download(&cpu, &f.cpu, &all, &q);
+        for (j, &v) in expanded.iter().enumerate() {
+            let (limb, k) = (j / n, j % n);
+            assert_eq!(v, stored[limb * points + k / gap], "{points} points, {j}");
+        }
+        periodic.push((pc, pg, gap.trailing_zeros()));
+        full.push(f);
+    }
+    let a: Vec<Pair> = (0..11)
+        .map(|t| pair(&cpu, &gpu, limbs, &random_words(&cpu_ctx, &q, 900 + t)))
+        .collect();
+    for accumulate in [false, true] {
+        let start = random_words(&cpu_ctx, &q, 950);
+        let mut out = if accumulate {
+            pair(&cpu, &gpu, limbs, &start)
+        } else {
+            poisoned(&cpu, &gpu, limbs)
+        };
+        let mut reference = pair(&cpu, &gpu, limbs, &start);
+        let terms = |gpu_side: bool| -> Vec<(Limbs<'_>, PeriodicLimbs<'_>)> {
+            let backend = if gpu_side { &gpu } else { &cpu };
+            (0..a.len())
+                .map(|t| {
+                    let x = if gpu_side { &a[t].gpu } else { &a[t].cpu };
+                    let x = Limbs::new(be(backend), x, &q).unwrap();
+                    let i = (3 * t + 1) % full.len();
+                    let b = if t % 3 == 0 {
+                        let f = if gpu_side { &full[i].gpu } else { &full[i].cpu };
+                        Limbs::new(be(backend), f, &q).unwrap().into()
+                    } else {
+                        let (pc, pg, log_gap) = &periodic[i];
+                        let p = if gpu_side { pg } else { pc };
+                        PeriodicLimbs::new(be(backend), p, &q, *log_gap).unwrap()
+                    };
+                    (x, b)
+                })
+                .collect()
+        };
+        cpu.mul_sum_periodic(
+            LimbsMut::new(be(&cpu), &mut out.cpu, &q).unwrap(),
+            &terms(false),
+            accumulate,
+        )
+        .unwrap();
+        gpu.mul_sum_periodic(
+            LimbsMut::new(be(&gpu), &mut out.gpu, &q).unwrap(),
+            &terms(true),
+            accumulate,
+        )
+        .unwrap();
+        let got = download(&cpu, &out.cpu, &all, &q);
+        assert_same(
+            &format!("mul_sum_periodic, accumulate {accumulate}"),
+            &got,
+            &download(&gpu, &out.gpu, &all, &q),
+            n,
+        );
+        let full_terms: Vec<(Limbs<'_>, Limbs<'_>)> = (0..a.len())
+            .map(|t| {
+                let f = &full[(3 * t + 1) % full.len()].cpu;
+                (
+                    Limbs::new(be(&cpu), &a[t].cpu, &q).unwrap(),
+                    Limbs::new(be(&cpu), f, &q).unwrap(),
+                )
+            })
+            .collect();
+        cpu.mul_sum(
+            LimbsMut::new(be(&cpu), &mut reference.cpu, &q).unwrap(),
+            &full_terms,
+            accumulate,
+        )
+        .unwrap();
+        assert_eq!(got, download(&cpu, &reference.cpu, &all, &q));
+    }
+}
+
+#[test]
+fn gpu_periodic_products_match_cpu_logn12() {
+    periodic_products("gpu_periodic_products_match_cpu_logn12", Preset::TestFGb);
+}
+
+#[test]
+fn gpu_periodic_products_match_cpu_logn16() {
+    periodic_products("gpu_periodic_products_match_cpu_logn16", Preset::FGb);
 }
 
 /// Every backend entry point that takes views, called with a view naming
@@ -1725,6 +1874,18 @@ fn unknown_modulus_results(backend: &Arc<dyn Backend>) -> Vec<(&'static str, Res
     results.push((
         "expand_coefficients",
         backend.expand_coefficients(&compact, 1, write(&mut o0, &bad)),
+    ));
+    results.push((
+        "mul_sum_periodic",
+        backend.mul_sum_periodic(write(&mut o0, &bad), &[(read(&a), read(&b).into())], false),
+    ));
+    let mut periodic = backend
+        .allocator()
+        .allocate(MemoryClass::Temporary, 2 * 2 * 8)
+        .unwrap();
+    results.push((
+        "expand_periodic",
+        backend.expand_periodic(&[&compact], n / 2, &bad, &mut [&mut periodic]),
     ));
     results.push(("copy", backend.copy(read(&a), write(&mut o0, &bad))));
     results

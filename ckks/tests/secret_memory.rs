@@ -108,7 +108,7 @@ fn keygen_encryption_and_decryption_temporaries_are_allocated_sensitive() {
     let decryptor = Decryptor::new(&ctx);
     let (before_p, before_t) = (sensitive(&ctx, MemoryClass::Plaintext), sensitive(&ctx, t));
     let decrypted = decryptor.decrypt(&ct, &secret).unwrap();
-    assert!(decrypted.poly().is_sensitive());
+    assert!(decrypted.poly().unwrap().is_sensitive());
     assert_eq!(sensitive(&ctx, MemoryClass::Plaintext), before_p + 1);
     encoder.decode(&decrypted).unwrap();
     assert_eq!(
@@ -230,12 +230,16 @@ fn secret_words_never_reach_a_later_allocation(ctx: &Context) {
         .encrypt(&pt, &public)
         .unwrap();
     let decrypted = Decryptor::new(ctx).decrypt(&ct, &secret).unwrap();
-    let m = zeroize::Zeroizing::new(decrypted.poly().to_words().unwrap());
-    let coefficients = decrypted.poly().to_coeff(MemoryClass::Temporary).unwrap();
+    let m = zeroize::Zeroizing::new(decrypted.poly().unwrap().to_words().unwrap());
+    let coefficients = decrypted
+        .poly()
+        .unwrap()
+        .to_coeff(MemoryClass::Temporary)
+        .unwrap();
     let m_coeff = zeroize::Zeroizing::new(coefficients.to_words().unwrap());
     drop(coefficients);
     encoder.decode(&decrypted).unwrap();
-    let bytes = decrypted.poly().buffer().bytes();
+    let bytes = decrypted.poly().unwrap().buffer().bytes();
     drop(decrypted);
     for class in [MemoryClass::Plaintext, MemoryClass::Temporary] {
         later_allocations_hold_no_secret(

@@ -58,10 +58,19 @@ extern "C" __global__ void mul_add(u64 acc, LimbMap acc_map, u64 a, LimbMap a_ma
 // (each below q^2 < 2^124) and the old sum are added exactly in 128 bits and
 // reduced once: at most HEMEM_MAX_SUM_TERMS = 8 terms keep the sum below
 // 9 * 2^124 < 2^128, and the result is the sequential modular sum's.
+//
+// A second operand b_t with gaps.log[t] = g > 0 is periodic: the NTT form of
+// a polynomial in X^(2^g) (a plaintext whose slots repeat,
+// ckks/src/encoding/periodic.rs), kept as its N >> g distinct values a limb
+// (limb at position p: the words from p * (N >> g)); coefficient c reads
+// word c >> g, so a pair (c even) reads one word.
 #define HEMEM_MAX_SUM_TERMS 8
+struct SumGaps {
+    u32 log[HEMEM_MAX_SUM_TERMS];
+};
 extern "C" __global__ void mul_sum(u64 out, LimbMap out_map, PtrArray a, LimbMap a_map, PtrArray b,
-                                   LimbMap b_map, u32 terms, u32 accumulate, const ModConst* __restrict__ consts,
-                                   u32 n) {
+                                   LimbMap b_map, SumGaps gaps, u32 terms, u32 accumulate,
+                                   const ModConst* __restrict__ consts, u32 n) {
     const u32 limb = blockIdx.y;
     const ModConst m = consts[out_map.mod[limb]];
     u64* o = limb_ptr(out, out_map.pos[limb], n);
@@ -75,7 +84,14 @@ extern "C" __global__ void mul_sum(u64 out, LimbMap out_map, PtrArray a, LimbMap
         }
         for (u32 t = 0; t < count; ++t) {
             const ulonglong2 u = load2(limb_ptr(a.ptr[t], a_map.pos[limb], n), c);
-            const ulonglong2 v = load2(limb_ptr(b.ptr[t], b_map.pos[limb], n), c);
+            const u32 g = gaps.log[t];
+            ulonglong2 v;
+            if (g == 0) {
+                v = load2(limb_ptr(b.ptr[t], b_map.pos[limb], n), c);
+            } else {
+                const u64 w = __ldg(limb_ptr(b.ptr[t], b_map.pos[limb], n >> g) + (c >> g));
+                v = make_ulonglong2(w, w);
+            }
             acc_mul(s0, u.x, v.x);
             acc_mul(s1, u.y, v.y);
         }

@@ -857,12 +857,15 @@ HEMEM_NTT_ROWS16(9, 4, 6)
 // coefficients alone, with the same twiddles. Part z (grid z) reads the
 // words at src.ptr[z] and writes the limbs of `map` in dst.ptr[z] (grid y:
 // the limb), NTT form. Each block transforms the M points in shared memory
-// (M <= 4096: 32 KiB) and writes its share (grid x) of the N outputs, two
-// per thread and store; every output is fully reduced, so the limbs are
-// those of expanding the words and transforming at N points.
+// (M <= 4096: 32 KiB) and writes its share (grid x) of the limb's
+// 2^log_out outputs, two per thread and store: with log_out = log N the
+// whole transform (output c is value c >> log_gap), with log_out = log_m
+// the M values alone (the periodic form that mul_sum reads with a gap).
+// Every output is fully reduced, so the limbs are those of expanding the
+// words and transforming at N points.
 extern "C" __global__ void __launch_bounds__(256)
     expand_periodic(PtrArray dst, PtrArray src, LimbMap map, const ModConst* __restrict__ consts,
-                    const u64* __restrict__ tw, u32 n, u32 log_m) {
+                    const u64* __restrict__ tw, u32 n, u32 log_m, u32 log_out) {
     extern __shared__ u64 pts[];
     const u32 limb = blockIdx.y;
     const u32 part = blockIdx.z;
@@ -895,10 +898,11 @@ extern "C" __global__ void __launch_bounds__(256)
         pts[k] = v >= q ? v - q : v;
     }
     __syncthreads();
-    u64* o = limb_ptr(dst.ptr[part], map.pos[limb], n);
-    const u32 log_gap = (31u - __clz(n)) - log_m;
+    const u32 outputs = 1u << log_out;
+    u64* o = limb_ptr(dst.ptr[part], map.pos[limb], outputs);
+    const u32 log_gap = log_out - log_m;
     const u32 step = 2 * gridDim.x * blockDim.x;
-    for (u32 c = 2 * (blockIdx.x * blockDim.x + threadIdx.x); c < n; c += step) {
+    for (u32 c = 2 * (blockIdx.x * blockDim.x + threadIdx.x); c < outputs; c += step) {
         *reinterpret_cast<ulonglong2*>(o + c) = make_ulonglong2(pts[c >> log_gap], pts[(c + 1) >> log_gap]);
     }
 }

@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, PoisonError};
 
-use hemem_ckks::encoding::{CompactPlaintext, Plaintext};
+use hemem_ckks::encoding::{CompactPlaintext, Plaintext, is_short_period};
 
 use super::Bootstrapper;
 use crate::Result;
@@ -28,7 +28,7 @@ impl Bootstrapper {
     /// SlotToCoeff for each input scale in the cache).
     pub fn constant_bytes(&self) -> usize {
         self.diagonal_bytes(|d, _| match d {
-            Diagonal::Encoded(p) => p.poly().buffer().bytes(),
+            Diagonal::Encoded(p) => p.size_bytes(),
             Diagonal::Compact(c) => c.size_bytes(),
         })
     }
@@ -37,15 +37,28 @@ impl Bootstrapper {
     /// ([`DiagonalStorage::Encoded`]; over `Q_l ∪ P` in the transforms
     /// evaluated with double hoisting): [`Bootstrapper::constant_bytes`]
     /// for comparison.
+    /// A diagonal that repeats a short period counts as kept periodic
+    /// (`2·period` words a limb, [`is_short_period`]).
     pub fn constant_encoded_bytes(&self) -> usize {
         let params = self.context.params();
-        let special = params.p_moduli().len() * params.degree().get() * 8;
+        let n = params.degree().get();
+        let special = params.p_moduli().len();
         self.diagonal_bytes(|d, hoisting| match d {
-            Diagonal::Encoded(p) => p.poly().buffer().bytes(),
-            Diagonal::Compact(c) => match hoisting {
-                Hoisting::Double => c.expanded_bytes() + special,
-                Hoisting::Single | Hoisting::Auto => c.expanded_bytes(),
-            },
+            Diagonal::Encoded(p) => p.size_bytes(),
+            Diagonal::Compact(c) => {
+                let limbs = c.level().0
+                    + 1
+                    + match hoisting {
+                        Hoisting::Double => special,
+                        Hoisting::Single | Hoisting::Auto => 0,
+                    };
+                let words = if is_short_period(n, c.period()) {
+                    2 * c.period()
+                } else {
+                    n
+                };
+                limbs * words * 8
+            }
         })
     }
 

@@ -32,9 +32,12 @@
 //! 4. the rest of the diagonals: all encoded ([`DiagonalStorage::Encoded`])
 //!    when they fit, with SlotToCoeff's for [`STC_CACHE_CAPACITY`] input
 //!    scales; else CoeffToSlot's other factors in order while they fit.
-//!    Their diagonals repeat every 1024 and 32 slots at FGb and expand by
-//!    a transform of twice as many points, repeated
-//!    ([`hemem_ckks::ntt::forward_subring`]): the least value per byte.
+//!    Their diagonals repeat every 1024 and 32 slots at FGb: kept encoded
+//!    they are periodic ([`hemem_ckks::encoding::Plaintext::is_periodic`],
+//!    `2·period` values a limb, 32 and 1024 times smaller than in full),
+//!    and compact they expand into that same periodic form by a transform
+//!    of `2·period` points ([`hemem_ckks::ntt::forward_subring`]), so
+//!    either form costs little: they come last.
 //!
 //! A CPU context has no device budget: there the room is half the host
 //! memory the operating system reports available ([`HOST_SHARE`]), less the

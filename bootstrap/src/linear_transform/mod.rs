@@ -36,7 +36,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use hemem_ckks::encoding::{CompactPlaintext, Plaintext};
+use hemem_ckks::encoding::{CompactPlaintext, Plaintext, is_short_period, least_period};
 use num_complex::Complex64;
 
 use crate::dft::DiagonalMatrix;
@@ -253,23 +253,32 @@ impl LinearTransform {
         hoisting.resolve(level, special_primes, babies, giants, diagonals)
     }
 
-    /// Bytes of one diagonal encoded at `level` for evaluation with
-    /// `hoisting` (resolved), limbs of `limb_bytes` and `special_primes`
-    /// special primes: every limb of `Q_level`, and of `P` too with double
-    /// hoisting. What [`LinearTransform::encode_hoisted`] allocates per
-    /// encoded diagonal, and what [`crate::dft::HomomorphicDft::encoded_sizes`]
-    /// predicts.
+    /// Bytes of one diagonal of least period `period` (in slots) encoded at
+    /// `level` for evaluation with `hoisting` (resolved), limbs of
+    /// `limb_bytes` and `special_primes` special primes: every limb of
+    /// `Q_level`, and of `P` too with double hoisting; of each limb, all `N`
+    /// words, or the `2·period` distinct values of a diagonal kept periodic
+    /// ([`is_short_period`]). What [`LinearTransform::encode_hoisted`]
+    /// allocates per encoded diagonal, and what
+    /// [`crate::dft::HomomorphicDft::encoded_sizes`] predicts.
     pub(crate) fn encoded_diagonal_bytes(
         level: usize,
         hoisting: Hoisting,
         limb_bytes: u64,
         special_primes: usize,
+        period: usize,
     ) -> u64 {
         let special = match hoisting {
             Hoisting::Double => special_primes as u64,
             Hoisting::Single | Hoisting::Auto => 0,
         };
-        (level as u64 + 1 + special) * limb_bytes
+        let n = limb_bytes / 8;
+        let limb = if is_short_period(n as usize, period) {
+            2 * period as u64 * 8
+        } else {
+            limb_bytes
+        };
+        (level as u64 + 1 + special) * limb
     }
 
     /// The diagonal scale that takes an input at `input_scale` to
@@ -331,16 +340,25 @@ impl LinearTransform {
         let diagonals = self.matrix.diagonals();
         // Mixed: diagonals kept encoded, in evaluation order, while their
         // encoded bytes fit.
-        let encoded_size =
-            Self::encoded_diagonal_bytes(level, hoisting, ops.limb_bytes(), ops.special_primes());
+        let encoded_size = |diag: &[Complex64]| {
+            Self::encoded_diagonal_bytes(
+                level,
+                hoisting,
+                ops.limb_bytes(),
+                ops.special_primes(),
+                least_period(diag),
+            )
+        };
         let room = std::cell::Cell::new(match storage {
             DiagonalStorage::Mixed { encoded_bytes } => encoded_bytes,
             _ => 0,
         });
-        let keep_encoded = || match storage {
+        // Diagonals kept encoded, and their bytes.
+        let kept = std::cell::Cell::new((0usize, 0u64));
+        let keep_encoded = |size: u64| match storage {
             DiagonalStorage::Encoded => true,
-            DiagonalStorage::Mixed { .. } if encoded_size <= room.get() => {
-                room.set(room.get() - encoded_size);
+            DiagonalStorage::Mixed { .. } if size <= room.get() => {
+                room.set(room.get() - size);
                 true
             }
             _ => false,
@@ -361,7 +379,8 @@ impl LinearTransform {
                         // rot_{−g}(v)[j] = v[j − g].
                         let mut rotated: Vec<Complex64> = diag.clone();
                         rotated.rotate_right(giant % n);
-                        let stored = if keep_encoded() {
+                        let size = encoded_size(diag);
+                        let stored = if keep_encoded(size) {
                             Diagonal::Encoded(match hoisting {
                                 Hoisting::Double => ops.encode_extended(&rotated, level, scale)?,
                                 Hoisting::Single | Hoisting::Auto => {
@@ -371,6 +390,9 @@ impl LinearTransform {
                         } else {
                             Diagonal::Compact(ops.encode_compact(&rotated, level, scale)?)
                         };
+                        if stored.as_encoded().is_some() {
+                            kept.set((kept.get().0 + 1, kept.get().1 + size));
+                        }
                         Ok((baby, stored))
                     })
                     .collect::<Result<Vec<_>>>()?;
@@ -379,18 +401,11 @@ impl LinearTransform {
             .collect::<Result<Vec<_>>>()?;
         // What was kept, not what was asked: all encoded, none, or how many
         // bytes of them.
-        let (kept, total) = groups
-            .iter()
-            .flat_map(|(_, g)| g)
-            .fold((0u64, 0u64), |(kept, total), (_, d)| {
-                (kept + u64::from(d.as_encoded().is_some()), total + 1)
-            });
-        let storage = match kept {
-            0 => DiagonalStorage::Compact,
-            k if k == total => DiagonalStorage::Encoded,
-            k => DiagonalStorage::Mixed {
-                encoded_bytes: k * encoded_size,
-            },
+        let total: usize = groups.iter().map(|(_, g)| g.len()).sum();
+        let storage = match kept.get() {
+            (0, _) => DiagonalStorage::Compact,
+            (k, _) if k == total => DiagonalStorage::Encoded,
+            (_, encoded_bytes) => DiagonalStorage::Mixed { encoded_bytes },
         };
         Ok(EncodedLinearTransform {
             n,
@@ -657,7 +672,7 @@ impl EncodedLinearTransform<Plaintext, CompactPlaintext> {
     pub fn size_bytes(&self) -> usize {
         self.diagonals()
             .map(|d| match d {
-                Diagonal::Encoded(p) => p.poly().buffer().bytes(),
+                Diagonal::Encoded(p) => p.size_bytes(),
                 Diagonal::Compact(c) => c.size_bytes(),
             })
             .sum()

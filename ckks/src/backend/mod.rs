@@ -23,7 +23,7 @@ pub use hemem_gpu_kernels::launch::ckks::ntt::NttRows;
 use views::any_sensitive;
 pub(crate) use views::check_moduli;
 pub(crate) use views::contiguous;
-pub use views::{Limbs, LimbsMut};
+pub use views::{Limbs, LimbsMut, PeriodicLimbs};
 
 use std::fmt;
 use std::str::FromStr;
@@ -251,6 +251,21 @@ pub trait Backend: Send + Sync + fmt::Debug {
     ) -> Result<()> {
         mul_sum_by_terms(self, acc, terms, accumulate)
     }
+
+    /// [`Backend::mul_sum`] with second operands that may repeat
+    /// ([`PeriodicLimbs`]): the inner sum of a linear transform whose
+    /// diagonals repeat, read at `N >> log_gap` values a limb instead of
+    /// expanded to `N`. Bit-identical to `mul_sum` over the expanded
+    /// operands.
+    ///
+    /// # Errors
+    /// Shape or placement errors; no terms without `accumulate`.
+    fn mul_sum_periodic(
+        &self,
+        acc: LimbsMut<'_>,
+        terms: &[(Limbs<'_>, PeriodicLimbs<'_>)],
+        accumulate: bool,
+    ) -> Result<()>;
 
     /// `x = −x`.
     ///
@@ -590,6 +605,79 @@ pub trait Backend: Send + Sync + fmt::Debug {
     ) -> Result<()> {
         expand_by_parts(self, compact, gap, out)
     }
+
+    /// Expands compact plaintexts whose words are the coefficients of a
+    /// polynomial in `X^gap` (`gap > 1`) into their periodic NTT form
+    /// ([`PeriodicLimbs`]): `out[z]` receives, for each of `moduli`, the
+    /// `N/gap` distinct values of the limb [`Backend::expand_compact`]
+    /// would write, limb `i` from word `i·N/gap`. `N/gap` is at most
+    /// [`MAX_PERIODIC_POINTS`].
+    ///
+    /// # Errors
+    /// As [`Backend::expand_compact`]; a `gap` of 1 or with more than
+    /// [`MAX_PERIODIC_POINTS`] points; an `out` buffer too small.
+    fn expand_periodic(
+        &self,
+        compact: &[&Buffer],
+        gap: usize,
+        moduli: &[usize],
+        out: &mut [&mut Buffer],
+    ) -> Result<()>;
+}
+
+/// The most values a limb of a periodic plaintext holds
+/// ([`Backend::expand_periodic`]): one GPU block transforms them in shared
+/// memory. Diagonals whose period needs more are kept whole.
+pub const MAX_PERIODIC_POINTS: usize =
+    hemem_gpu_kernels::launch::ckks::encode::MAX_PERIODIC_POINTS as usize;
+
+/// Checks a periodic expansion's shape ([`Backend::expand_periodic`]):
+/// returns the points `N/gap` of each limb.
+///
+/// # Errors
+/// [`crate::Error::LengthMismatch`] for a gap that is not a power of two
+/// above 1 dividing `n`, more than [`MAX_PERIODIC_POINTS`] points, sources
+/// and outputs of different counts, or an output too small.
+pub(crate) fn periodic_shape(
+    compact: &[&Buffer],
+    gap: usize,
+    moduli: &[usize],
+    out: &[&mut Buffer],
+    n: usize,
+) -> Result<usize> {
+    let Some(first) = compact.first() else {
+        return match out.len() {
+            0 => Ok(0),
+            actual => Err(crate::Error::LengthMismatch {
+                expected: 0,
+                actual,
+            }),
+        };
+    };
+    let points = compact_words(first, gap, n)?;
+    if gap < 2 || points > MAX_PERIODIC_POINTS {
+        return Err(crate::Error::LengthMismatch {
+            expected: MAX_PERIODIC_POINTS,
+            actual: points,
+        });
+    }
+    if compact.len() != out.len() {
+        return Err(crate::Error::LengthMismatch {
+            expected: compact.len(),
+            actual: out.len(),
+        });
+    }
+    for c in compact {
+        compact_words(c, gap, n)?;
+    }
+    let words = moduli.len() * points;
+    if let Some(small) = out.iter().find(|o| o.words() < words) {
+        return Err(crate::Error::LengthMismatch {
+            expected: words,
+            actual: small.words(),
+        });
+    }
+    Ok(points)
 }
 
 /// Compact expansion one part at a time: the default of

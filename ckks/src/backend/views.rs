@@ -295,6 +295,86 @@ impl<'a> LimbsMut<'a> {
     }
 }
 
+/// A read-only view of limbs that repeat: the NTT form of a polynomial in
+/// `X^{2^log_gap}` (a plaintext whose slots repeat,
+/// [`crate::encoding::Plaintext::is_periodic`]), each limb kept as its
+/// `N >> log_gap` distinct values. Limb `i` is the `N >> log_gap` words
+/// from word `positions[i]·(N >> log_gap)` of the buffer, and its value at
+/// `j` is word `j >> log_gap`. With `log_gap = 0` it is a [`Limbs`] view.
+#[derive(Clone, Copy, Debug)]
+pub struct PeriodicLimbs<'a> {
+    /// The limbs, at the degree `N >> log_gap`.
+    pub(crate) limbs: Limbs<'a>,
+    /// `log2` of the repetition.
+    pub(crate) log_gap: u32,
+}
+
+impl<'a> PeriodicLimbs<'a> {
+    /// A view of `moduli.len()` consecutive limbs of `N >> log_gap` words
+    /// from limb 0, for use with `backend`.
+    ///
+    /// # Errors
+    /// [`Error::LengthMismatch`] for limbs beyond the buffer, a modulus
+    /// index the backend does not have, or `2^log_gap ≥ N`.
+    pub fn new<B: Backend + ?Sized>(
+        backend: &B,
+        buffer: &'a Buffer,
+        moduli: &'a [usize],
+        log_gap: u32,
+    ) -> Result<Self> {
+        let view = Self {
+            limbs: Limbs::whole(buffer, moduli)?,
+            log_gap,
+        };
+        view.check(backend.degree())?;
+        view.limbs.check_moduli(backend.moduli().len())?;
+        Ok(view)
+    }
+
+    /// `log2` of the repetition (0: every value kept).
+    pub fn log_gap(&self) -> u32 {
+        self.log_gap
+    }
+
+    /// The limbs as stored: `N >> log_gap` words each.
+    pub fn stored(&self) -> Limbs<'a> {
+        self.limbs
+    }
+
+    /// Number of limbs in the view.
+    pub fn len(&self) -> usize {
+        self.limbs.len()
+    }
+
+    /// Whether the view is empty.
+    pub fn is_empty(&self) -> bool {
+        self.limbs.is_empty()
+    }
+
+    /// Checks that `2^log_gap < n` and that the limbs fit the buffer at
+    /// degree `n >> log_gap`.
+    ///
+    /// # Errors
+    /// [`Error::LengthMismatch`].
+    pub fn check(&self, n: usize) -> Result<()> {
+        let log_n = n.max(1).trailing_zeros();
+        if self.log_gap >= log_n {
+            return Err(Error::LengthMismatch {
+                expected: log_n as usize,
+                actual: self.log_gap as usize,
+            });
+        }
+        self.limbs.check(n >> self.log_gap)
+    }
+}
+
+impl<'a> From<Limbs<'a>> for PeriodicLimbs<'a> {
+    /// Every value kept: `log_gap = 0`.
+    fn from(limbs: Limbs<'a>) -> Self {
+        Self { limbs, log_gap: 0 }
+    }
+}
+
 /// Whether any of `views` holds secret-key material: a temporary computed
 /// from them is then allocated sensitive, so that sensitivity follows the
 /// data and no call site has to remember it.

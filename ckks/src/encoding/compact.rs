@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use hemem_memory::{Buffer, MemoryClass};
 
-use super::Plaintext;
+use super::{Form, Plaintext};
 use crate::backend::{Backend, Device, LimbsMut};
 use crate::context::Context;
 use crate::params::{Level, Scale};
-use crate::poly::{Ntt, RnsPoly};
+use crate::poly::{Ntt, PeriodicPoly, RnsPoly};
 use crate::{OperandError, Result};
 
 /// A plaintext stored compactly: the `2·slots` integer coefficients the
@@ -231,7 +231,33 @@ impl CompactPlaintext {
     /// [`OperandError::ContextMismatch`] for plaintexts of different
     /// contexts; allocation and backend errors.
     pub fn expand_all(compact: &[&CompactPlaintext], class: MemoryClass) -> Result<Vec<Plaintext>> {
-        Self::expand_over(compact, class, false)
+        Self::expand_over(compact, class, false, false)
+    }
+
+    /// As [`CompactPlaintext::expand_all`], keeping each plaintext whose
+    /// message repeats a short period ([`CompactPlaintext::period`], its
+    /// `2·period` values a limb at most
+    /// [`crate::backend::MAX_PERIODIC_POINTS`]) periodic
+    /// ([`Plaintext::is_periodic`]): its limbs hold only their `2·period`
+    /// distinct values, computed by a transform of that many points, and
+    /// multiply ciphertexts in place. Over `Q_level ∪ P` when `extended`.
+    /// The others are expanded in full. At FGb, CoeffToSlot's diagonals of
+    /// period 1024 and 32 take 32 and 1024 times fewer bytes so.
+    ///
+    /// # Errors
+    /// As [`CompactPlaintext::expand_all`].
+    pub fn expand_all_periodic(
+        compact: &[&CompactPlaintext],
+        class: MemoryClass,
+        extended: bool,
+    ) -> Result<Vec<Plaintext>> {
+        Self::expand_over(compact, class, extended, true)
+    }
+
+    /// Whether [`CompactPlaintext::expand_all_periodic`] keeps this
+    /// plaintext periodic.
+    pub fn expands_periodic(&self) -> bool {
+        super::is_short_period(self.context.params().degree().get(), self.period)
     }
 
     /// As [`CompactPlaintext::expand_all`], over `Q_level ∪ P`: the
@@ -246,14 +272,17 @@ impl CompactPlaintext {
         compact: &[&CompactPlaintext],
         class: MemoryClass,
     ) -> Result<Vec<Plaintext>> {
-        Self::expand_over(compact, class, true)
+        Self::expand_over(compact, class, true, false)
     }
 
-    /// Expands over `Q_level`, or `Q_level ∪ P` when `extended`.
+    /// Expands over `Q_level`, or `Q_level ∪ P` when `extended`; with
+    /// `periodic`, plaintexts that [`CompactPlaintext::expands_periodic`]
+    /// are kept periodic.
     fn expand_over(
         compact: &[&CompactPlaintext],
         class: MemoryClass,
         extended: bool,
+        periodic: bool,
     ) -> Result<Vec<Plaintext>> {
         let Some(first) = compact.first() else {
             return Ok(Vec::new());
@@ -285,27 +314,61 @@ impl CompactPlaintext {
             } else {
                 context.params().q_indices(head.level)
             };
-            let mut polys = now
-                .iter()
-                .map(|_| RnsPoly::<Ntt>::allocate(backend, &indices, class, false))
-                .collect::<Result<Vec<_>>>()?;
             let buffers: Vec<&Buffer> = now.iter().map(|c| &c.words).collect();
-            let mut views = polys
-                .iter_mut()
-                .map(RnsPoly::limbs_mut)
-                .collect::<Result<Vec<LimbsMut<'_>>>>()?;
             let gap = context.params().degree().get() / (2 * head.period);
-            backend.expand_compact(&buffers, gap, &mut views)?;
-            drop(views);
-            out.extend(polys.into_iter().zip(now).map(|(poly, c)| Plaintext {
+            let forms = if periodic && head.expands_periodic() {
+                Self::expand_periodic_run(backend, &buffers, gap, &indices, class)?
+            } else {
+                let mut polys = now
+                    .iter()
+                    .map(|_| RnsPoly::<Ntt>::allocate(backend, &indices, class, false))
+                    .collect::<Result<Vec<_>>>()?;
+                let mut views = polys
+                    .iter_mut()
+                    .map(RnsPoly::limbs_mut)
+                    .collect::<Result<Vec<LimbsMut<'_>>>>()?;
+                backend.expand_compact(&buffers, gap, &mut views)?;
+                drop(views);
+                polys.into_iter().map(Form::Full).collect()
+            };
+            out.extend(forms.into_iter().zip(now).map(|(form, c)| Plaintext {
                 context: context.clone(),
-                poly,
+                form,
                 level: c.level,
                 scale: c.scale,
                 slots: c.slots,
             }));
         }
         Ok(out)
+    }
+}
+
+impl CompactPlaintext {
+    /// One run of [`CompactPlaintext::expand_over`] kept periodic: the
+    /// words `compact` (polynomials in `X^gap`) transformed at `N/gap`
+    /// points over `moduli` ([`Backend::expand_periodic`]).
+    fn expand_periodic_run(
+        backend: &Arc<dyn Backend>,
+        compact: &[&Buffer],
+        gap: usize,
+        moduli: &[usize],
+        class: MemoryClass,
+    ) -> Result<Vec<Form>> {
+        let log_gap = gap.trailing_zeros();
+        let mut polys = compact
+            .iter()
+            .map(|_| PeriodicPoly::allocate(backend, moduli, log_gap, class))
+            .collect::<Result<Vec<_>>>()?;
+        let mut buffers: Vec<&mut Buffer> =
+            polys.iter_mut().map(PeriodicPoly::buffer_mut).collect();
+        backend.expand_periodic(compact, gap, moduli, &mut buffers)?;
+        drop(buffers);
+        if class.is_read_only() {
+            for p in &polys {
+                p.seal()?;
+            }
+        }
+        Ok(polys.into_iter().map(Form::Periodic).collect())
     }
 }
 
@@ -361,16 +424,19 @@ mod tests {
                 assert_eq!(compact.size_bytes(), 2 * slots * 8);
                 let rounded = compact.rounded_coefficients().unwrap();
                 wide += rounded.iter().filter(|v| v.abs() >= 2f64.powi(63)).count();
-                assert_eq!(compact.expanded_bytes(), encoded.poly().buffer().bytes());
+                assert_eq!(
+                    compact.expanded_bytes(),
+                    encoded.poly().unwrap().buffer().bytes()
+                );
                 let expanded = compact.expand().unwrap();
-                assert_eq!(expanded.poly().class(), MemoryClass::Temporary);
+                assert_eq!(expanded.poly().unwrap().class(), MemoryClass::Temporary);
                 assert_eq!(
                     (expanded.level(), expanded.scale(), expanded.slots()),
                     (level, scale, slots)
                 );
                 assert_eq!(
-                    expanded.poly().to_words().unwrap(),
-                    encoded.poly().to_words().unwrap(),
+                    expanded.poly().unwrap().to_words().unwrap(),
+                    encoded.poly().unwrap().to_words().unwrap(),
                     "{preset:?} seed {seed}: level {level:?}, {slots} slots, scale 2^{:.1}",
                     scale.0.log2()
                 );
@@ -393,7 +459,13 @@ mod tests {
             let compact = encoder
                 .encode_compact_at_class(&values, level, scale, slots, class)
                 .unwrap();
-            let expected = compact.expand().unwrap().poly().to_words().unwrap();
+            let expected = compact
+                .expand()
+                .unwrap()
+                .poly()
+                .unwrap()
+                .to_words()
+                .unwrap();
             let rounded = compact.rounded_coefficients().unwrap();
             assert!(rounded.iter().any(|&v| v != 0.0), "seed {seed}: all zero");
             let host = compact.to_host().unwrap();
@@ -408,7 +480,10 @@ mod tests {
                 (level, scale, slots)
             );
             assert_eq!(back.rounded_coefficients().unwrap(), rounded);
-            assert_eq!(back.expand().unwrap().poly().to_words().unwrap(), expected);
+            assert_eq!(
+                back.expand().unwrap().poly().unwrap().to_words().unwrap(),
+                expected
+            );
         }
     }
 
@@ -432,10 +507,10 @@ mod tests {
         assert_eq!(expanded.len(), list.len());
         for (e, c) in expanded.iter().zip(&list) {
             let direct = c.expand().unwrap();
-            assert_eq!(e.poly().class(), MemoryClass::Plaintext);
+            assert_eq!(e.poly().unwrap().class(), MemoryClass::Plaintext);
             assert_eq!(
-                e.poly().to_words().unwrap(),
-                direct.poly().to_words().unwrap()
+                e.poly().unwrap().to_words().unwrap(),
+                direct.poly().unwrap().to_words().unwrap()
             );
         }
         let other = context(Preset::TestFGb);

@@ -4,7 +4,7 @@ use hemem_memory::MemoryClass;
 use num_complex::Complex64;
 use rayon::prelude::*;
 
-use super::{CompactPlaintext, Plaintext};
+use super::{CompactPlaintext, Form, Plaintext};
 use crate::context::Context;
 use crate::params::{Level, Scale};
 use crate::poly::{Coeff, RnsPoly};
@@ -217,6 +217,25 @@ impl Encoder {
         CompactPlaintext::expand_all(compact, class)
     }
 
+    /// Expands compact plaintexts, keeping those whose message repeats a
+    /// short period periodic (see
+    /// [`CompactPlaintext::expand_all_periodic`]); over `Q_level ∪ P` when
+    /// `extended`.
+    ///
+    /// # Errors
+    /// As [`CompactPlaintext::expand_all`].
+    pub fn expand_periodic(
+        &self,
+        compact: &[&CompactPlaintext],
+        class: MemoryClass,
+        extended: bool,
+    ) -> Result<Vec<Plaintext>> {
+        for c in compact {
+            self.context.check_same(c.context())?;
+        }
+        CompactPlaintext::expand_all_periodic(compact, class, extended)
+    }
+
     /// Expands compact plaintexts over `Q_level ∪ P` (see
     /// [`CompactPlaintext::expand_all_extended`]).
     ///
@@ -303,7 +322,7 @@ impl Encoder {
         }
         Ok(Plaintext {
             context: self.context.clone(),
-            poly,
+            form: Form::Full(poly),
             level,
             scale,
             slots,
@@ -316,7 +335,7 @@ impl Encoder {
     fn coefficient_words(plaintext: &Plaintext) -> Result<zeroize::Zeroizing<Vec<u64>>> {
         Ok(zeroize::Zeroizing::new(
             plaintext
-                .poly
+                .poly()?
                 .clone_as(MemoryClass::Temporary)?
                 .into_coeff()?
                 .to_words()?,

@@ -13,5 +13,6 @@ mod plaintext;
 pub use compact::CompactPlaintext;
 pub use encoder::Encoder;
 pub use fft::SpecialFft;
-pub use period::least_period;
+pub use period::{is_short_period, least_period};
+pub(crate) use plaintext::Form;
 pub use plaintext::Plaintext;

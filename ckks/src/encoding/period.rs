@@ -40,6 +40,15 @@ pub fn least_period(values: &[Complex64]) -> usize {
     n
 }
 
+/// Whether a message of `period` slots, in a ring of degree `n`, is short
+/// enough to be kept periodic ([`super::Plaintext::is_periodic`]): its
+/// `2·period` distinct values a limb are fewer than `n` and at most
+/// [`crate::backend::MAX_PERIODIC_POINTS`] (what one GPU block transforms).
+pub fn is_short_period(n: usize, period: usize) -> bool {
+    let points = 2 * period;
+    points < n && points <= crate::backend::MAX_PERIODIC_POINTS
+}
+
 /// Checks that a message of `period` slots can be read as one of `slots`
 /// slots: both powers of two, `period ≤ slots ≤ N/2`.
 fn check_repeat(context: &Context, period: usize, slots: usize) -> Result<()> {

@@ -72,7 +72,7 @@ impl Evaluator {
     /// Mismatched context, device, level, scale or slots.
     pub fn add_plain(&self, a: &Ciphertext, p: &Plaintext) -> Result<Ciphertext> {
         self.check_plain(a, p)?;
-        let c0 = a.c0.add(&p.poly, self.output_class)?;
+        let c0 = a.c0.add(p.poly()?, self.output_class)?;
         let c1 = a.c1.clone_as(self.output_class)?;
         Ciphertext::from_parts(&self.context, c0, c1, a.level, a.scale, a.slots)
     }
@@ -83,7 +83,7 @@ impl Evaluator {
     /// As [`Evaluator::add_plain`].
     pub fn sub_plain(&self, a: &Ciphertext, p: &Plaintext) -> Result<Ciphertext> {
         self.check_plain(a, p)?;
-        let c0 = a.c0.sub(&p.poly, self.output_class)?;
+        let c0 = a.c0.sub(p.poly()?, self.output_class)?;
         let c1 = a.c1.clone_as(self.output_class)?;
         Ciphertext::from_parts(&self.context, c0, c1, a.level, a.scale, a.slots)
     }

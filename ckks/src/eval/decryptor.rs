@@ -5,7 +5,7 @@ use hemem_memory::MemoryClass;
 use super::{Ciphertext, NoiseFlooding};
 use crate::backend::BinaryOp;
 use crate::context::Context;
-use crate::encoding::Plaintext;
+use crate::encoding::{Form, Plaintext};
 use crate::keys::SecretKey;
 use crate::poly::{Coeff, Ntt, RnsPoly};
 use crate::sampling::Sampler;
@@ -65,7 +65,7 @@ impl Decryptor {
         m.add_assign(&ciphertext.c0)?;
         Ok(Plaintext {
             context: self.context.clone(),
-            poly: m,
+            form: Form::Full(m),
             level: ciphertext.level,
             scale: ciphertext.scale,
             slots: ciphertext.slots,
@@ -99,7 +99,7 @@ impl Decryptor {
         let mut plain = self.decrypt(ciphertext, key)?;
         let mut sampler = Sampler::from_os()?;
         let noise: Vec<f64> = (0..n).map(|_| sampler.gaussian_f64(sigma)).collect();
-        let moduli = plain.poly.moduli().to_vec();
+        let moduli = plain.poly()?.moduli().to_vec();
         let table = self.context.params().all_moduli();
         let mut words = vec![0u64; moduli.len() * n];
         for (limb, &index) in words.chunks_exact_mut(n).zip(&moduli) {
@@ -109,13 +109,13 @@ impl Decryptor {
             }
         }
         let flood = RnsPoly::<Coeff>::from_words(
-            plain.poly.backend(),
+            plain.poly()?.backend(),
             &moduli,
             MemoryClass::Temporary,
             &words,
         )?
         .into_ntt()?;
-        plain.poly.add_assign(&flood)?;
+        plain.poly_mut()?.add_assign(&flood)?;
         Ok(plain)
     }
 }

@@ -123,7 +123,7 @@ impl Encryptor {
                     .fold(1u64, |acc, p| q.mul(acc, q.reduce(p.value())))
             })
             .collect();
-        let mut pm = plaintext.poly.clone_as(MemoryClass::Temporary)?;
+        let mut pm = plaintext.poly()?.clone_as(MemoryClass::Temporary)?;
         pm.scalar_assign(BinaryOp::Mul, &p_mod_q)?;
         backend.binary_assign(BinaryOp::Add, c0.prefix_mut(q_count)?, pm.limbs()?)?;
 
@@ -169,7 +169,7 @@ impl Encryptor {
         let mut c0 =
             RnsPoly::<Coeff>::from_signed(backend, &q, MemoryClass::Ciphertext, &e, false)?
                 .into_ntt()?;
-        c0.add_assign(&plaintext.poly)?;
+        c0.add_assign(plaintext.poly()?)?;
         let mut moduli = Vec::new();
         let s = key.poly.select(&q, &mut moduli)?;
         // a·s is secret (with a it gives s): sensitive, and released here so

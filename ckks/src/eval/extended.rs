@@ -207,10 +207,10 @@ impl Evaluator {
     fn check_extended_plain(&self, a: &ExtendedCiphertext, p: &Plaintext) -> Result<()> {
         self.context.check_same(&a.context)?;
         a.check_matches(&p.context, p.level, a.scale, p.slots, p.device())?;
-        if p.poly.moduli() != a.c0.moduli() {
+        if p.moduli() != a.c0.moduli() {
             return Err(Error::LengthMismatch {
                 expected: a.c0.limb_count(),
-                actual: p.poly.limb_count(),
+                actual: p.moduli().len(),
             });
         }
         Ok(())
@@ -230,8 +230,8 @@ impl Evaluator {
         self.check_extended_plain(a, p)?;
         Ok(ExtendedCiphertext {
             context: self.context.clone(),
-            c0: a.c0.mul(&p.poly, MemoryClass::Temporary)?,
-            c1: a.c1.mul(&p.poly, MemoryClass::Temporary)?,
+            c0: RnsPoly::mul_sum_periodic(&[(&a.c0, p.factor()?)], MemoryClass::Temporary)?,
+            c1: RnsPoly::mul_sum_periodic(&[(&a.c1, p.factor()?)], MemoryClass::Temporary)?,
             level: a.level,
             scale: Scale(a.scale.0 * p.scale.0),
             slots: a.slots,
@@ -257,8 +257,8 @@ impl Evaluator {
             a.slots,
             a.device(),
         )?;
-        acc.c0.mul_add_assign(&a.c0, &p.poly)?;
-        acc.c1.mul_add_assign(&a.c1, &p.poly)
+        acc.c0.mul_sum_periodic_assign(&[(&a.c0, p.factor()?)])?;
+        acc.c1.mul_sum_periodic_assign(&[(&a.c1, p.factor()?)])
     }
 
     /// `acc += b` over `Q_l ∪ P`.

@@ -6,11 +6,29 @@ use num_complex::Complex64;
 
 use super::keyswitch::{apply_key, decompose};
 use super::{Ciphertext, Evaluator, TensoredCiphertext};
-use crate::backend::{BinaryOp, Device};
+use crate::backend::{BinaryOp, Device, PeriodicLimbs};
 use crate::encoding::{Encoder, Plaintext};
 use crate::params::{Level, Scale};
 use crate::poly::{Coeff, Ntt, RnsPoly};
 use crate::{OperandError, Result};
+
+/// Each ciphertext part of `terms` with its plaintext as a factor of a sum
+/// of products ([`RnsPoly::mul_sum_periodic`]): periodic plaintexts are
+/// read in place.
+type Factors<'t> = Vec<(&'t RnsPoly<Ntt>, PeriodicLimbs<'t>)>;
+
+fn plain_factors<'t>(
+    terms: &[(&'t Ciphertext, &'t Plaintext)],
+) -> Result<(Factors<'t>, Factors<'t>)> {
+    let mut c0 = Vec::with_capacity(terms.len());
+    let mut c1 = Vec::with_capacity(terms.len());
+    for &(a, p) in terms {
+        let factor = p.factor()?;
+        c0.push((&a.c0, factor));
+        c1.push((&a.c1, factor));
+    }
+    Ok((c0, c1))
+}
 
 impl Evaluator {
     /// The tensor product `(a0·b0, a0·b1 + a1·b0, a1·b1)`, at the common
@@ -154,7 +172,10 @@ impl Evaluator {
     /// Mismatched context, device, level or slots.
     pub fn mult_plain_without_rescale(&self, a: &Ciphertext, p: &Plaintext) -> Result<Ciphertext> {
         self.check_plain_any_scale(a, p)?;
-        let mut out = self.map_parts(a, |x, class| x.mul(&p.poly, class))?;
+        if p.is_periodic() {
+            return self.mult_plain_sum(&[(a, p)]);
+        }
+        let mut out = self.map_parts(a, |x, class| x.mul(p.poly()?, class))?;
         out.scale = Scale(a.scale.0 * p.scale.0);
         Ok(out)
     }
@@ -184,12 +205,11 @@ impl Evaluator {
     /// different scales.
     pub fn mult_plain_sum(&self, terms: &[(&Ciphertext, &Plaintext)]) -> Result<Ciphertext> {
         let (a, p) = self.check_plain_terms(terms)?;
-        let c0: Vec<_> = terms.iter().map(|(a, p)| (&a.c0, &p.poly)).collect();
-        let c1: Vec<_> = terms.iter().map(|(a, p)| (&a.c1, &p.poly)).collect();
+        let (c0, c1) = plain_factors(terms)?;
         Ciphertext::from_parts(
             &self.context,
-            RnsPoly::mul_sum(&c0, self.output_class)?,
-            RnsPoly::mul_sum(&c1, self.output_class)?,
+            RnsPoly::mul_sum_periodic(&c0, self.output_class)?,
+            RnsPoly::mul_sum_periodic(&c1, self.output_class)?,
             a.level,
             Scale(a.scale.0 * p.scale.0),
             a.slots,
@@ -214,10 +234,9 @@ impl Evaluator {
             a.slots,
             a.device(),
         )?;
-        let c0: Vec<_> = terms.iter().map(|(a, p)| (&a.c0, &p.poly)).collect();
-        let c1: Vec<_> = terms.iter().map(|(a, p)| (&a.c1, &p.poly)).collect();
-        acc.c0.mul_sum_assign(&c0)?;
-        acc.c1.mul_sum_assign(&c1)
+        let (c0, c1) = plain_factors(terms)?;
+        acc.c0.mul_sum_periodic_assign(&c0)?;
+        acc.c1.mul_sum_periodic_assign(&c1)
     }
 
     /// The first term of a sum of products, after checking that every term

@@ -15,6 +15,9 @@
 //! [`RnsPoly::moduli`].
 
 mod ops;
+mod periodic;
+
+pub use periodic::PeriodicPoly;
 
 use std::fmt;
 use std::marker::PhantomData;

@@ -7,7 +7,7 @@ use hemem_memory::MemoryClass;
 
 use super::{Ntt, Representation, RnsPoly};
 use crate::Result;
-use crate::backend::BinaryOp;
+use crate::backend::{BinaryOp, PeriodicLimbs};
 use crate::ntt::GaloisElement;
 
 impl<R: Representation> RnsPoly<R> {
@@ -160,6 +160,59 @@ impl RnsPoly<Ntt> {
     /// Operands on different backends or moduli.
     pub fn mul_sum_assign(&mut self, terms: &[(&Self, &Self)]) -> Result<()> {
         self.sum_products(terms, true)
+    }
+
+    /// [`RnsPoly::mul_sum`] with second operands that may repeat
+    /// ([`PeriodicLimbs`]: a periodic plaintext read in place, or a full
+    /// one's limbs), each over this polynomial's moduli.
+    ///
+    /// # Errors
+    /// As [`RnsPoly::mul_sum`].
+    pub(crate) fn mul_sum_periodic(
+        terms: &[(&Self, PeriodicLimbs<'_>)],
+        class: MemoryClass,
+    ) -> Result<Self> {
+        let (first, _) = terms.first().ok_or(crate::Error::LengthMismatch {
+            expected: 1,
+            actual: 0,
+        })?;
+        let sensitive = terms
+            .iter()
+            .any(|(a, b)| a.is_sensitive() || b.stored().is_sensitive());
+        let mut out = Self::allocate(&first.backend, &first.moduli, class, sensitive)?;
+        out.sum_periodic_products(terms, false)?;
+        Ok(out)
+    }
+
+    /// `self += Σ_t a_t · b_t` ([`RnsPoly::mul_sum_periodic`], accumulated).
+    ///
+    /// # Errors
+    /// As [`RnsPoly::mul_sum_assign`].
+    pub(crate) fn mul_sum_periodic_assign(
+        &mut self,
+        terms: &[(&Self, PeriodicLimbs<'_>)],
+    ) -> Result<()> {
+        self.sum_periodic_products(terms, true)
+    }
+
+    fn sum_periodic_products(
+        &mut self,
+        terms: &[(&Self, PeriodicLimbs<'_>)],
+        accumulate: bool,
+    ) -> Result<()> {
+        let mut views = Vec::with_capacity(terms.len());
+        for (a, b) in terms {
+            self.check_compatible(a)?;
+            if b.stored().moduli() != &*self.moduli {
+                return Err(crate::Error::LengthMismatch {
+                    expected: self.moduli.len(),
+                    actual: b.len(),
+                });
+            }
+            views.push((a.limbs()?, *b));
+        }
+        let backend = Arc::clone(&self.backend);
+        backend.mul_sum_periodic(self.limbs_mut()?, &views, accumulate)
     }
 
     fn sum_products(&mut self, terms: &[(&Self, &Self)], accumulate: bool) -> Result<()> {

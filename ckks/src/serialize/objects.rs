@@ -12,7 +12,7 @@ use super::format::{FRAME_BYTES, HEADER_BYTES, Kind, Reader, Writer};
 use super::{Load, Save};
 use crate::backend::{Limbs, LimbsMut, contiguous};
 use crate::context::Context;
-use crate::encoding::Plaintext;
+use crate::encoding::{Form, Plaintext};
 use crate::eval::Ciphertext;
 use crate::keys::{KeyKind, KeySet, PublicKey, SecretKey, SwitchingKey, regenerate_uniform};
 use crate::ntt::GaloisElement;
@@ -813,7 +813,17 @@ impl Save for Plaintext {
     fn save<W: Write>(&self, w: W) -> Result<()> {
         let mut w = Writer::new(w, Kind::Plaintext, self.context.params().fingerprint())?;
         write_header_fields(&mut w, self.level, self.scale, self.slots)?;
-        write_poly(&mut w, &self.poly)?;
+        match &self.form {
+            Form::Full(poly) => write_poly(&mut w, poly)?,
+            // Saved in full: the file is the same as the full plaintext's.
+            Form::Periodic(poly) => {
+                w.u32(poly.limb_count() as u32)?;
+                for &m in poly.moduli() {
+                    w.u32(m as u32)?;
+                }
+                w.words(&poly.to_full_words()?)?;
+            }
+        }
         w.finish()?;
         Ok(())
     }
@@ -828,7 +838,7 @@ impl Load for Plaintext {
         r.finish()?;
         Ok(Plaintext {
             context: context.clone(),
-            poly,
+            form: Form::Full(poly),
             level,
             scale,
             slots,

@@ -2,6 +2,7 @@
 
 mod convert;
 mod slices;
+mod sum;
 
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -10,7 +11,8 @@ use hemem_memory::{Allocator, Buffer};
 use rayon::prelude::*;
 
 use self::slices::{host_compact_words, read_limbs, write_limbs};
-use super::{Backend, BinaryOp, Device, Limbs, LimbsMut};
+use self::sum::{Factors, sum_limb};
+use super::{Backend, BinaryOp, Device, Limbs, LimbsMut, PeriodicLimbs};
 use crate::ntt::{GaloisElement, NttPlan, automorphism_permutation};
 use crate::rns::BaseConverter;
 use crate::sampling::{SeededUniform, UniformSeed};
@@ -95,6 +97,15 @@ impl CpuBackend {
         indices.iter().map(|&i| self.modulus(i)).collect()
     }
 
+    /// Each modulus of `indices` with its NTT's `psi`: what
+    /// [`subring_values`] needs per limb.
+    fn subring_targets(&self, indices: &[usize]) -> Result<Vec<(Modulus, u64)>> {
+        indices
+            .iter()
+            .map(|&i| Ok((self.modulus(i)?, self.plan(i)?.psi())))
+            .collect()
+    }
+
     /// Cached conversion tables from `from` to `to` (global indices); with
     /// `mod_down`, also `P^{-1}` modulo each target.
     fn conversion(&self, from: &[usize], to: &[usize]) -> Result<Arc<ConversionTables>> {
@@ -160,6 +171,21 @@ impl CpuBackend {
 }
 
 #[inline]
+/// The transform at `words.len()` points of the polynomial in
+/// `X^{n/words.len()}` whose coefficients are `words` (`f64` bits), reduced
+/// modulo `m` ([`crate::ntt::forward_subring`]).
+fn subring_values(words: &[u64], m: &Modulus, psi: u64, n: usize) -> Result<Vec<u64>> {
+    let mut values = words
+        .iter()
+        .map(|&bits| {
+            m.reduce_f64(f64::from_bits(bits))
+                .ok_or(crate::OperandError::NonFiniteValue.into())
+        })
+        .collect::<Result<Vec<u64>>>()?;
+    crate::ntt::forward_subring(&mut values, psi, n, m)?;
+    Ok(values)
+}
+
 fn apply(m: &Modulus, op: BinaryOp, a: u64, b: u64) -> u64 {
     match op {
         BinaryOp::Add => m.add(a, b),
@@ -293,80 +319,56 @@ impl Backend for CpuBackend {
         terms: &[(Limbs<'_>, Limbs<'_>)],
         accumulate: bool,
     ) -> Result<()> {
-        /// Terms summed between two reductions.
-        const TERMS: usize = 8;
-        /// Coefficients summed together (their 128-bit sums stay in L1).
-        const BLOCK: usize = 512;
+        let terms: Vec<(Limbs<'_>, PeriodicLimbs<'_>)> =
+            terms.iter().map(|&(a, b)| (a, b.into())).collect();
+        self.mul_sum_periodic(acc, &terms, accumulate)
+    }
+
+    /// As [`Backend::mul_sum`]; a periodic operand's values are spread
+    /// over each block of coefficients as it is summed.
+    fn mul_sum_periodic(
+        &self,
+        acc: LimbsMut<'_>,
+        terms: &[(Limbs<'_>, PeriodicLimbs<'_>)],
+        accumulate: bool,
+    ) -> Result<()> {
         if terms.is_empty() {
             // Nothing to add, or the refusal of an empty sum: the default's.
-            return super::mul_sum_by_terms(self, acc, terms, accumulate);
+            return super::mul_sum_by_terms(self, acc, &[], accumulate);
         }
         let n = self.degree;
         for (a, b) in terms {
             Self::same_length(acc.len(), a.len())?;
             Self::same_length(acc.len(), b.len())?;
+            b.check(n)?;
         }
         let moduli = self.moduli_of(acc.moduli)?;
         let operands = terms
             .iter()
-            .map(|(a, b)| Ok((read_limbs(a, n)?, read_limbs(b, n)?)))
+            .map(|(a, b)| {
+                Ok((
+                    read_limbs(a, n)?,
+                    read_limbs(&b.limbs, n >> b.log_gap)?,
+                    b.log_gap,
+                ))
+            })
             .collect::<Result<Vec<_>>>()?;
         let acc = write_limbs(acc, n)?;
         acc.into_par_iter()
             .zip(moduli)
             .enumerate()
             .for_each(|(limb, (o, m))| {
-                let limbs: Vec<(&[u64], &[u64])> = operands
+                let limbs: Vec<Factors<'_>> = operands
                     .iter()
-                    .map(|(a, b)| {
+                    .map(|(a, b, g)| {
                         (
                             a.get(limb).copied().unwrap_or_default(),
                             b.get(limb).copied().unwrap_or_default(),
+                            *g,
                         )
                     })
                     .collect();
-                let mut sums = [0u128; BLOCK];
-                for (start, o) in o.chunks_mut(BLOCK).enumerate().map(|(i, o)| (i * BLOCK, o)) {
-                    let range = start..start + o.len();
-                    for (group, chunk) in limbs.chunks(TERMS).enumerate() {
-                        let s = sums.get_mut(..o.len()).unwrap_or_default();
-                        if accumulate || group > 0 {
-                            for (s, &x) in s.iter_mut().zip(&*o) {
-                                *s = u128::from(x);
-                            }
-                        } else {
-                            s.fill(0);
-                        }
-                        // Two terms per pass: the sums are read and
-                        // written once per pair.
-                        fn cut(v: &[u64], range: std::ops::Range<usize>) -> &[u64] {
-                            v.get(range).unwrap_or_default()
-                        }
-                        let cut = |v| cut(v, range.clone());
-                        for pair in chunk.chunks(2) {
-                            match pair {
-                                [(a, b), (c, d)] => {
-                                    let (a, b, c, d) = (cut(a), cut(b), cut(c), cut(d));
-                                    for ((s, (&x, &y)), (&u, &v)) in
-                                        s.iter_mut().zip(a.iter().zip(b)).zip(c.iter().zip(d))
-                                    {
-                                        *s += u128::from(x) * u128::from(y)
-                                            + u128::from(u) * u128::from(v);
-                                    }
-                                }
-                                [(a, b)] => {
-                                    for ((s, &x), &y) in s.iter_mut().zip(cut(a)).zip(cut(b)) {
-                                        *s += u128::from(x) * u128::from(y);
-                                    }
-                                }
-                                _ => {}
-                            }
-                        }
-                        for (o, &s) in o.iter_mut().zip(&*s) {
-                            *o = m.reduce_wide(s);
-                        }
-                    }
-                }
+                sum_limb(o, &limbs, accumulate, &m);
             });
         Ok(())
     }
@@ -521,27 +523,41 @@ impl Backend for CpuBackend {
         let n = self.degree;
         for (c, o) in compact.iter().zip(out.iter_mut()) {
             let words = host_compact_words(c, gap, n)?;
-            let targets = o
-                .moduli
-                .iter()
-                .map(|&i| Ok((self.modulus(i)?, self.plan(i)?.psi())))
-                .collect::<Result<Vec<_>>>()?;
+            let targets = self.subring_targets(o.moduli)?;
             let limbs = write_limbs(o.reborrow(), n)?;
             limbs
                 .into_par_iter()
                 .zip(targets)
                 .try_for_each(|(limb, (m, psi))| -> Result<()> {
-                    let mut values = words
-                        .iter()
-                        .map(|&bits| {
-                            m.reduce_f64(f64::from_bits(bits))
-                                .ok_or(crate::OperandError::NonFiniteValue.into())
-                        })
-                        .collect::<Result<Vec<u64>>>()?;
-                    crate::ntt::forward_subring(&mut values, psi, n, &m)?;
+                    let values = subring_values(words, &m, psi, n)?;
                     for (run, &v) in limb.chunks_exact_mut(gap).zip(&values) {
                         run.fill(v);
                     }
+                    Ok(())
+                })?;
+        }
+        Ok(())
+    }
+
+    /// The transform of [`Backend::expand_compact`] at `N/gap` points,
+    /// kept unspread.
+    fn expand_periodic(
+        &self,
+        compact: &[&Buffer],
+        gap: usize,
+        moduli: &[usize],
+        out: &mut [&mut Buffer],
+    ) -> Result<()> {
+        let n = self.degree;
+        let points = super::periodic_shape(compact, gap, moduli, out, n)?;
+        for (c, o) in compact.iter().zip(out.iter_mut()) {
+            let words = host_compact_words(c, gap, n)?;
+            let targets = self.subring_targets(moduli)?;
+            o.host_words_mut()?
+                .par_chunks_exact_mut(points)
+                .zip(targets)
+                .try_for_each(|(limb, (m, psi))| -> Result<()> {
+                    limb.copy_from_slice(&subring_values(words, &m, psi, n)?);
                     Ok(())
                 })?;
         }

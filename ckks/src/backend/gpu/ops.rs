@@ -10,8 +10,8 @@ use hemem_memory::{Allocator, Buffer, StreamId};
 use super::GpuBackend;
 use super::args::{address, first, first_u64, launch_seed, same_length};
 use crate::backend::{
-    Backend, BinaryOp, Device, Limbs, LimbsMut, decompose_by_parts, mod_down_by_parts,
-    mul_sum_by_terms, seeded_inner_product_by_parts, tensor_by_parts,
+    Backend, BinaryOp, Device, Limbs, LimbsMut, PeriodicLimbs, decompose_by_parts,
+    mod_down_by_parts, mul_sum_by_terms, seeded_inner_product_by_parts, tensor_by_parts,
 };
 use crate::ntt::GaloisElement;
 use crate::sampling::UniformSeed;
@@ -174,28 +174,37 @@ impl Backend for GpuBackend {
         terms: &[(Limbs<'_>, Limbs<'_>)],
         accumulate: bool,
     ) -> Result<()> {
+        let terms: Vec<(Limbs<'_>, PeriodicLimbs<'_>)> =
+            terms.iter().map(|&(a, b)| (a, b.into())).collect();
+        self.mul_sum_periodic(acc, &terms, accumulate)
+    }
+
+    fn mul_sum_periodic(
+        &self,
+        acc: LimbsMut<'_>,
+        terms: &[(Limbs<'_>, PeriodicLimbs<'_>)],
+        accumulate: bool,
+    ) -> Result<()> {
         let max = launch::arith::MAX_SUM_TERMS;
-        if terms.len() > max {
-            // A launch per MAX_SUM_TERMS products, the later ones added in.
-            let mut acc = acc;
-            for (i, chunk) in terms.chunks(max).enumerate() {
-                self.mul_sum(acc.reborrow(), chunk, accumulate || i > 0)?;
-            }
-            return Ok(());
-        }
         let Some((a0, b0)) = terms.first() else {
-            return mul_sum_by_terms(self, acc, terms, accumulate);
+            return mul_sum_by_terms(self, acc, &[], accumulate);
         };
-        // One launch takes pairs laid out alike (every `a_t` as `a0`, every
-        // `b_t` as `b0`); anything else term by term.
+        // One launch takes up to MAX_SUM_TERMS pairs laid out alike (every
+        // `a_t` as `a0`, every `b_t`'s stored limbs as `b0`'s), the later
+        // launches added in; anything else a launch per term.
         let alike = terms.iter().all(|(a, b)| {
             a.positions == a0.positions
                 && a.moduli == a0.moduli
-                && b.positions == b0.positions
-                && b.moduli == b0.moduli
+                && b.limbs.positions == b0.limbs.positions
+                && b.limbs.moduli == b0.limbs.moduli
         });
-        if !alike {
-            return mul_sum_by_terms(self, acc, terms, accumulate);
+        let per_launch = if alike { max } else { 1 };
+        if terms.len() > per_launch {
+            let mut acc = acc;
+            for (i, chunk) in terms.chunks(per_launch).enumerate() {
+                self.mul_sum_periodic(acc.reborrow(), chunk, accumulate || i > 0)?;
+            }
+            return Ok(());
         }
         same_length(acc.len(), a0.len())?;
         same_length(acc.len(), b0.len())?;
@@ -203,29 +212,34 @@ impl Backend for GpuBackend {
         touched.push(&*acc.buffer);
         for (a, b) in terms {
             touched.push(a.buffer);
-            touched.push(b.buffer);
+            touched.push(b.limbs.buffer);
         }
         let _guard = self.allocator.prepare(&touched)?;
         let (_, ma) = self.read_view(a0)?;
-        let (_, mb) = self.read_view(b0)?;
+        let mb = self.limb_map(b0.limbs.positions, b0.limbs.moduli)?;
         let a = terms
             .iter()
             .map(|(a, _)| self.read_view(a).map(|v| v.0))
             .collect::<Result<Vec<u64>>>()?;
         let b = terms
             .iter()
-            .map(|(_, b)| self.read_view(b).map(|v| v.0))
+            .map(|(_, b)| {
+                b.check(self.degree)?;
+                address(b.limbs.buffer)
+            })
             .collect::<Result<Vec<u64>>>()?;
+        let gaps: Vec<u32> = terms.iter().map(|(_, b)| b.log_gap).collect();
         let (xo, mo) = self.write_view(&acc)?;
         // SAFETY: as `binary`; `acc` is none of the operands (it is borrowed
-        // mutably, they are not), and every operand holds its map's limbs.
+        // mutably, they are not), and every operand holds its map's limbs
+        // (`b_t`'s of N >> gap words, checked above).
         unsafe {
             launch::arith::mul_sum_async(
                 &self.kernels,
                 StreamId::Compute,
                 (xo, &mo),
                 (&a, &ma),
-                (&b, &mb),
+                (&b, &mb, &gaps),
                 accumulate,
                 self.consts()?,
                 self.n(),
@@ -743,7 +757,7 @@ impl Backend for GpuBackend {
                 .map(|o| Ok(self.write_view(o)?.0))
                 .collect::<Result<Vec<u64>>>()?;
             if periodic {
-                self.expand_periodic_raw(&addresses, sources, gap, &map)?;
+                self.expand_periodic_raw(&addresses, sources, gap, &map, true)?;
                 continue;
             }
             let words = self.compact_sources(&addresses, sources, gap)?;
@@ -757,6 +771,29 @@ impl Backend for GpuBackend {
                 },
                 ForwardEpilogue::Store,
             )?;
+        }
+        Ok(())
+    }
+
+    fn expand_periodic(
+        &self,
+        compact: &[&Buffer],
+        gap: usize,
+        moduli: &[usize],
+        out: &mut [&mut Buffer],
+    ) -> Result<()> {
+        super::super::periodic_shape(compact, gap, moduli, out, self.degree)?;
+        let map = self.limb_map(crate::backend::contiguous(0, moduli.len())?, moduli)?;
+        let batch = launch::encode::MAX_EXPAND_PARTS;
+        for (sources, outs) in compact.chunks(batch).zip(out.chunks(batch)) {
+            let mut touched: Vec<&Buffer> = sources.to_vec();
+            touched.extend(outs.iter().map(|o| &**o));
+            let _guard = self.allocator.prepare(&touched)?;
+            let addresses = outs
+                .iter()
+                .map(|o| address(o))
+                .collect::<Result<Vec<u64>>>()?;
+            self.expand_periodic_raw(&addresses, sources, gap, &map, false)?;
         }
         Ok(())
     }

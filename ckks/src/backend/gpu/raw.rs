@@ -113,19 +113,23 @@ impl GpuBackend {
     /// polynomial in `X^gap`, into the limbs `map` of the buffer at
     /// `dst[z]`, NTT form, by a transform of `N/gap` points each
     /// (`expand_periodic`; `N/gap` at most
-    /// [`launch::encode::MAX_PERIODIC_POINTS`]); the caller holds the
-    /// residency guard of every buffer.
+    /// [`launch::encode::MAX_PERIODIC_POINTS`]): with `whole`, limbs of N
+    /// words, else the periodic form (limbs of `N/gap` words, the values
+    /// unrepeated); the caller holds the residency guard of every buffer.
     pub(super) fn expand_periodic_raw(
         &self,
         dst: &[u64],
         compact: &[&Buffer],
         gap: usize,
         map: &LimbMap,
+        whole: bool,
     ) -> Result<()> {
         let sources = self.compact_sources(dst, compact, gap)?;
         let log_points = (self.degree / gap).trailing_zeros();
-        // SAFETY: as `expand_raw`, with N/gap words per source; the twiddle
-        // table covers every modulus index (built for the whole table).
+        // SAFETY: as `expand_raw`, with N/gap words per source and the
+        // destinations' limbs of N words (`whole`) or N/gap (checked by
+        // `periodic_shape`); the twiddle table covers every modulus index
+        // (built for the whole table).
         unsafe {
             launch::encode::expand_periodic_async(
                 &self.kernels,
@@ -137,6 +141,7 @@ impl GpuBackend {
                 address(&self.twiddles)?,
                 self.n(),
                 log_points,
+                whole,
             )
         }?;
         Ok(())

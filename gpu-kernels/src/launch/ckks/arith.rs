@@ -2,7 +2,7 @@
 //! product, the fused key-switching inner product and automorphisms. Each
 //! launch covers `limbs × N` words with a `(N/256, limbs)` grid.
 
-use cudarc::driver::PushKernelArg;
+use cudarc::driver::{DeviceRepr, PushKernelArg};
 use hemem_memory::StreamId;
 
 use super::{ElementOp, LimbMap, PtrArray, Scalars, launched, limb_grid, pair_grid};
@@ -110,16 +110,31 @@ pub unsafe fn mul_add_async(
 /// stay below `2^128`).
 pub const MAX_SUM_TERMS: usize = 8;
 
+/// The gap of each second operand of [`mul_sum_async`], as `struct
+/// SumGaps`: `log[t] = g > 0` reads `b_t` as the `N >> g` distinct values
+/// a limb of a polynomial in `X^{2^g}` (value `c` at word `c >> g`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SumGaps {
+    /// `log2` of each term's gap; 0 for a full limb.
+    pub log: [u32; MAX_SUM_TERMS],
+}
+
+// SAFETY: `repr(C)` of `u32`s, as the kernel's `struct SumGaps`.
+unsafe impl DeviceRepr for SumGaps {}
+
 /// Queues `out = Σ_t a_t·b_t` (with `accumulate`, `out += Σ_t a_t·b_t`)
 /// limb by limb, over up to [`MAX_SUM_TERMS`] pairs: every `a_t` is laid
-/// out as `a_map` says, every `b_t` as `b_map`.
+/// out as `a_map` says, every `b_t` as `b_map` with limbs of `N >>
+/// b_log_gaps[t]` words, read periodically ([`SumGaps`]).
 ///
 /// # Errors
-/// [`Error::LaunchShape`] for mismatched maps or too many terms;
-/// [`Error::Launch`].
+/// [`Error::LaunchShape`] for mismatched maps, too many terms, or a gap
+/// beyond `log N`; [`Error::Launch`].
 ///
 /// # Safety
-/// As [`binary_async`]; `out` is none of the operands.
+/// As [`binary_async`], with `b_t`'s limbs `N >> b_log_gaps[t]` words
+/// long; `out` is none of the operands.
 #[allow(
     clippy::too_many_arguments,
     reason = "three operands, their maps, the mode"
@@ -129,19 +144,31 @@ pub unsafe fn mul_sum_async(
     stream: StreamId,
     (out, out_map): (u64, &LimbMap),
     (a, a_map): (&[u64], &LimbMap),
-    (b, b_map): (&[u64], &LimbMap),
+    (b, b_map, b_log_gaps): (&[u64], &LimbMap, &[u32]),
     accumulate: bool,
     consts: u64,
     n: u32,
 ) -> Result<()> {
     same_count("mul_sum", out_map, &[a_map, b_map])?;
-    if b.len() != a.len() {
+    if b.len() != a.len() || b_log_gaps.len() != b.len() {
         return Err(Error::LaunchShape {
             kernel: "mul_sum",
             what: "second operands",
             expected: a.len(),
-            found: b.len(),
+            found: b.len().min(b_log_gaps.len()),
         });
+    }
+    let mut gaps = SumGaps::default();
+    for (slot, &g) in gaps.log.iter_mut().zip(b_log_gaps) {
+        if g >= n.trailing_zeros() {
+            return Err(Error::LaunchShape {
+                kernel: "mul_sum",
+                what: "log gap",
+                expected: n.trailing_zeros() as usize,
+                found: g as usize,
+            });
+        }
+        *slot = g;
     }
     if a.len() > MAX_SUM_TERMS || (a.is_empty() && !accumulate) {
         return Err(Error::LaunchShape {
@@ -166,12 +193,13 @@ pub unsafe fn mul_sum_async(
         .arg(a_map)
         .arg(&b_array)
         .arg(b_map)
+        .arg(&gaps)
         .arg(&terms)
         .arg(&accumulate)
         .arg(&consts)
         .arg(&n);
     // SAFETY: PTX signature (u64, LimbMap, PtrArray, LimbMap, PtrArray,
-    // LimbMap, u32, u32, const ModConst*, u32); as binary_async.
+    // LimbMap, SumGaps, u32, u32, const ModConst*, u32); as binary_async.
     unsafe { launch.launch(pair_grid(n as usize, out_map.len())) }.map_err(launched("mul_sum"))?;
     Ok(())
 }

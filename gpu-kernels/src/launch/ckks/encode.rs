@@ -112,22 +112,24 @@ const PERIODIC_SHARE: u32 = 8192;
 /// the `M = 2^log_m` coefficients of a polynomial in `X^{N/M}` (a message
 /// whose slots repeat, `hemem_ckks::ntt::forward_subring`) straight into NTT
 /// form: part `z` reads the `M` words at `src[z]` and writes the limbs of
-/// `map` in the buffer `dst[z]`, each of the `M` transformed values `N/M`
-/// times. Grid `(N/8192, limbs, parts)`: every block transforms its limb's
+/// `map` in the buffer `dst[z]`. With `whole`, a limb is `N` words, each
+/// of the `M` transformed values `N/M` times; without, a limb is the `M`
+/// values alone (the periodic form, limb at position `p` from word `p·M`).
+/// Grid `(outputs/8192, limbs, parts)`: every block transforms its limb's
 /// `M` points in shared memory with the forward twiddles at `twiddles` (the
-/// context's table, 4N words per modulus) and writes 8192 outputs.
+/// context's table, 4N words per modulus) and writes up to 8192 outputs.
 ///
 /// # Errors
 /// [`Error::LaunchShape`] for different part counts, no part or more than
-/// [`MAX_EXPAND_PARTS`], or `M` above `N` or [`MAX_PERIODIC_POINTS`];
-/// [`Error::Launch`].
+/// [`MAX_EXPAND_PARTS`], or `M` below 2 or above `N` or
+/// [`MAX_PERIODIC_POINTS`]; [`Error::Launch`].
 ///
 /// # Safety
-/// Each `dst[z]` must hold the limb positions of `map` (`N` words each) and
-/// each `src[z]` at least `M` words, all usable on `stream` until the
-/// kernel completes; `consts` and `twiddles` must cover `map`'s modulus
-/// indices; no destination may overlap another part's destination or any
-/// source.
+/// Each `dst[z]` must hold the limb positions of `map` (`N` words each, or
+/// `M` without `whole`) and each `src[z]` at least `M` words, all usable on
+/// `stream` until the kernel completes; `consts` and `twiddles` must cover
+/// `map`'s modulus indices; no destination may overlap another part's
+/// destination or any source.
 #[allow(clippy::too_many_arguments, reason = "operands, map, tables and shape")]
 pub unsafe fn expand_periodic_async(
     kernels: &Kernels,
@@ -139,12 +141,14 @@ pub unsafe fn expand_periodic_async(
     twiddles: u64,
     n: u32,
     log_m: u32,
+    whole: bool,
 ) -> Result<()> {
     let shape = shape_error("expand_periodic");
     check_parts(dst, src, &shape)?;
     let points = 1u64 << log_m.min(63);
     if n < 2
         || !n.is_power_of_two()
+        || log_m == 0
         || log_m > n.trailing_zeros()
         || points > u64::from(MAX_PERIODIC_POINTS)
     {
@@ -154,6 +158,7 @@ pub unsafe fn expand_periodic_async(
             log_m as usize,
         ));
     }
+    let log_out = if whole { n.trailing_zeros() } else { log_m };
     if map.is_empty() {
         return Ok(());
     }
@@ -167,10 +172,11 @@ pub unsafe fn expand_periodic_async(
         .arg(&consts)
         .arg(&twiddles)
         .arg(&n)
-        .arg(&log_m);
+        .arg(&log_m)
+        .arg(&log_out);
     let config = LaunchConfig {
         grid_dim: (
-            n.div_ceil(PERIODIC_SHARE),
+            (1u32 << log_out).div_ceil(PERIODIC_SHARE),
             map.len() as u32,
             dst.len() as u32,
         ),
@@ -178,7 +184,7 @@ pub unsafe fn expand_periodic_async(
         shared_mem_bytes: (points * 8) as u32,
     };
     // SAFETY: PTX signature (PtrArray, PtrArray, LimbMap, const ModConst*,
-    // const u64*, u32, u32); the caller guarantees the memory.
+    // const u64*, u32, u32, u32); the caller guarantees the memory.
     unsafe { launch.launch(config) }.map_err(launched("expand_periodic"))?;
     Ok(())
 }
