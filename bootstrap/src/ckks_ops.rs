@@ -153,6 +153,14 @@ impl SlotArithmetic for CkksOps<'_> {
         Ok(self.evaluator.mult_without_rescale(a, b)?)
     }
 
+    fn mul_relin_sum(
+        &self,
+        pairs: &[(&Ciphertext, &Ciphertext)],
+        addend: Option<&Ciphertext>,
+    ) -> Result<Ciphertext> {
+        Ok(self.evaluator.mult_sum_without_rescale(pairs, addend)?)
+    }
+
     fn rescale(&self, a: &Ciphertext) -> Result<Ciphertext> {
         Ok(self.evaluator.rescale_unchecked(a)?)
     }

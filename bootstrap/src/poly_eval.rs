@@ -421,57 +421,92 @@ impl<A: SlotArithmetic> PowerBasis<'_, A> {
 
     /// Evaluates `c` (trailing zeros trimmed or not) `budget` levels below
     /// the top, at scale `target`.
+    ///
+    /// `c` unrolls into a chain `q_1·B_1 + (q_2·B_2 + (… + leaf))` of one
+    /// level: each quotient `q_j` is evaluated (and finished) one level up,
+    /// then the products `q_j·B_j`, the leaf `Σ c_i T_i` and the constants
+    /// are summed at that level and relinearised and rescaled once
+    /// ([`SlotArithmetic::mul_relin_sum`]: lazy relinearisation and
+    /// rescaling, Bossuat et al., ePrint 2020/1203 §4.2) instead of once
+    /// per product.
     fn eval(&mut self, c: &[f64], budget: usize, target: f64) -> Result<Node<A::Value>> {
         let Some(degree) = degree_of(c) else {
             return Ok(Node::Const(0.0));
         };
-        let c0 = c.first().copied().unwrap_or(0.0);
         if degree == 0 {
-            return Ok(Node::Const(c0));
+            return Ok(Node::Const(c.first().copied().unwrap_or(0.0)));
         }
         let out_level = self.top.checked_sub(budget).ok_or(Error::LevelTooLow {
             operation: "polynomial evaluation",
             needed: budget,
             level: self.top,
         })?;
-        let deepest = c
-            .iter()
-            .enumerate()
-            .skip(1)
-            .filter(|(_, v)| **v != 0.0)
-            .map(|(i, _)| ceil_log2(i))
-            .max()
-            .unwrap_or(0);
-        if degree < self.baby && deepest < budget {
-            return self.leaf(c, out_level, target).map(Node::Value);
-        }
-        let k = depth_for_degree(degree) - 1;
-        let giant = 1usize << k;
-        let (q, r) = self.divide(c, giant, degree);
         let mul_level = out_level + 1;
-        let tg = self.at_level(giant, mul_level)?;
         let prime = self.ops.prime(mul_level)? as f64;
-        let q_target = target * prime / self.ops.scale(&tg);
-        let product = match self.eval(&q, budget - 1, q_target)? {
-            Node::Const(0.0) => None,
-            Node::Const(v) => {
-                let m = self.ops.mul_const(&tg, Complex64::new(v, 0.0), q_target)?;
-                Some(self.ops.rescale(&m)?)
+        // What the chain sums at `mul_level`, at scale `target·prime`: the
+        // products to relinearise, the terms already linear, a constant.
+        let mut products: Vec<(A::Value, A::Value)> = Vec::new();
+        let mut linear: Option<A::Value> = None;
+        let mut constant = 0.0;
+        let mut rest = c.to_vec();
+        while let Some(degree) = degree_of(&rest) {
+            let c0 = rest.first().copied().unwrap_or(0.0);
+            if degree == 0 {
+                constant += c0;
+                break;
             }
-            Node::Value(qv) => {
-                let m = self.ops.mul_relin(&qv, &tg)?;
-                Some(self.ops.rescale(&m)?)
+            let deepest = rest
+                .iter()
+                .enumerate()
+                .skip(1)
+                .filter(|(_, v)| **v != 0.0)
+                .map(|(i, _)| ceil_log2(i))
+                .max()
+                .unwrap_or(0);
+            if degree < self.baby && deepest < budget {
+                let sum = self.leaf(&rest, mul_level, target * prime)?;
+                self.add_linear(&mut linear, sum)?;
+                constant += c0;
+                break;
             }
+            let giant = 1usize << (depth_for_degree(degree) - 1);
+            let (q, r) = self.divide(&rest, giant, degree);
+            let tg = self.at_level(giant, mul_level)?;
+            let q_target = target * prime / self.ops.scale(&tg);
+            match self.eval(&q, budget - 1, q_target)? {
+                Node::Const(0.0) => {}
+                Node::Const(v) => {
+                    let m = self.ops.mul_const(&tg, Complex64::new(v, 0.0), q_target)?;
+                    self.add_linear(&mut linear, m)?;
+                }
+                Node::Value(qv) => products.push((qv, tg)),
+            }
+            rest = r;
+        }
+        let sum = if products.is_empty() {
+            linear
+        } else {
+            let pairs: Vec<(&A::Value, &A::Value)> = products.iter().map(|(q, g)| (q, g)).collect();
+            Some(self.ops.mul_relin_sum(&pairs, linear.as_ref())?)
         };
-        let rest = self.eval(&r, budget, target)?;
-        Ok(match (product, rest) {
-            (None, rest) => rest,
-            (Some(p), Node::Const(0.0)) => Node::Value(p),
-            (Some(p), Node::Const(v)) => {
-                Node::Value(self.ops.add_const(&p, Complex64::new(v, 0.0))?)
-            }
-            (Some(p), Node::Value(v)) => Node::Value(self.ops.add(&p, &v)?),
-        })
+        let Some(sum) = sum else {
+            return Ok(Node::Const(constant));
+        };
+        let sum = if constant == 0.0 {
+            sum
+        } else {
+            self.ops.add_const(&sum, Complex64::new(constant, 0.0))?
+        };
+        Ok(Node::Value(self.ops.rescale(&sum)?))
+    }
+
+    /// `acc += v` (`acc` set when empty).
+    fn add_linear(&self, acc: &mut Option<A::Value>, v: A::Value) -> Result<()> {
+        match acc.as_mut() {
+            None => *acc = Some(v),
+            Some(sum) => self.ops.add_assign(sum, &v)?,
+        }
+        Ok(())
     }
 
     /// `p = q·B_g + r` for the giant `B_g` (`T_g` or `x^g`), `degree < 2g`.
@@ -499,11 +534,9 @@ impl<A: SlotArithmetic> PowerBasis<'_, A> {
         }
     }
 
-    /// `Σ c_i T_i` at `out_level`, scale `target`: constants at level
-    /// `out_level + 1`, one rescale.
-    fn leaf(&mut self, c: &[f64], out_level: usize, target: f64) -> Result<A::Value> {
-        let mul_level = out_level + 1;
-        let prime = self.ops.prime(mul_level)? as f64;
+    /// `Σ_{i ≥ 1} c_i T_i` at `level`, scale `scale`, not rescaled: each
+    /// `T_i` brought down and multiplied by its coefficient in one pass.
+    fn leaf(&mut self, c: &[f64], level: usize, scale: f64) -> Result<A::Value> {
         let mut acc: Option<A::Value> = None;
         for (i, &ci) in c.iter().enumerate().skip(1) {
             if ci == 0.0 {
@@ -511,24 +544,13 @@ impl<A: SlotArithmetic> PowerBasis<'_, A> {
             }
             self.ensure(i)?;
             let ti = self.get(i)?;
-            let const_scale = target * prime / self.ops.scale(ti);
-            // T_i brought down and multiplied in one pass, added in place.
+            let const_scale = scale / self.ops.scale(ti);
             let term =
                 self.ops
-                    .mul_const_at_level(ti, Complex64::new(ci, 0.0), const_scale, mul_level)?;
-            match acc.as_mut() {
-                None => acc = Some(term),
-                Some(sum) => self.ops.add_assign(sum, &term)?,
-            }
+                    .mul_const_at_level(ti, Complex64::new(ci, 0.0), const_scale, level)?;
+            self.add_linear(&mut acc, term)?;
         }
-        let acc = acc.ok_or(Error::InvalidDegree { degree: 0 })?;
-        let c0 = c.first().copied().unwrap_or(0.0);
-        let acc = if c0 == 0.0 {
-            acc
-        } else {
-            self.ops.add_const(&acc, Complex64::new(c0, 0.0))?
-        };
-        self.ops.rescale(&acc)
+        acc.ok_or(Error::InvalidDegree { degree: 0 })
     }
 }
 

@@ -1134,6 +1134,92 @@ fn a_periodic_plaintext_multiplies_bit_for_bit_like_the_full_one() {
     refused(s.encoder.decode(p).map(|_| ()));
 }
 
+/// A sum of products relinearised once (lazy relinearisation) decrypts to
+/// the f64 sum of products plus the addend, as precisely as the products
+/// relinearised one by one; what it cannot sum is a typed error.
+#[test]
+fn a_sum_of_products_relinearised_once_decrypts_to_the_sum() {
+    let s = Setup::new(Preset::TestFGb, 98);
+    let eval = s.evaluator(&KeySetRequest {
+        relinearization: true,
+        ..Default::default()
+    });
+    let slots = s.context.params().slots();
+    let mut rng = seeded_rng(99);
+    let values: Vec<Vec<Complex64>> = (0..7).map(|_| unit_disk(&mut rng, slots)).collect();
+    let cts: Vec<Ciphertext> = values.iter().map(|v| s.encrypt(v)).collect();
+    let pairs: Vec<(&Ciphertext, &Ciphertext)> =
+        vec![(&cts[0], &cts[1]), (&cts[2], &cts[3]), (&cts[4], &cts[4])];
+    let addend = eval.mult_without_rescale(&cts[5], &cts[6]).unwrap();
+    let lazy = eval
+        .mult_sum_without_rescale(&pairs, Some(&addend))
+        .unwrap();
+    let mut eager = eval.mult_without_rescale(&cts[0], &cts[1]).unwrap();
+    for (a, b) in &pairs[1..] {
+        eager = eval
+            .add(&eager, &eval.mult_without_rescale(a, b).unwrap())
+            .unwrap();
+    }
+    let eager = eval.add(&eager, &addend).unwrap();
+    assert_eq!((lazy.level(), lazy.scale()), (eager.level(), eager.scale()));
+    let want: Vec<Complex64> = (0..slots)
+        .map(|j| {
+            values[0][j] * values[1][j]
+                + values[2][j] * values[3][j]
+                + values[4][j] * values[4][j]
+                + values[5][j] * values[6][j]
+        })
+        .collect();
+    let lazy_bits = bits(max_abs_error(
+        &s.decrypt(&eval.rescale(&lazy).unwrap()),
+        &want,
+    ));
+    let eager_bits = bits(max_abs_error(
+        &s.decrypt(&eval.rescale(&eager).unwrap()),
+        &want,
+    ));
+    assert!(lazy_bits > 12.0, "{lazy_bits:.1} bits");
+    assert!(
+        lazy_bits > eager_bits - 1.0,
+        "{lazy_bits:.1} against {eager_bits:.1} bits"
+    );
+    // One product, no addend: the product relinearised.
+    let one = eval
+        .mult_sum_without_rescale(&[(&cts[0], &cts[1])], None)
+        .unwrap();
+    let single = eval.mult_without_rescale(&cts[0], &cts[1]).unwrap();
+    assert_eq!(words_of(&one), words_of(&single));
+
+    // Nothing to sum; products at two scales; an addend at another level;
+    // no relinearisation key.
+    assert!(matches!(
+        eval.mult_sum_without_rescale(&[], None),
+        Err(Error::LengthMismatch { .. })
+    ));
+    let doubled = eval
+        .mult_const_without_rescale(&cts[2], Complex64::new(1.0, 0.0), Scale(2f64.powi(20)))
+        .unwrap();
+    let low = eval
+        .level_down(&cts[3], Level(cts[3].level().0 - 1))
+        .unwrap();
+    let low_addend = eval.mult_without_rescale(&low, &low).unwrap();
+    for result in [
+        eval.mult_sum_without_rescale(&[(&cts[0], &cts[1]), (&doubled, &cts[3])], None),
+        eval.mult_sum_without_rescale(&[(&cts[0], &cts[1])], Some(&low_addend)),
+    ] {
+        assert!(
+            matches!(result, Err(Error::Operand(_))),
+            "{:?}",
+            result.map(|_| ())
+        );
+    }
+    let keyless = Evaluator::new(&s.context);
+    assert!(matches!(
+        keyless.mult_sum_without_rescale(&pairs, None),
+        Err(Error::Key(_))
+    ));
+}
+
 /// Hoisted rotations (their ModDowns batched) give, step by step and in
 /// order, the limbs of one rotation at a time from the same decomposition,
 /// steps of 0 and repeated steps included.

@@ -753,6 +753,22 @@ fn evaluator(name: &str, preset: Preset, min_bits: f64, rows: NttRows) {
         assert!(bits >= min_bits, "{name}: {label}: {bits:.2} bits");
     };
     let xy: Vec<Complex64> = x.iter().zip(&y).map(|(a, b)| a * b).collect();
+    // x·y + y·y + x·y relinearised once (lazy relinearisation).
+    let lazy: Vec<Complex64> = x.iter().zip(&y).map(|(a, b)| 2.0 * a * b + b * b).collect();
+    let sum_of = |s: &Side, x: &Ciphertext, y: &Ciphertext| {
+        let addend = s.eval.mult_without_rescale(x, y).unwrap();
+        let sum = s
+            .eval
+            .mult_sum_without_rescale(&[(x, y), (y, y)], Some(&addend))
+            .unwrap();
+        s.eval.rescale(&sum).unwrap()
+    };
+    check(
+        "mult_sum_without_rescale",
+        sum_of(&c, &cx, &cy),
+        sum_of(&g, &gx, &gy),
+        &lazy,
+    );
     check(
         "mult",
         c.eval.mult(&cx, &cy).unwrap(),

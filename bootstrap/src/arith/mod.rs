@@ -75,6 +75,19 @@ pub trait SlotArithmetic {
     /// # Errors
     /// Mismatched level or slots; a missing relinearisation key.
     fn mul_relin(&self, a: &Self::Value, b: &Self::Value) -> Result<Self::Value>;
+    /// `Σ_i a_i·b_i [+ addend]` relinearised once, no rescale: every pair
+    /// at one level, every product and the addend at one scale (relative
+    /// `2^-40`). Lazy relinearisation: one key switch for the sum instead
+    /// of one per product, and its noise once.
+    ///
+    /// # Errors
+    /// No pairs; mismatched level, slots or scale; a missing
+    /// relinearisation key.
+    fn mul_relin_sum(
+        &self,
+        pairs: &[(&Self::Value, &Self::Value)],
+        addend: Option<&Self::Value>,
+    ) -> Result<Self::Value>;
     /// Divides by `q_level`: level − 1, scale `s / q_level` (f64).
     ///
     /// # Errors

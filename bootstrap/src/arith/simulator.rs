@@ -573,6 +573,39 @@ impl SlotArithmetic for PlainSimulator {
         Ok(out)
     }
 
+    fn mul_relin_sum(
+        &self,
+        pairs: &[(&SimValue, &SimValue)],
+        addend: Option<&SimValue>,
+    ) -> Result<SimValue> {
+        let ((a0, b0), rest) = pairs.split_first().ok_or(Error::InvalidParameter {
+            name: "products",
+            reason: "none to sum",
+        })?;
+        self.check_pair(a0, b0, false)?;
+        let mut out = SimValue {
+            slots: a0.slots.iter().zip(&b0.slots).map(|(x, y)| x * y).collect(),
+            level: a0.level,
+            scale: a0.scale * b0.scale,
+        };
+        for (a, b) in rest {
+            self.check_pair(a, b, false)?;
+            let product = SimValue {
+                slots: a.slots.iter().zip(&b.slots).map(|(x, y)| x * y).collect(),
+                level: a.level,
+                scale: a.scale * b.scale,
+            };
+            out = self.add(&out, &product)?;
+        }
+        if let Some(x) = addend {
+            out = self.add(&out, x)?;
+        }
+        self.counts.borrow_mut().mul_relin += 1;
+        self.count_key_switch(out.level);
+        self.key_switch_noise(&mut out);
+        Ok(out)
+    }
+
     fn rescale(&self, a: &SimValue) -> Result<SimValue> {
         if a.level == 0 {
             return Err(Error::LevelTooLow {

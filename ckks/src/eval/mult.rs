@@ -93,6 +93,51 @@ impl Evaluator {
         self.relinearize(&self.tensor(a, b)?)
     }
 
+    /// `Σ_i a_i·b_i [+ addend]` relinearised once, not rescaled: the
+    /// products' tensors (and the addend, into their first two parts) are
+    /// summed before the one key switch, where a [`Evaluator::mult_without_rescale`]
+    /// per product switches keys once each — lazy relinearisation, as in the
+    /// sums of products of a Paterson–Stockmeyer polynomial evaluation
+    /// (Bossuat et al., ePrint 2020/1203 §4.2). Every pair at one level,
+    /// every product (and the addend) at one scale; the key-switching noise
+    /// is added once.
+    ///
+    /// # Errors
+    /// No pairs; mismatched contexts, devices, levels or slots; products or
+    /// addend at different scales; a missing relinearisation key.
+    pub fn mult_sum_without_rescale(
+        &self,
+        pairs: &[(&Ciphertext, &Ciphertext)],
+        addend: Option<&Ciphertext>,
+    ) -> Result<Ciphertext> {
+        let ((a0, b0), rest) = pairs.split_first().ok_or(crate::Error::LengthMismatch {
+            expected: 1,
+            actual: 0,
+        })?;
+        let mut sum = self.tensor(a0, b0)?;
+        let device = a0.device();
+        for (a, b) in rest {
+            let t = self.tensor(a, b)?;
+            a.check_matches(&sum.context, sum.level, a.scale, sum.slots, device)?;
+            if !t.scale.matches(sum.scale) {
+                return Err(OperandError::ScaleMismatch {
+                    left_log2: sum.scale.log2(),
+                    right_log2: t.scale.log2(),
+                }
+                .into());
+            }
+            sum.d0.add_assign(&t.d0)?;
+            sum.d1.add_assign(&t.d1)?;
+            sum.d2.add_assign(&t.d2)?;
+        }
+        if let Some(x) = addend {
+            x.check_matches(&sum.context, sum.level, sum.scale, sum.slots, device)?;
+            sum.d0.add_assign(&x.c0)?;
+            sum.d1.add_assign(&x.c1)?;
+        }
+        self.relinearize(&sum)
+    }
+
     /// `a·b`: tensor, relinearise, rescale. Two ciphertexts at the default
     /// scale of level `l` give one at the default scale of `l − 1`.
     ///
