@@ -153,12 +153,13 @@ impl SlotArithmetic for CkksOps<'_> {
         Ok(self.evaluator.mult_without_rescale(a, b)?)
     }
 
-    fn mul_relin_sum(
+    /// One ModDown by `P·q_l` ([`Evaluator::mult_sum_unchecked`]).
+    fn mul_relin_sum_rescale(
         &self,
         pairs: &[(&Ciphertext, &Ciphertext)],
         addend: Option<&Ciphertext>,
     ) -> Result<Ciphertext> {
-        Ok(self.evaluator.mult_sum_without_rescale(pairs, addend)?)
+        Ok(self.evaluator.mult_sum_unchecked(pairs, addend)?)
     }
 
     fn rescale(&self, a: &Ciphertext) -> Result<Ciphertext> {
