@@ -153,13 +153,12 @@ impl SlotArithmetic for CkksOps<'_> {
         Ok(self.evaluator.mult_without_rescale(a, b)?)
     }
 
-    /// One ModDown by `P·q_l` ([`Evaluator::mult_sum_unchecked`]).
-    fn mul_relin_sum_rescale(
+    fn mul_relin_sum(
         &self,
         pairs: &[(&Ciphertext, &Ciphertext)],
         addend: Option<&Ciphertext>,
     ) -> Result<Ciphertext> {
-        Ok(self.evaluator.mult_sum_unchecked(pairs, addend)?)
+        Ok(self.evaluator.mult_sum_without_rescale(pairs, addend)?)
     }
 
     fn rescale(&self, a: &Ciphertext) -> Result<Ciphertext> {

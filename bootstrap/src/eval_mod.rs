@@ -226,9 +226,9 @@ impl EvalMod {
         };
         let mut c = poly_eval::evaluate(ops, y, &self.cosine_poly, cos_target)?;
         for lambda_sq in self.cosine.double_angle_constants() {
-            // 2·c² relinearised and rescaled in one division.
-            let twice = ops.mul_integer(&c, 2)?;
-            let r = ops.mul_relin_sum_rescale(&[(&twice, &c)], None)?;
+            let sq = ops.mul_relin(&c, &c)?;
+            let doubled = ops.mul_integer(&sq, 2)?;
+            let r = ops.rescale(&doubled)?;
             c = ops.add_const(&r, Complex64::new(-lambda_sq, 0.0))?;
         }
         match &self.arcsine_poly {

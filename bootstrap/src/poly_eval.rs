@@ -398,23 +398,22 @@ impl<A: SlotArithmetic> PowerBasis<'_, A> {
         let level = self.top - ceil_log2(a);
         let ta = at_level(ops, self.get(a)?, level)?;
         let tb = at_level(ops, self.get(b)?, level)?;
-        // Each power is one product relinearised and rescaled together
-        // (`mul_relin_sum_rescale`), a Chebyshev one with the factor 2 on
-        // `T_a` and `−T_{a−b}` added before the division.
+        let prod = ops.mul_relin(&ta, &tb)?;
         let value = if !self.chebyshev {
-            ops.mul_relin_sum_rescale(&[(&ta, &tb)], None)?
+            ops.rescale(&prod)?
         } else if a == b {
             // T_{2a} = 2·T_a² − 1.
-            let twice = ops.mul_integer(&ta, 2)?;
-            let r = ops.mul_relin_sum_rescale(&[(&twice, &tb)], None)?;
+            let doubled = ops.mul_integer(&prod, 2)?;
+            let r = ops.rescale(&doubled)?;
             ops.add_const(&r, Complex64::new(-1.0, 0.0))?
         } else {
             // T_{a+b} = 2·T_a·T_b − T_{a−b}.
-            let twice = ops.mul_integer(&ta, 2)?;
+            let doubled = ops.mul_integer(&prod, 2)?;
             let td = at_level(ops, self.get(a - b)?, level)?;
-            let ratio = ops.scale(&ta) * ops.scale(&tb) / ops.scale(&td);
-            let minus = ops.mul_const(&td, Complex64::new(-1.0, 0.0), ratio)?;
-            ops.mul_relin_sum_rescale(&[(&twice, &tb)], Some(&minus))?
+            let ratio = ops.scale(&doubled) / ops.scale(&td);
+            let td = ops.mul_const(&td, Complex64::new(1.0, 0.0), ratio)?;
+            let diff = ops.sub(&doubled, &td)?;
+            ops.rescale(&diff)?
         };
         self.powers.insert(i, value);
         Ok(())
@@ -484,29 +483,21 @@ impl<A: SlotArithmetic> PowerBasis<'_, A> {
             }
             rest = r;
         }
-        // The constant joins the linear terms before the division (one
-        // rounding), or the result after it when there are none.
-        let (linear, after) = match linear {
-            Some(l) if constant != 0.0 => (
-                Some(self.ops.add_const(&l, Complex64::new(constant, 0.0))?),
-                0.0,
-            ),
-            l => (l, constant),
-        };
-        let value = if products.is_empty() {
-            match linear {
-                Some(l) => self.ops.rescale(&l)?,
-                None => return Ok(Node::Const(after)),
-            }
+        let sum = if products.is_empty() {
+            linear
         } else {
             let pairs: Vec<(&A::Value, &A::Value)> = products.iter().map(|(q, g)| (q, g)).collect();
-            self.ops.mul_relin_sum_rescale(&pairs, linear.as_ref())?
+            Some(self.ops.mul_relin_sum(&pairs, linear.as_ref())?)
         };
-        Ok(Node::Value(if after == 0.0 {
-            value
+        let Some(sum) = sum else {
+            return Ok(Node::Const(constant));
+        };
+        let sum = if constant == 0.0 {
+            sum
         } else {
-            self.ops.add_const(&value, Complex64::new(after, 0.0))?
-        }))
+            self.ops.add_const(&sum, Complex64::new(constant, 0.0))?
+        };
+        Ok(Node::Value(self.ops.rescale(&sum)?))
     }
 
     /// `acc += v` (`acc` set when empty).

@@ -1183,30 +1183,6 @@ fn a_sum_of_products_relinearised_once_decrypts_to_the_sum() {
         lazy_bits > eager_bits - 1.0,
         "{lazy_bits:.1} against {eager_bits:.1} bits"
     );
-    // Relinearised and rescaled in one division by P·q_l: the same message
-    // one level down, at least as precise; unchecked is the same limbs.
-    let fused = eval.mult_sum(&pairs, Some(&addend)).unwrap();
-    let unchecked = eval.mult_sum_unchecked(&pairs, Some(&addend)).unwrap();
-    assert_eq!(words_of(&fused), words_of(&unchecked));
-    let separate = eval.rescale(&lazy).unwrap();
-    assert_eq!(
-        (fused.level(), fused.scale()),
-        (separate.level(), separate.scale())
-    );
-    let fused_bits = bits(max_abs_error(&s.decrypt(&fused), &want));
-    assert!(
-        fused_bits > lazy_bits - 0.5,
-        "{fused_bits:.1} against {lazy_bits:.1} bits"
-    );
-    // At level 0 there is nothing to divide by.
-    let bottom: Vec<Ciphertext> = cts[..2]
-        .iter()
-        .map(|c| eval.level_down(c, Level(0)).unwrap())
-        .collect();
-    assert!(matches!(
-        eval.mult_sum_unchecked(&[(&bottom[0], &bottom[1])], None),
-        Err(Error::Operand(OperandError::LevelTooLow { .. }))
-    ));
     // One product, no addend: the product relinearised.
     let one = eval
         .mult_sum_without_rescale(&[(&cts[0], &cts[1])], None)

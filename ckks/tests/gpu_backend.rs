@@ -769,14 +769,6 @@ fn evaluator(name: &str, preset: Preset, min_bits: f64, rows: NttRows) {
         sum_of(&g, &gx, &gy),
         &lazy,
     );
-    // The same relinearised and rescaled in one ModDown by P·q_l.
-    let fused = |s: &Side, x: &Ciphertext, y: &Ciphertext| {
-        let addend = s.eval.mult_without_rescale(x, y).unwrap();
-        s.eval
-            .mult_sum_unchecked(&[(x, y), (y, y)], Some(&addend))
-            .unwrap()
-    };
-    check("mult_sum", fused(&c, &cx, &cy), fused(&g, &gx, &gy), &lazy);
     check(
         "mult",
         c.eval.mult(&cx, &cy).unwrap(),

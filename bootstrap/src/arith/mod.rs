@@ -75,16 +75,15 @@ pub trait SlotArithmetic {
     /// # Errors
     /// Mismatched level or slots; a missing relinearisation key.
     fn mul_relin(&self, a: &Self::Value, b: &Self::Value) -> Result<Self::Value>;
-    /// `Σ_i a_i·b_i [+ addend]` relinearised once and rescaled: every pair
+    /// `Σ_i a_i·b_i [+ addend]` relinearised once, no rescale: every pair
     /// at one level, every product and the addend at one scale (relative
-    /// `2^-40`); the result one level down at scale `s / q_level`. Lazy
-    /// relinearisation: one key switch for the sum instead of one per
-    /// product, its noise once, and the rescale in the same division.
+    /// `2^-40`). Lazy relinearisation: one key switch for the sum instead
+    /// of one per product, and its noise once.
     ///
     /// # Errors
-    /// No pairs; mismatched level, slots or scale; level 0; a missing
+    /// No pairs; mismatched level, slots or scale; a missing
     /// relinearisation key.
-    fn mul_relin_sum_rescale(
+    fn mul_relin_sum(
         &self,
         pairs: &[(&Self::Value, &Self::Value)],
         addend: Option<&Self::Value>,

@@ -573,7 +573,7 @@ impl SlotArithmetic for PlainSimulator {
         Ok(out)
     }
 
-    fn mul_relin_sum_rescale(
+    fn mul_relin_sum(
         &self,
         pairs: &[(&SimValue, &SimValue)],
         addend: Option<&SimValue>,
@@ -603,9 +603,7 @@ impl SlotArithmetic for PlainSimulator {
         self.counts.borrow_mut().mul_relin += 1;
         self.count_key_switch(out.level);
         self.key_switch_noise(&mut out);
-        // Counted and rounded as a rescale after the key switch (the real
-        // division by P·q_l rounds once, no worse).
-        self.rescale(&out)
+        Ok(out)
     }
 
     fn rescale(&self, a: &SimValue) -> Result<SimValue> {

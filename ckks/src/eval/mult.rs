@@ -1,12 +1,10 @@
 //! Multiplication: tensor, relinearisation, rescaling, and products with
 //! plaintexts, constants, integers and `i`.
 
-use std::sync::Arc;
-
 use hemem_memory::MemoryClass;
 use num_complex::Complex64;
 
-use super::keyswitch::{apply_key, decompose, inner_product};
+use super::keyswitch::{apply_key, decompose};
 use super::{Ciphertext, Evaluator, TensoredCiphertext};
 use crate::backend::{BinaryOp, Device, PeriodicLimbs};
 use crate::encoding::{Encoder, Plaintext};
@@ -97,12 +95,12 @@ impl Evaluator {
 
     /// `Σ_i a_i·b_i [+ addend]` relinearised once, not rescaled: the
     /// products' tensors (and the addend, into their first two parts) are
-    /// summed before the one key switch, where a
-    /// [`Evaluator::mult_without_rescale`] per product switches keys once
-    /// each — lazy relinearisation, as in the sums of products of a
-    /// Paterson–Stockmeyer polynomial evaluation (Bossuat et al., ePrint
-    /// 2020/1203 §4.2). Every pair at one level, every product (and the
-    /// addend) at one scale; the key-switching noise is added once.
+    /// summed before the one key switch, where a [`Evaluator::mult_without_rescale`]
+    /// per product switches keys once each — lazy relinearisation, as in the
+    /// sums of products of a Paterson–Stockmeyer polynomial evaluation
+    /// (Bossuat et al., ePrint 2020/1203 §4.2). Every pair at one level,
+    /// every product (and the addend) at one scale; the key-switching noise
+    /// is added once.
     ///
     /// # Errors
     /// No pairs; mismatched contexts, devices, levels or slots; products or
@@ -112,51 +110,6 @@ impl Evaluator {
         pairs: &[(&Ciphertext, &Ciphertext)],
         addend: Option<&Ciphertext>,
     ) -> Result<Ciphertext> {
-        self.relinearize(&self.tensor_sum(pairs, addend)?)
-    }
-
-    /// `Σ_i a_i·b_i [+ addend]` relinearised and rescaled
-    /// ([`Evaluator::mult_sum_without_rescale`], then
-    /// [`Evaluator::rescale`]) in one division: the key switch's inner
-    /// product, with `P·(d0, d1)` added to its `Q` limbs, is divided by
-    /// `P·q_l` at once (one ModDown of `K + 1` limbs), where a ModDown and a
-    /// rescale transform the ciphertext twice. The result is
-    /// `round((KS(d2) + P·(d0, d1)) / (P·q_l))`, the rounding of the exact
-    /// quotient.
-    ///
-    /// # Errors
-    /// As [`Evaluator::mult_sum_without_rescale`]; as [`Evaluator::rescale`]
-    /// (level 0, a scale the rescale rule refuses).
-    pub fn mult_sum(
-        &self,
-        pairs: &[(&Ciphertext, &Ciphertext)],
-        addend: Option<&Ciphertext>,
-    ) -> Result<Ciphertext> {
-        let sum = self.tensor_sum(pairs, addend)?;
-        self.context.params().check_rescale(sum.level, sum.scale)?;
-        self.relinearize_rescaled(&sum)
-    }
-
-    /// [`Evaluator::mult_sum`] without the rescale rule's scale check, as
-    /// [`Evaluator::rescale_unchecked`]: for bootstrapping's schedules.
-    ///
-    /// # Errors
-    /// As [`Evaluator::mult_sum`], but for the scale check.
-    pub fn mult_sum_unchecked(
-        &self,
-        pairs: &[(&Ciphertext, &Ciphertext)],
-        addend: Option<&Ciphertext>,
-    ) -> Result<Ciphertext> {
-        self.relinearize_rescaled(&self.tensor_sum(pairs, addend)?)
-    }
-
-    /// The sum of the pairs' tensors, with `addend` added to its first two
-    /// parts.
-    fn tensor_sum(
-        &self,
-        pairs: &[(&Ciphertext, &Ciphertext)],
-        addend: Option<&Ciphertext>,
-    ) -> Result<TensoredCiphertext> {
         let ((a0, b0), rest) = pairs.split_first().ok_or(crate::Error::LengthMismatch {
             expected: 1,
             actual: 0,
@@ -182,47 +135,7 @@ impl Evaluator {
             sum.d0.add_assign(&x.c0)?;
             sum.d1.add_assign(&x.c1)?;
         }
-        Ok(sum)
-    }
-
-    /// Relinearises `t` and divides by its last prime in one ModDown by
-    /// `P·q_l` ([`Evaluator::mult_sum`]).
-    fn relinearize_rescaled(&self, t: &TensoredCiphertext) -> Result<Ciphertext> {
-        self.context.check_same(&t.context)?;
-        let Some(below) = t.level.0.checked_sub(1) else {
-            return Err(OperandError::LevelTooLow {
-                operation: "rescale",
-                level: t.level,
-            }
-            .into());
-        };
-        let key = self.keys()?.relinearization_key()?;
-        let params = self.context.params();
-        let decomposition = decompose(params, &t.d2, t.level)?;
-        let (mut acc0, mut acc1) = inner_product(params, &decomposition, key, None)?;
-        // (d0, d1)·P on the Q limbs (≡ 0 modulo the special primes).
-        let p_mod_q = params.p_mod_q(t.level);
-        let q_count = t.level.primes();
-        for (acc, d) in [(&mut acc0, &t.d0), (&mut acc1, &t.d1)] {
-            let scaled = d.scalar(BinaryOp::Mul, &p_mod_q, MemoryClass::Temporary)?;
-            let backend = Arc::clone(acc.backend());
-            backend.binary_assign(BinaryOp::Add, acc.prefix_mut(q_count)?, scaled.limbs()?)?;
-        }
-        // Divided by q_l and the special primes together: the last K + 1
-        // limbs of Q_l ∪ P.
-        let below = Level(below);
-        let out = params.q_indices(below);
-        let backend = Arc::clone(acc0.backend());
-        let mut k0 = RnsPoly::<Ntt>::allocate(&backend, &out, self.output_class, false)?;
-        let mut k1 = RnsPoly::<Ntt>::allocate(&backend, &out, self.output_class, false)?;
-        backend.mod_down_pair(
-            [acc0.limbs()?, acc1.limbs()?],
-            params.p_moduli().len() + 1,
-            [None, None],
-            [k0.limbs_mut()?, k1.limbs_mut()?],
-        )?;
-        let q = params.q_modulus(t.level)?.value() as f64;
-        Ciphertext::from_parts(&self.context, k0, k1, below, Scale(t.scale.0 / q), t.slots)
+        self.relinearize(&sum)
     }
 
     /// `a·b`: tensor, relinearise, rescale. Two ciphertexts at the default
