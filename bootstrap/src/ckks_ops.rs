@@ -3,7 +3,7 @@
 //! EvalMod) run homomorphically, on whichever backend the ciphertexts live.
 
 use hemem_ckks::encoding::{CompactPlaintext, Encoder, Plaintext, is_short_period, least_period};
-use hemem_ckks::eval::{Ciphertext, Evaluator};
+use hemem_ckks::eval::{Ciphertext, Evaluator, TensoredCiphertext};
 use hemem_ckks::params::{Level, Scale};
 use hemem_memory::MemoryClass;
 use num_complex::Complex64;
@@ -114,6 +114,7 @@ pub(crate) fn one_period(values: &[Complex64]) -> (&[Complex64], usize) {
 impl SlotArithmetic for CkksOps<'_> {
     type Value = Ciphertext;
     type Plain = Plaintext;
+    type Tensored = TensoredCiphertext;
     type Compact = CompactPlaintext;
 
     fn limb_bytes(&self) -> u64 {
@@ -153,12 +154,26 @@ impl SlotArithmetic for CkksOps<'_> {
         Ok(self.evaluator.mult_without_rescale(a, b)?)
     }
 
-    fn mul_relin_sum(
+    fn tensor_add(
         &self,
-        pairs: &[(&Ciphertext, &Ciphertext)],
+        acc: &mut Option<TensoredCiphertext>,
+        a: &Ciphertext,
+        b: &Ciphertext,
+    ) -> Result<()> {
+        let t = self.evaluator.tensor(a, b)?;
+        match acc.as_mut() {
+            None => *acc = Some(t),
+            Some(sum) => self.evaluator.add_tensored_assign(sum, &t)?,
+        }
+        Ok(())
+    }
+
+    fn relinearize_sum(
+        &self,
+        sum: TensoredCiphertext,
         addend: Option<&Ciphertext>,
     ) -> Result<Ciphertext> {
-        Ok(self.evaluator.mult_sum_without_rescale(pairs, addend)?)
+        Ok(self.evaluator.relinearize_with(sum, addend)?)
     }
 
     fn rescale(&self, a: &Ciphertext) -> Result<Ciphertext> {

@@ -426,7 +426,8 @@ impl<A: SlotArithmetic> PowerBasis<'_, A> {
     /// level: each quotient `q_j` is evaluated (and finished) one level up,
     /// then the products `q_j·B_j`, the leaf `Σ c_i T_i` and the constants
     /// are summed at that level and relinearised and rescaled once
-    /// ([`SlotArithmetic::mul_relin_sum`]: lazy relinearisation and
+    /// ([`SlotArithmetic::tensor_add`], [`SlotArithmetic::relinearize_sum`]:
+    /// lazy relinearisation and
     /// rescaling, Bossuat et al., ePrint 2020/1203 §4.2) instead of once
     /// per product.
     fn eval(&mut self, c: &[f64], budget: usize, target: f64) -> Result<Node<A::Value>> {
@@ -445,7 +446,7 @@ impl<A: SlotArithmetic> PowerBasis<'_, A> {
         let prime = self.ops.prime(mul_level)? as f64;
         // What the chain sums at `mul_level`, at scale `target·prime`: the
         // products to relinearise, the terms already linear, a constant.
-        let mut products: Vec<(A::Value, A::Value)> = Vec::new();
+        let mut products: Option<A::Tensored> = None;
         let mut linear: Option<A::Value> = None;
         let mut constant = 0.0;
         let mut rest = c.to_vec();
@@ -479,15 +480,14 @@ impl<A: SlotArithmetic> PowerBasis<'_, A> {
                     let m = self.ops.mul_const(&tg, Complex64::new(v, 0.0), q_target)?;
                     self.add_linear(&mut linear, m)?;
                 }
-                Node::Value(qv) => products.push((qv, tg)),
+                // Added at once, so that the factors are dropped here.
+                Node::Value(qv) => self.ops.tensor_add(&mut products, &qv, &tg)?,
             }
             rest = r;
         }
-        let sum = if products.is_empty() {
-            linear
-        } else {
-            let pairs: Vec<(&A::Value, &A::Value)> = products.iter().map(|(q, g)| (q, g)).collect();
-            Some(self.ops.mul_relin_sum(&pairs, linear.as_ref())?)
+        let sum = match products {
+            None => linear,
+            Some(products) => Some(self.ops.relinearize_sum(products, linear.as_ref())?),
         };
         let Some(sum) = sum else {
             return Ok(Node::Const(constant));

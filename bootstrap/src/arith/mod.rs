@@ -39,6 +39,9 @@ pub trait SlotArithmetic {
     type Value;
     /// An encoded plaintext (or its simulation).
     type Plain;
+    /// A sum of ciphertext products not yet relinearised (or its
+    /// simulation).
+    type Tensored;
     /// A plaintext kept compactly between uses and expanded to a
     /// [`SlotArithmetic::Plain`] when used (a linear transform's diagonal
     /// under [`crate::linear_transform::DiagonalStorage::Compact`]).
@@ -75,17 +78,30 @@ pub trait SlotArithmetic {
     /// # Errors
     /// Mismatched level or slots; a missing relinearisation key.
     fn mul_relin(&self, a: &Self::Value, b: &Self::Value) -> Result<Self::Value>;
-    /// `Σ_i a_i·b_i [+ addend]` relinearised once, no rescale: every pair
-    /// at one level, every product and the addend at one scale (relative
-    /// `2^-40`). Lazy relinearisation: one key switch for the sum instead
-    /// of one per product, and its noise once.
+    /// `acc += a·b` without relinearisation (`acc` set when empty): both
+    /// at one level, result scale `sa·sb`; every product added to one
+    /// `acc` at one level and scale (relative `2^-40`). With
+    /// [`SlotArithmetic::relinearize_sum`], lazy relinearisation: one key
+    /// switch for a sum of products instead of one per product, and its
+    /// noise once; the factors can be dropped as soon as their product is
+    /// added.
     ///
     /// # Errors
-    /// No pairs; mismatched level, slots or scale; a missing
-    /// relinearisation key.
-    fn mul_relin_sum(
+    /// Mismatched level, slots or scale.
+    fn tensor_add(
         &self,
-        pairs: &[(&Self::Value, &Self::Value)],
+        acc: &mut Option<Self::Tensored>,
+        a: &Self::Value,
+        b: &Self::Value,
+    ) -> Result<()>;
+    /// Relinearises a sum of products ([`SlotArithmetic::tensor_add`])
+    /// plus `addend` (at its level and scale), no rescale.
+    ///
+    /// # Errors
+    /// A mismatched addend; a missing relinearisation key.
+    fn relinearize_sum(
+        &self,
+        sum: Self::Tensored,
         addend: Option<&Self::Value>,
     ) -> Result<Self::Value>;
     /// Divides by `q_level`: level − 1, scale `s / q_level` (f64).

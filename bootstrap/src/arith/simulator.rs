@@ -511,6 +511,7 @@ fn rounded_constant(c: Complex64, scale: f64) -> Complex64 {
 impl SlotArithmetic for PlainSimulator {
     type Value = SimValue;
     type Plain = SimPlain;
+    type Tensored = SimValue;
     /// The simulator's plaintexts are already their slot values.
     type Compact = SimPlain;
 
@@ -573,33 +574,25 @@ impl SlotArithmetic for PlainSimulator {
         Ok(out)
     }
 
-    fn mul_relin_sum(
-        &self,
-        pairs: &[(&SimValue, &SimValue)],
-        addend: Option<&SimValue>,
-    ) -> Result<SimValue> {
-        let ((a0, b0), rest) = pairs.split_first().ok_or(Error::InvalidParameter {
-            name: "products",
-            reason: "none to sum",
-        })?;
-        self.check_pair(a0, b0, false)?;
-        let mut out = SimValue {
-            slots: a0.slots.iter().zip(&b0.slots).map(|(x, y)| x * y).collect(),
-            level: a0.level,
-            scale: a0.scale * b0.scale,
+    fn tensor_add(&self, acc: &mut Option<SimValue>, a: &SimValue, b: &SimValue) -> Result<()> {
+        self.check_pair(a, b, false)?;
+        let product = SimValue {
+            slots: a.slots.iter().zip(&b.slots).map(|(x, y)| x * y).collect(),
+            level: a.level,
+            scale: a.scale * b.scale,
         };
-        for (a, b) in rest {
-            self.check_pair(a, b, false)?;
-            let product = SimValue {
-                slots: a.slots.iter().zip(&b.slots).map(|(x, y)| x * y).collect(),
-                level: a.level,
-                scale: a.scale * b.scale,
-            };
-            out = self.add(&out, &product)?;
-        }
-        if let Some(x) = addend {
-            out = self.add(&out, x)?;
-        }
+        *acc = Some(match acc.take() {
+            None => product,
+            Some(sum) => self.add(&sum, &product)?,
+        });
+        Ok(())
+    }
+
+    fn relinearize_sum(&self, sum: SimValue, addend: Option<&SimValue>) -> Result<SimValue> {
+        let mut out = match addend {
+            Some(x) => self.add(&sum, x)?,
+            None => sum,
+        };
         self.counts.borrow_mut().mul_relin += 1;
         self.count_key_switch(out.level);
         self.key_switch_noise(&mut out);

@@ -115,27 +115,70 @@ impl Evaluator {
             actual: 0,
         })?;
         let mut sum = self.tensor(a0, b0)?;
-        let device = a0.device();
         for (a, b) in rest {
-            let t = self.tensor(a, b)?;
-            a.check_matches(&sum.context, sum.level, a.scale, sum.slots, device)?;
-            if !t.scale.matches(sum.scale) {
-                return Err(OperandError::ScaleMismatch {
-                    left_log2: sum.scale.log2(),
-                    right_log2: t.scale.log2(),
-                }
-                .into());
+            self.add_tensored_assign(&mut sum, &self.tensor(a, b)?)?;
+        }
+        self.relinearize_with(sum, addend)
+    }
+
+    /// `acc += t` for two tensored ciphertexts (three parts each) at one
+    /// level, slot count and scale: how a sum of products is accumulated
+    /// before its one relinearisation
+    /// ([`Evaluator::mult_sum_without_rescale`]), one product at a time so
+    /// that each product's factors can be dropped as soon as it is added.
+    ///
+    /// # Errors
+    /// Mismatched contexts, levels, slots or scales.
+    pub fn add_tensored_assign(
+        &self,
+        acc: &mut TensoredCiphertext,
+        t: &TensoredCiphertext,
+    ) -> Result<()> {
+        self.context.check_same(&acc.context)?;
+        self.context.check_same(&t.context)?;
+        if acc.level != t.level {
+            return Err(OperandError::LevelMismatch {
+                left: acc.level,
+                right: t.level,
             }
-            sum.d0.add_assign(&t.d0)?;
-            sum.d1.add_assign(&t.d1)?;
-            sum.d2.add_assign(&t.d2)?;
+            .into());
         }
+        if acc.slots != t.slots {
+            return Err(OperandError::SlotsMismatch {
+                left: acc.slots,
+                right: t.slots,
+            }
+            .into());
+        }
+        if !t.scale.matches(acc.scale) {
+            return Err(OperandError::ScaleMismatch {
+                left_log2: acc.scale.log2(),
+                right_log2: t.scale.log2(),
+            }
+            .into());
+        }
+        acc.d0.add_assign(&t.d0)?;
+        acc.d1.add_assign(&t.d1)?;
+        acc.d2.add_assign(&t.d2)
+    }
+
+    /// Relinearises `t + addend` (the addend into the first two parts):
+    /// [`Evaluator::relinearize`] with one more term at the tensor's level
+    /// and scale.
+    ///
+    /// # Errors
+    /// A mismatched addend; as [`Evaluator::relinearize`].
+    pub fn relinearize_with(
+        &self,
+        mut t: TensoredCiphertext,
+        addend: Option<&Ciphertext>,
+    ) -> Result<Ciphertext> {
         if let Some(x) = addend {
-            x.check_matches(&sum.context, sum.level, sum.scale, sum.slots, device)?;
-            sum.d0.add_assign(&x.c0)?;
-            sum.d1.add_assign(&x.c1)?;
+            x.check_matches(&t.context, t.level, t.scale, t.slots, t.d0.device())?;
+            t.d0.add_assign(&x.c0)?;
+            t.d1.add_assign(&x.c1)?;
         }
-        self.relinearize(&sum)
+        self.relinearize(&t)
     }
 
     /// `a·b`: tensor, relinearise, rescale. Two ciphertexts at the default
