@@ -60,6 +60,22 @@ impl<'a> CkksOps<'a> {
         self.constant_class
     }
 
+    /// `values` encoded compact at `level` and `scale` in `class` memory,
+    /// as one period read as the whole ([`one_period`]).
+    fn compact_at_class(
+        &self,
+        values: &[Complex64],
+        level: usize,
+        scale: f64,
+        class: MemoryClass,
+    ) -> Result<CompactPlaintext> {
+        let (first, period) = one_period(values);
+        Ok(self
+            .encoder
+            .encode_compact_at_class(first, Level(level), Scale(scale), period, class)?
+            .repeat_slots(values.len())?)
+    }
+
     /// `values` encoded at `level` and `scale` (over `Q_l ∪ P` when
     /// `extended`) and kept periodic, when they repeat a period short
     /// enough ([`is_short_period`]): one period encoded
@@ -75,21 +91,12 @@ impl<'a> CkksOps<'a> {
         scale: f64,
         extended: bool,
     ) -> Result<Option<Plaintext>> {
-        let (first, period) = one_period(values);
+        let (_, period) = one_period(values);
         let n = self.evaluator.context().params().degree().get();
         if !is_short_period(n, period) {
             return Ok(None);
         }
-        let compact = self
-            .encoder
-            .encode_compact_at_class(
-                first,
-                Level(level),
-                Scale(scale),
-                period,
-                MemoryClass::Temporary,
-            )?
-            .repeat_slots(values.len())?;
+        let compact = self.compact_at_class(values, level, scale, MemoryClass::Temporary)?;
         Ok(self
             .encoder
             .expand_periodic(&[&compact], self.constant_class, extended)?
@@ -233,17 +240,7 @@ impl SlotArithmetic for CkksOps<'_> {
         level: usize,
         scale: f64,
     ) -> Result<CompactPlaintext> {
-        let (first, period) = one_period(values);
-        Ok(self
-            .encoder
-            .encode_compact_at_class(
-                first,
-                Level(level),
-                Scale(scale),
-                period,
-                self.constant_class,
-            )?
-            .repeat_slots(values.len())?)
+        self.compact_at_class(values, level, scale, self.constant_class)
     }
 
     /// Expands into `Temporary` memory, all at once (one batched launch

@@ -237,9 +237,10 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// `acc = Σ_t a_t · b_t` (with `accumulate`, `acc += Σ_t a_t · b_t`),
     /// limb by limb: the inner sum of a BSGS linear transform's giant step.
     ///
-    /// The default runs one product or [`Backend::mul_add_assign`] per
-    /// term; the GPU backend reads every operand once and writes `acc` once
-    /// (a per-term accumulation reads and writes `acc` once per term).
+    /// Both backends read every operand once and write `acc` once (a
+    /// per-term accumulation reads and writes `acc` once per term): the
+    /// default is [`Backend::mul_sum_periodic`] with every second operand
+    /// kept whole.
     ///
     /// # Errors
     /// Shape or placement errors; no terms without `accumulate`.
@@ -249,7 +250,9 @@ pub trait Backend: Send + Sync + fmt::Debug {
         terms: &[(Limbs<'_>, Limbs<'_>)],
         accumulate: bool,
     ) -> Result<()> {
-        mul_sum_by_terms(self, acc, terms, accumulate)
+        let terms: Vec<(Limbs<'_>, PeriodicLimbs<'_>)> =
+            terms.iter().map(|&(a, b)| (a, b.into())).collect();
+        self.mul_sum_periodic(acc, &terms, accumulate)
     }
 
     /// [`Backend::mul_sum`] with second operands that may repeat
@@ -823,8 +826,8 @@ pub(crate) fn mod_down_by_parts<B: Backend + ?Sized>(
     Ok(())
 }
 
-/// [`Backend::mul_sum`] one term at a time: its default, and the GPU
-/// backend's fallback for operands its kernel does not take.
+/// [`Backend::mul_sum`] one term at a time: the backends' answer to an
+/// empty sum.
 ///
 /// # Errors
 /// Shape or placement errors; no terms without `accumulate`.

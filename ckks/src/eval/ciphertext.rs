@@ -188,6 +188,17 @@ impl TensoredCiphertext {
     pub fn slots(&self) -> usize {
         self.slots
     }
+
+    /// What another tensored ciphertext must share to be added to this one.
+    pub(crate) fn operand(&self) -> Operand<'_> {
+        Operand {
+            context: &self.context,
+            device: self.d0.device(),
+            level: self.level,
+            scale: self.scale,
+            slots: self.slots,
+        }
+    }
 }
 
 /// What two operands must share to be combined (a [`Ciphertext`] or an

@@ -112,19 +112,8 @@ impl Encryptor {
         backend.mul_add_assign(c1.limbs_mut()?, v.limbs()?, a)?;
 
         // c0 += P·m on the Q limbs (P·m ≡ 0 modulo the special primes).
-        let p_mod_q: Vec<u64> = params
-            .q_moduli()
-            .iter()
-            .take(q_count)
-            .map(|q| {
-                params
-                    .p_moduli()
-                    .iter()
-                    .fold(1u64, |acc, p| q.mul(acc, q.reduce(p.value())))
-            })
-            .collect();
         let mut pm = plaintext.poly()?.clone_as(MemoryClass::Temporary)?;
-        pm.scalar_assign(BinaryOp::Mul, &p_mod_q)?;
+        pm.scalar_assign(BinaryOp::Mul, &params.p_mod_q(level))?;
         backend.binary_assign(BinaryOp::Add, c0.prefix_mut(q_count)?, pm.limbs()?)?;
 
         let q_indices = params.q_indices(level);

@@ -30,7 +30,7 @@ use super::{Ciphertext, Evaluator};
 use crate::backend::{BinaryOp, Device};
 use crate::context::Context;
 use crate::encoding::Plaintext;
-use crate::params::{Level, Parameters, Scale};
+use crate::params::{Level, Scale};
 use crate::poly::{Ntt, RnsPoly};
 use crate::{Error, KeyError, Result};
 
@@ -107,21 +107,6 @@ impl ExtendedCiphertext {
     }
 }
 
-/// `P mod q_i` for the primes of level `level`.
-fn p_mod_q(params: &Parameters, level: Level) -> Vec<u64> {
-    params
-        .q_moduli()
-        .iter()
-        .take(level.primes())
-        .map(|q| {
-            params
-                .p_moduli()
-                .iter()
-                .fold(1u64, |acc, p| q.mul(acc, q.reduce(p.value())))
-        })
-        .collect()
-}
-
 /// `[P·x | 0]`: `x` (over `Q_l`) times `P` on the `Q` limbs, zero on the
 /// `P` limbs, in a new `Temporary` polynomial over `qp`.
 fn times_p_extended(x: &RnsPoly<Ntt>, qp: &[usize], p_mod_q: &[u64]) -> Result<RnsPoly<Ntt>> {
@@ -157,7 +142,7 @@ impl Evaluator {
         let params = self.context.params();
         let qp = params.qp_indices(a.level);
         let q_count = a.level.primes();
-        let scalars = p_mod_q(params, a.level);
+        let scalars = params.p_mod_q(a.level);
         let slots = a.slots as i64;
         let any_rotation = steps.iter().any(|s| s.rem_euclid(slots) != 0);
         let decomposition = if any_rotation {

@@ -4,6 +4,7 @@
 use hemem_memory::MemoryClass;
 use num_complex::Complex64;
 
+use super::ciphertext::check_operands;
 use super::keyswitch::{apply_key, decompose};
 use super::{Ciphertext, Evaluator, TensoredCiphertext};
 use crate::backend::{BinaryOp, Device, PeriodicLimbs};
@@ -135,28 +136,7 @@ impl Evaluator {
         t: &TensoredCiphertext,
     ) -> Result<()> {
         self.context.check_same(&acc.context)?;
-        self.context.check_same(&t.context)?;
-        if acc.level != t.level {
-            return Err(OperandError::LevelMismatch {
-                left: acc.level,
-                right: t.level,
-            }
-            .into());
-        }
-        if acc.slots != t.slots {
-            return Err(OperandError::SlotsMismatch {
-                left: acc.slots,
-                right: t.slots,
-            }
-            .into());
-        }
-        if !t.scale.matches(acc.scale) {
-            return Err(OperandError::ScaleMismatch {
-                left_log2: acc.scale.log2(),
-                right_log2: t.scale.log2(),
-            }
-            .into());
-        }
+        check_operands(acc.operand(), t.operand())?;
         acc.d0.add_assign(&t.d0)?;
         acc.d1.add_assign(&t.d1)?;
         acc.d2.add_assign(&t.d2)

@@ -176,16 +176,7 @@ impl KeyGenerator {
         let alpha = params.alpha();
         let digits = params.digits_at(level);
         // P mod q_i, the gadget factor on digit j's own primes.
-        let p_mod_q: Vec<u64> = params
-            .q_moduli()
-            .iter()
-            .map(|q| {
-                params
-                    .p_moduli()
-                    .iter()
-                    .fold(1u64, |acc, p| q.mul(acc, q.reduce(p.value())))
-            })
-            .collect();
+        let p_mod_q = params.p_mod_q(params.max_level());
         let mut s_moduli = Vec::new();
         let s = to.poly.select(&moduli, &mut s_moduli)?;
         let mut sampler = self.sampler();

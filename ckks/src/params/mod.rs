@@ -250,6 +250,20 @@ impl Parameters {
         &self.p
     }
 
+    /// `P mod q_i` for each Q prime at `level` (`P` the product of the
+    /// special primes): what multiplies a polynomial over `Q_l` by `P`.
+    pub fn p_mod_q(&self, level: Level) -> Vec<u64> {
+        self.q
+            .iter()
+            .take(level.primes())
+            .map(|q| {
+                self.p
+                    .iter()
+                    .fold(1u64, |acc, p| q.mul(acc, q.reduce(p.value())))
+            })
+            .collect()
+    }
+
     /// Every modulus in global-index order: Q then P.
     pub fn all_moduli(&self) -> Vec<Modulus> {
         self.q.iter().chain(&self.p).copied().collect()

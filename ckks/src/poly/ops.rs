@@ -142,16 +142,7 @@ impl RnsPoly<Ntt> {
     ///
     /// [`Backend::mul_sum`]: crate::backend::Backend::mul_sum
     pub fn mul_sum(terms: &[(&Self, &Self)], class: MemoryClass) -> Result<Self> {
-        let (first, _) = terms.first().ok_or(crate::Error::LengthMismatch {
-            expected: 1,
-            actual: 0,
-        })?;
-        let sensitive = terms
-            .iter()
-            .any(|(a, b)| a.is_sensitive() || b.is_sensitive());
-        let mut out = Self::allocate(&first.backend, &first.moduli, class, sensitive)?;
-        out.sum_products(terms, false)?;
-        Ok(out)
+        Self::mul_sum_periodic(&Self::whole_factors(terms)?, class)
     }
 
     /// `self += Σ_t a_t · b_t` ([`RnsPoly::mul_sum`], accumulated).
@@ -159,7 +150,21 @@ impl RnsPoly<Ntt> {
     /// # Errors
     /// Operands on different backends or moduli.
     pub fn mul_sum_assign(&mut self, terms: &[(&Self, &Self)]) -> Result<()> {
-        self.sum_products(terms, true)
+        self.sum_periodic_products(&Self::whole_factors(terms)?, true)
+    }
+
+    /// Each term's second operand as a factor kept whole, after checking
+    /// that it lives with the first.
+    fn whole_factors<'t>(
+        terms: &[(&'t Self, &'t Self)],
+    ) -> Result<Vec<(&'t Self, PeriodicLimbs<'t>)>> {
+        terms
+            .iter()
+            .map(|&(a, b)| {
+                a.check_compatible(b)?;
+                Ok((a, b.limbs()?.into()))
+            })
+            .collect()
     }
 
     /// [`RnsPoly::mul_sum`] with second operands that may repeat
@@ -213,17 +218,6 @@ impl RnsPoly<Ntt> {
         }
         let backend = Arc::clone(&self.backend);
         backend.mul_sum_periodic(self.limbs_mut()?, &views, accumulate)
-    }
-
-    fn sum_products(&mut self, terms: &[(&Self, &Self)], accumulate: bool) -> Result<()> {
-        let mut views = Vec::with_capacity(terms.len());
-        for (a, b) in terms {
-            self.check_compatible(a)?;
-            self.check_compatible(b)?;
-            views.push((a.limbs()?, b.limbs()?));
-        }
-        let backend = Arc::clone(&self.backend);
-        backend.mul_sum(self.limbs_mut()?, &views, accumulate)
     }
 
     /// Divides by the last limb's prime with rounding, dropping that limb.

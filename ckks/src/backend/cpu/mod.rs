@@ -313,17 +313,6 @@ impl Backend for CpuBackend {
     /// as the GPU's `mul_sum` kernel does: the residue of the sequential
     /// modular sum, with `acc` read and written once per eight terms
     /// instead of once per term.
-    fn mul_sum(
-        &self,
-        acc: LimbsMut<'_>,
-        terms: &[(Limbs<'_>, Limbs<'_>)],
-        accumulate: bool,
-    ) -> Result<()> {
-        let terms: Vec<(Limbs<'_>, PeriodicLimbs<'_>)> =
-            terms.iter().map(|&(a, b)| (a, b.into())).collect();
-        self.mul_sum_periodic(acc, &terms, accumulate)
-    }
-
     /// As [`Backend::mul_sum`]; a periodic operand's values are spread
     /// over each block of coefficients as it is summed.
     fn mul_sum_periodic(

@@ -168,17 +168,6 @@ impl Backend for GpuBackend {
         Ok(())
     }
 
-    fn mul_sum(
-        &self,
-        acc: LimbsMut<'_>,
-        terms: &[(Limbs<'_>, Limbs<'_>)],
-        accumulate: bool,
-    ) -> Result<()> {
-        let terms: Vec<(Limbs<'_>, PeriodicLimbs<'_>)> =
-            terms.iter().map(|&(a, b)| (a, b.into())).collect();
-        self.mul_sum_periodic(acc, &terms, accumulate)
-    }
-
     fn mul_sum_periodic(
         &self,
         acc: LimbsMut<'_>,
