@@ -3,14 +3,14 @@
 
 use std::sync::{Arc, PoisonError};
 
-use hemem_ckks::encoding::{CompactPlaintext, Plaintext, is_short_period};
+use hemem_ckks::encoding::{CompactPlaintext, Plaintext};
 
 use super::Bootstrapper;
 use crate::Result;
 use crate::ckks_ops::CkksOps;
 use crate::dft::EncodedDft;
 use crate::hoisting::Hoisting;
-use crate::linear_transform::{Diagonal, DiagonalStorage};
+use crate::linear_transform::{Diagonal, DiagonalStorage, LinearTransform};
 use crate::schedule::INPUT_LEVEL;
 
 /// SlotToCoeff's diagonals as the bootstrapper keeps them.
@@ -38,27 +38,20 @@ impl Bootstrapper {
     /// evaluated with double hoisting): [`Bootstrapper::constant_bytes`]
     /// for comparison.
     /// A diagonal that repeats a short period counts as kept periodic
-    /// (`2·period` words a limb, [`is_short_period`]).
+    /// (`2·period` words a limb, [`hemem_ckks::encoding::is_short_period`]).
     pub fn constant_encoded_bytes(&self) -> usize {
         let params = self.context.params();
-        let n = params.degree().get();
+        let limb_bytes = 8 * params.degree().get() as u64;
         let special = params.p_moduli().len();
         self.diagonal_bytes(|d, hoisting| match d {
             Diagonal::Encoded(p) => p.size_bytes(),
-            Diagonal::Compact(c) => {
-                let limbs = c.level().0
-                    + 1
-                    + match hoisting {
-                        Hoisting::Double => special,
-                        Hoisting::Single | Hoisting::Auto => 0,
-                    };
-                let words = if is_short_period(n, c.period()) {
-                    2 * c.period()
-                } else {
-                    n
-                };
-                limbs * words * 8
-            }
+            Diagonal::Compact(c) => LinearTransform::encoded_diagonal_bytes(
+                c.level().0,
+                hoisting,
+                limb_bytes,
+                special,
+                c.period(),
+            ) as usize,
         })
     }
 

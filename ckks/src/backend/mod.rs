@@ -670,7 +670,7 @@ pub(crate) fn periodic_shape(
             actual: out.len(),
         });
     }
-    for c in compact {
+    for c in compact.iter().skip(1) {
         compact_words(c, gap, n)?;
     }
     let words = moduli.len() * points;
@@ -826,31 +826,20 @@ pub(crate) fn mod_down_by_parts<B: Backend + ?Sized>(
     Ok(())
 }
 
-/// [`Backend::mul_sum`] one term at a time: the backends' answer to an
-/// empty sum.
+/// A [`Backend::mul_sum_periodic`] of no terms: nothing to add into an
+/// accumulated sum, and a refusal where the sum would be the result.
 ///
 /// # Errors
-/// Shape or placement errors; no terms without `accumulate`.
-pub(crate) fn mul_sum_by_terms<B: Backend + ?Sized>(
-    backend: &B,
-    mut acc: LimbsMut<'_>,
-    terms: &[(Limbs<'_>, Limbs<'_>)],
-    accumulate: bool,
-) -> Result<()> {
-    if terms.is_empty() && !accumulate {
-        return Err(crate::Error::LengthMismatch {
+/// [`crate::Error::LengthMismatch`] without `accumulate`.
+pub(crate) fn empty_sum(accumulate: bool) -> Result<()> {
+    if accumulate {
+        Ok(())
+    } else {
+        Err(crate::Error::LengthMismatch {
             expected: 1,
             actual: 0,
-        });
+        })
     }
-    for (i, (a, b)) in terms.iter().enumerate() {
-        if i == 0 && !accumulate {
-            backend.binary(BinaryOp::Mul, *a, *b, acc.reborrow())?;
-        } else {
-            backend.mul_add_assign(acc.reborrow(), *a, *b)?;
-        }
-    }
-    Ok(())
 }
 
 /// The gadget decomposition digit by digit: the default of

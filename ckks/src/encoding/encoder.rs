@@ -202,6 +202,14 @@ impl Encoder {
         Ok(())
     }
 
+    /// Checks that every compact plaintext belongs to this encoder's
+    /// context.
+    fn check_contexts(&self, compact: &[&CompactPlaintext]) -> Result<()> {
+        compact
+            .iter()
+            .try_for_each(|c| self.context.check_same(c.context()))
+    }
+
     /// Expands compact plaintexts (see [`CompactPlaintext::expand_all`]).
     ///
     /// # Errors
@@ -211,9 +219,7 @@ impl Encoder {
         compact: &[&CompactPlaintext],
         class: MemoryClass,
     ) -> Result<Vec<Plaintext>> {
-        for c in compact {
-            self.context.check_same(c.context())?;
-        }
+        self.check_contexts(compact)?;
         CompactPlaintext::expand_all(compact, class)
     }
 
@@ -230,9 +236,7 @@ impl Encoder {
         class: MemoryClass,
         extended: bool,
     ) -> Result<Vec<Plaintext>> {
-        for c in compact {
-            self.context.check_same(c.context())?;
-        }
+        self.check_contexts(compact)?;
         CompactPlaintext::expand_all_periodic(compact, class, extended)
     }
 
@@ -246,9 +250,7 @@ impl Encoder {
         compact: &[&CompactPlaintext],
         class: MemoryClass,
     ) -> Result<Vec<Plaintext>> {
-        for c in compact {
-            self.context.check_same(c.context())?;
-        }
+        self.check_contexts(compact)?;
         CompactPlaintext::expand_all_extended(compact, class)
     }
 

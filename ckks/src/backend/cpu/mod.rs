@@ -322,8 +322,7 @@ impl Backend for CpuBackend {
         accumulate: bool,
     ) -> Result<()> {
         if terms.is_empty() {
-            // Nothing to add, or the refusal of an empty sum: the default's.
-            return super::mul_sum_by_terms(self, acc, &[], accumulate);
+            return super::empty_sum(accumulate);
         }
         let n = self.degree;
         for (a, b) in terms {

@@ -10,8 +10,8 @@ use hemem_memory::{Allocator, Buffer, StreamId};
 use super::GpuBackend;
 use super::args::{address, first, first_u64, launch_seed, same_length};
 use crate::backend::{
-    Backend, BinaryOp, Device, Limbs, LimbsMut, PeriodicLimbs, decompose_by_parts,
-    mod_down_by_parts, mul_sum_by_terms, seeded_inner_product_by_parts, tensor_by_parts,
+    Backend, BinaryOp, Device, Limbs, LimbsMut, PeriodicLimbs, decompose_by_parts, empty_sum,
+    mod_down_by_parts, seeded_inner_product_by_parts, tensor_by_parts,
 };
 use crate::ntt::GaloisElement;
 use crate::sampling::UniformSeed;
@@ -176,7 +176,7 @@ impl Backend for GpuBackend {
     ) -> Result<()> {
         let max = launch::arith::MAX_SUM_TERMS;
         let Some((a0, b0)) = terms.first() else {
-            return mul_sum_by_terms(self, acc, &[], accumulate);
+            return empty_sum(accumulate);
         };
         // One launch takes up to MAX_SUM_TERMS pairs laid out alike (every
         // `a_t` as `a0`, every `b_t`'s stored limbs as `b0`'s), the later
