@@ -25,7 +25,8 @@ print(sys.argv[2], sys.argv[4], 'round', sys.argv[3], 'median', round(statistics
       [round(x, 1) for x in t], 'GB', [round(x / 1e9, 2) for x in r['to_device_bytes'][1:]],
       'bits', round(r['precision_bits'], 2),
       'prepare ms', [round(d.get('prepare', 0), 1) for d in r.get('driver_ms', [])[1:]],
-      'diagonals', r.get('diagonal_storage'), 'keys kept', r.get('keys_expanded'))
+      'diagonals', r.get('diagonal_storage'), 'keys kept', r.get('keys_expanded'),
+      'plan', r.get('split_plan') or r.get('streaming_plan'))
 PY
   done
 done

@@ -12,7 +12,7 @@
 //! | `HEMEM_RECORD_TRACE` | where to write this run's trace | none |
 //! | `HEMEM_MANAGED_OVERSUBSCRIPTION` | `refuse`, `allow` | `refuse` |
 //! | `HEMEM_EVICTION` | `lru`, `next-use` | `lru` |
-//! | `HEMEM_STREAMING_PLAN` | `planned`: `window`, `belady`, `stalls` | `stalls` |
+//! | `HEMEM_STREAMING_PLAN` | `planned`: `window`, `belady`, `stalls`, `auto` | `auto` |
 //! | `HEMEM_STREAMING_RESERVE` | `planned`: a non-negative number | `2` |
 //! | `HEMEM_STREAMING_SLACK` | `planned`: a non-negative number | `0` |
 //! | `HEMEM_STREAMING_ARENA` | `planned`: `on`/`1`/`true`, `off`/`0`/`false` | `on` |
@@ -295,7 +295,8 @@ pub struct MemoryConfig {
     /// and a sliding window (`window`), Belady's schedule per gap between
     /// uses, fetched ahead into a reserve (`belady`), or the window's split
     /// improved on a model of the stalls the recorded run's device times
-    /// predict (`stalls`, the default).
+    /// predict (`stalls`), or `stalls` for a phase of one item and `belady`
+    /// for a batch (`auto`, the default).
     pub streaming_plan: StreamingPlan,
     /// `planned`: how many times the largest operation's streamed bytes are
     /// left free for fetching ahead (`HEMEM_STREAMING_RESERVE`, default 2:
@@ -342,7 +343,7 @@ impl Default for MemoryConfig {
             record_trace: None,
             pinned_bytes: 64 * ByteSize::MIB,
             eviction: None,
-            streaming_plan: StreamingPlan::Stalls,
+            streaming_plan: StreamingPlan::Auto,
             streaming_reserve: 2.0,
             streaming_slack: 0.0,
             streaming_arena: true,
@@ -585,7 +586,7 @@ mod tests {
         assert!(c.time_runs && !MemoryConfig::default().time_runs);
         assert_eq!(
             (c.streaming_plan, MemoryConfig::default().streaming_plan),
-            (StreamingPlan::Belady, StreamingPlan::Stalls)
+            (StreamingPlan::Belady, StreamingPlan::Auto)
         );
         let window = MemoryConfig::from_vars(vars(&[("HEMEM_STREAMING_PLAN", "window")]));
         assert_eq!(window.expect("valid").streaming_plan, StreamingPlan::Window);

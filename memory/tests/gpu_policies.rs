@@ -267,7 +267,7 @@ fn gpu_planned_streams_objects_bit_exact_under_a_hard_budget() {
     drop(scratch);
     let mut back = vec![0u64; words];
     for phase in 0..4 {
-        let _phase = allocator.phase(7);
+        let _phase = allocator.phase(7, 1);
         for (k, key) in keys.iter().enumerate() {
             allocator.download(key, 0, &mut back).expect("download");
             assert!(back == expected[k], "key {k}, phase {phase}");
@@ -336,7 +336,7 @@ fn gpu_a_recorded_phase_is_timed_for_the_stall_plan() {
     }
     let mut back = vec![0u64; words];
     for phase in 0..3 {
-        let _phase = allocator.phase(11);
+        let _phase = allocator.phase(11, 1);
         for (k, key) in keys.iter().enumerate() {
             allocator.download(key, 0, &mut back).expect("download");
             assert!(

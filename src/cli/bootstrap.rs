@@ -263,9 +263,13 @@ struct Report {
     measured_wait_ms: Option<f64>,
     /// `planned`: how the recorded order is split (`belady`: per gap
     /// between uses; `window`: a stable set and a sliding window; `stalls`:
-    /// the window's split improved on the stall model).
+    /// the window's split improved on the stall model; `auto`: `stalls`
+    /// for one bootstrap, `belady` for a batch), and the plan the recording
+    /// was split with (`auto` resolved).
     #[serde(skip_serializing_if = "Option::is_none")]
     streaming_plan: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    split_plan: Option<&'static str>,
     /// `planned`: bootstraps whose operations departed from the recorded
     /// order (the look-ahead stopped there), and the step of the last one.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -714,6 +718,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         measured_compute_ms: usage.and_then(|u| u.measured_compute_ns).map(ms),
         measured_wait_ms: usage.and_then(|u| u.measured_wait_ns).map(ms),
         streaming_plan: usage.map(|u| u.streaming_plan.name()),
+        split_plan: usage.and_then(|u| u.split_plan).map(|p| p.name()),
         plan_departures: usage.map(|u| u.departures),
         last_departure_step: usage.and_then(|u| u.last_departure),
         zero_copy_uses: usage.map(|u| u.zero_copy_uses),

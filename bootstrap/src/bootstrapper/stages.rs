@@ -28,7 +28,7 @@ impl Bootstrapper {
             .context()
             .backend()
             .allocator()
-            .phase(h.finish())
+            .phase(h.finish(), scales.len())
     }
 
     /// ModRaise of each of `coeffs` (under the ephemeral sparse secret with

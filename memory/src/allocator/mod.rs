@@ -605,14 +605,15 @@ impl Allocator {
         }
     }
 
-    /// Starts a phase of repeating work named `key` (a bootstrap, say): the
+    /// Starts a phase of repeating work named `key` (a bootstrap, say) that
+    /// runs `items` items stage by stage (a batch's size; 1 for one): the
     /// residency manager records the order in which its operations declare
     /// streamed objects and, on the phase's later runs, fetches them ahead of
     /// use. The phase ends when the guard drops. A no-op off the GPU.
-    pub fn phase(&self, key: u64) -> PhaseGuard {
+    pub fn phase(&self, key: u64, items: usize) -> PhaseGuard {
         let residency = self.parts.residency.clone();
         if let Some(r) = &residency {
-            r.begin_phase(key);
+            r.begin_phase(key, items);
         }
         PhaseGuard { residency }
     }

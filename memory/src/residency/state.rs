@@ -57,6 +57,11 @@ pub(super) struct State {
     pub(super) streaming_reserve: f64,
     /// How a recording is split into kept and streamed.
     pub(super) streaming_plan: StreamingPlan,
+    /// How many items the running phase runs stage by stage (see
+    /// [`StreamingPlan::Auto`]).
+    pub(super) phase_items: usize,
+    /// The plan the last recording was split with (`Auto` resolved).
+    pub(super) split_plan: Option<StreamingPlan>,
     /// The window split may plan this much more than the fewest bytes for
     /// more streaming room.
     pub(super) streaming_slack: f64,

@@ -33,7 +33,7 @@ pub struct StreamingTrace {
     pub reserve: f64,
     /// See `reserve`.
     pub slack: f64,
-    /// How the recording was split.
+    /// How the recording was split (`auto` resolved).
     pub plan: StreamingPlan,
     /// Whether streamed objects share the arena's chunks.
     pub arena: bool,
@@ -77,7 +77,7 @@ impl Residency {
             margin: s.streaming_margin,
             reserve: s.streaming_reserve,
             slack: s.streaming_slack,
-            plan: s.streaming_plan,
+            plan: s.split_plan.unwrap_or(s.streaming_plan),
             arena: s.streaming_arena,
             others_peak: s.streamed.others_peak,
             refusal_headroom: s.streamed.refusal_headroom,
@@ -289,7 +289,7 @@ mod tests {
         for _ in 0..runs {
             d.take();
             let start = std::time::Instant::now();
-            r.begin_phase(1);
+            r.begin_phase(1, 1);
             for step in &trace.steps {
                 let ids: Vec<AllocationId> = step.iter().map(|&n| AllocationId(n)).collect();
                 drop(r.prepare(&ids).expect("the traced order fits its budget"));
@@ -421,7 +421,7 @@ mod tests {
         for &(id, bytes) in &trace.objects {
             object(&r, id, bytes);
         }
-        r.begin_phase(5);
+        r.begin_phase(5, 1);
         for step in &trace.steps {
             let ids: Vec<AllocationId> = step.iter().map(|&n| AllocationId(n)).collect();
             drop(r.prepare(&ids).expect("fits"));

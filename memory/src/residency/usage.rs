@@ -61,8 +61,12 @@ pub struct ResidencyUsage {
     pub planned_bytes: u64,
     /// See `planned_bytes`.
     pub floor_bytes: u64,
-    /// How recordings are split into kept and streamed objects.
+    /// How recordings are split into kept and streamed objects (the
+    /// setting), and the plan the last recording was split with (`auto`
+    /// resolved by its phase's items).
     pub streaming_plan: StreamingPlan,
+    /// See `streaming_plan`.
+    pub split_plan: Option<StreamingPlan>,
     /// Where the last recording's run was timed on the device: its split's
     /// run in the stall model (compute and stalls, nanoseconds per run;
     /// see `plan`'s `stalls`), the stalls alone, and the window split's
@@ -171,6 +175,7 @@ impl Residency {
             planned_bytes: s.streamed.choice.planned_bytes,
             floor_bytes: s.streamed.floor_bytes,
             streaming_plan: s.streaming_plan,
+            split_plan: s.split_plan,
             planned_run_ns: timing.map(|t| t.run_ns),
             planned_stall_ns: timing.map(|t| t.stall_ns),
             window_run_ns: timing.map(|t| t.window_run_ns),

@@ -289,7 +289,7 @@ mod tests {
                     .get(MemoryClass::EvaluationKey, Placement::Streamed)
                     .prefetched_to_device;
             }
-            r.begin_phase(3);
+            r.begin_phase(3, 1);
             for step in steps {
                 let guard = r.prepare(step).expect("fits");
                 let mut ranges: Vec<(u64, u64)> = slots

@@ -92,6 +92,26 @@
 //! on the H100 it bootstrapped FGb under 2 GiB in 58.7–61.3 ms against the
 //! window split's 65.0–65.8 in one call, moving 1.2–1.4 GB a bootstrap
 //! against 0.9–1.1.
+//!
+//! # Chosen by the phase's shape ([`StreamingPlan::Auto`], the default)
+//!
+//! A phase that runs several items stage by stage (a batch of bootstraps:
+//! each key serves every ciphertext before the next key is needed) reuses
+//! each object in runs of uses a few steps apart. There the per-gap plan
+//! wins: it keeps an object through the short gaps of its run and drops it
+//! after, where the stall split, made of whole objects and modelled on
+//! one run of copies, keeps or streams it for every gap alike. Measured on
+//! the H100 (twelfth session, three calls, docs/BENCHMARKS.md): a batch of
+//! eight FGb bootstraps under 2 GiB took 42.95–45.35 ms a ciphertext under
+//! `belady`, moving 2.0–3.7 GB a batch, against 47.2–50.6 ms and 2.6–11 GB
+//! under `stalls`; a single bootstrap took 47.7–48.5 ms under `stalls`
+//! against 52.9–54.3 ms under `belady`. So `auto` splits a phase of one
+//! item with `stalls` and a phase of several with `belady`; the caller
+//! names the items when it begins the phase
+//! ([`Residency::begin_phase`](super::Residency::begin_phase)). With it
+//! the batch took 45.96–46.27 ms a ciphertext and moved 2.0–2.7 GB a batch,
+//! against 48.05–50.28 ms and 6.7 GB for the build that split it with
+//! `stalls`, alternated in one call (thirteenth session, call 1).
 
 mod planner;
 mod recording;
@@ -123,16 +143,20 @@ pub enum StreamingPlan {
     /// dense bursts stay, those used where compute hides a copy stream;
     /// never planning more than twice the window split's bytes (the
     /// model's error grows with them). The window split where the run was
-    /// not timed. The default: on the H100 it bootstraps FGb under 2 GiB in
-    /// 58.7–61.3 ms against the window's 65.0–65.8 (docs/BENCHMARKS.md),
-    /// moving more bytes.
-    #[default]
+    /// not timed. On the H100 it bootstraps FGb under 2 GiB in 58.7–61.3
+    /// ms against the window's 65.0–65.8 (docs/BENCHMARKS.md), moving more
+    /// bytes.
     Stalls,
+    /// `Stalls` for a phase of one item, `Belady` for a phase that runs
+    /// several items stage by stage (a batch): the default (see the
+    /// module's "Chosen by the phase's shape").
+    #[default]
+    Auto,
 }
 
 impl StreamingPlan {
     /// Every plan.
-    pub const ALL: [Self; 3] = [Self::Window, Self::Belady, Self::Stalls];
+    pub const ALL: [Self; 4] = [Self::Window, Self::Belady, Self::Stalls, Self::Auto];
 
     /// The plan's name (`HEMEM_STREAMING_PLAN`).
     pub const fn name(self) -> &'static str {
@@ -140,6 +164,18 @@ impl StreamingPlan {
             Self::Window => "window",
             Self::Belady => "belady",
             Self::Stalls => "stalls",
+            Self::Auto => "auto",
+        }
+    }
+
+    /// The plan a phase of `items` items is split with: `Auto` resolved
+    /// (`Belady` for more than one item, else `Stalls`), any other plan
+    /// itself.
+    pub const fn for_items(self, items: usize) -> Self {
+        match self {
+            Self::Auto if items > 1 => Self::Belady,
+            Self::Auto => Self::Stalls,
+            plan => plan,
         }
     }
 }

@@ -254,7 +254,7 @@ mod tests {
         }
         let steps = [1, 2, 3, 4];
         for _ in 0..2 {
-            r.begin_phase(7);
+            r.begin_phase(7, 1);
             for n in steps {
                 drop(r.prepare(&[id(n)]).expect("fits"));
             }
@@ -270,7 +270,7 @@ mod tests {
             object(&r, n, MIB);
         }
         d.take();
-        r.begin_phase(7);
+        r.begin_phase(7, 1);
         drop(r.prepare(&[id(1)]).expect("fits"));
         let calls = d.take();
         assert_eq!(fetched(&calls), vec![1, 2, 3, 4], "{calls:?}");

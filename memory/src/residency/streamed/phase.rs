@@ -11,12 +11,15 @@ use super::super::state::State;
 use super::{StreamedEntry, ZeroCopy};
 
 impl Residency {
-    /// Starts a phase of work named `key` (see [`plan`](crate::residency::plan)).
+    /// Starts a phase of work named `key` (see [`plan`](crate::residency::plan))
+    /// that runs `items` items stage by stage (1 for one bootstrap, the
+    /// batch's size for a batch: [`StreamingPlan::Auto`] splits by it).
     /// Its first run, the one recorded, is timed on the device (each step's
     /// compute and the copies' rate) for the stall model.
-    pub fn begin_phase(&self, key: u64) {
+    pub fn begin_phase(&self, key: u64, items: usize) {
         let mut s = self.lock();
         s.planner.begin(key);
+        s.phase_items = items;
         self.driver.time_run(s.planner.timing());
     }
 
@@ -39,7 +42,7 @@ impl Residency {
         let room = s.budget.saturating_sub(s.streamed.others_peak);
         let reserve = s.streaming_reserve;
         let slack = s.streaming_slack;
-        let plan = s.streaming_plan;
+        let plan = s.streaming_plan.for_items(s.phase_items);
         let State {
             planner, streamed, ..
         } = &mut *s;
@@ -69,11 +72,12 @@ impl Residency {
                 choice
             }
             StreamingPlan::Belady => recording.choose_belady(size, capacity, reserve),
-            StreamingPlan::Stalls => {
+            StreamingPlan::Stalls | StreamingPlan::Auto => {
                 recording.choose_stalls(size, capacity, reserve, slack, MAX_BYTES_OVER_WINDOW)
             }
         };
         streamed.floor_bytes = recording.floor_bytes(size, room);
+        s.split_plan = Some(plan);
     }
 
     /// Times every run of a phase on the device, not only those that
@@ -172,7 +176,7 @@ mod tests {
         }
         let mut last = Vec::new();
         for run in 0..runs {
-            r.begin_phase(42);
+            r.begin_phase(42, 1);
             for &n in steps {
                 drop(r.prepare(&[id(n)]).expect("fits"));
             }
@@ -254,7 +258,7 @@ mod tests {
         *d.step_durations.lock().expect("durations") = compute.to_vec();
         *d.step_waits.lock().expect("waits") = waits.to_vec();
         *d.copy_rate.lock().expect("rate") = Some(DEFAULT_COPY_RATE);
-        r.begin_phase(5);
+        r.begin_phase(5, 1);
         for step in steps {
             drop(r.prepare(step).expect("fits"));
         }
@@ -299,6 +303,75 @@ mod tests {
         }
     }
 
+    /// `auto` splits a phase of one item as `stalls` does and a phase of
+    /// several as `belady` does: the same stable bytes, the same planned
+    /// fetches, the same calls to the driver in every run, and the usage
+    /// names the plan it resolved to.
+    #[test]
+    fn auto_splits_one_item_by_stalls_and_a_batch_by_belady() {
+        // A batch of three over twelve keys: each key serves the three
+        // items in a row, some keys twice a run, with uneven sizes.
+        let sizes: Vec<(u64, u64)> = (1..=12).map(|n| (n, (1 + n % 4) * MIB)).collect();
+        let order = [1, 2, 3, 4, 5, 6, 2, 7, 8, 9, 10, 4, 11, 12, 1];
+        let batch: Vec<u64> = order.iter().flat_map(|&n| [n, n, n]).collect();
+        let compute: Vec<f64> = (0..batch.len())
+            .map(|i| 1e-4 * (1 + i % 3) as f64)
+            .collect();
+        let run = |plan: StreamingPlan, items: usize, steps: &[u64]| {
+            let (r, d, _) = manager_with_arena(16 * MIB, true);
+            r.set_streaming_plan(plan);
+            *d.step_durations.lock().expect("durations") = compute.clone();
+            *d.copy_rate.lock().expect("rate") = Some(DEFAULT_COPY_RATE);
+            for &(n, bytes) in &sizes {
+                object(&r, n, bytes);
+            }
+            let mut calls = Vec::new();
+            for _ in 0..3 {
+                r.begin_phase(9, items);
+                for &n in steps {
+                    drop(r.prepare(&[id(n)]).expect("fits"));
+                }
+                r.end_phase();
+                calls.push(d.take());
+            }
+            (r.usage(), calls)
+        };
+        for (items, steps, resolved) in [
+            (1, &order[..], StreamingPlan::Stalls),
+            (3, &batch[..], StreamingPlan::Belady),
+        ] {
+            let (auto, auto_calls) = run(StreamingPlan::Auto, items, steps);
+            let (fixed, fixed_calls) = run(resolved, items, steps);
+            assert_eq!(auto.streaming_plan, StreamingPlan::Auto);
+            assert_eq!(auto.split_plan, Some(resolved), "{items} items");
+            assert_eq!(fixed.split_plan, Some(resolved));
+            assert_eq!(
+                (auto.stable_bytes, auto.planned_bytes, auto.floor_bytes),
+                (fixed.stable_bytes, fixed.planned_bytes, fixed.floor_bytes),
+                "{items} items"
+            );
+            assert_eq!(auto_calls, fixed_calls, "{items} items");
+            assert!(auto.planned_bytes > 0, "the room makes keys stream");
+            // The other plan splits this phase otherwise: the resolution
+            // is what the comparison checks.
+            let other = match resolved {
+                StreamingPlan::Belady => StreamingPlan::Stalls,
+                _ => StreamingPlan::Belady,
+            };
+            let (_, other_calls) = run(other, items, steps);
+            assert_ne!(other_calls, fixed_calls, "{items} items");
+        }
+        // An explicit plan is kept whatever the items.
+        for plan in [
+            StreamingPlan::Window,
+            StreamingPlan::Belady,
+            StreamingPlan::Stalls,
+        ] {
+            assert_eq!(plan.for_items(8), plan);
+            assert_eq!(plan.for_items(1), plan);
+        }
+    }
+
     /// Four runs of the phase `steps` over objects of `sizes` under
     /// `budget`, under the window plan and the stall plan, the first run
     /// timed by the mock (`compute`, and the default copy rate as if
@@ -326,7 +399,7 @@ mod tests {
                 object(&r, n, bytes);
             }
             for run in 0..4 {
-                r.begin_phase(5);
+                r.begin_phase(5, 1);
                 // What the split keeps, as the look-ahead reads it.
                 let stable: Vec<u64> = sizes
                     .iter()

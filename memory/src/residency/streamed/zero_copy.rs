@@ -164,14 +164,14 @@ mod tests {
             object(&r, n, MIB);
         }
         for _ in 0..3 {
-            r.begin_phase(42);
+            r.begin_phase(42, 1);
             for n in 1..=40 {
                 drop(r.prepare(&[id(n)]).expect("fits"));
             }
             r.end_phase();
         }
         d.take();
-        r.begin_phase(42);
+        r.begin_phase(42, 1);
         for n in 1..=40 {
             let g = r.prepare(&[id(n)]).expect("fits");
             let usage = r.usage();
