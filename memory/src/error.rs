@@ -387,7 +387,8 @@ impl fmt::Display for DriverVersion {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct InUse {
     cells: [[u64; 5]; 6],
-    held_free: u64,
+    arena_free: u64,
+    pool_cached: u64,
 }
 
 impl InUse {
@@ -418,11 +419,26 @@ impl InUse {
     /// beyond its live allocations. They count against the budget, so a
     /// refusal's `in use` plus these is what the budget saw.
     pub fn held_free(&self) -> u64 {
-        self.held_free
+        self.arena_free + self.pool_cached
     }
 
-    pub(crate) fn set_held_free(&mut self, bytes: u64) {
-        self.held_free = bytes;
+    /// The part of [`InUse::held_free`] in the streaming arena's chunks
+    /// (room the arena can hand to streamed objects, not to temporaries).
+    pub fn arena_free(&self) -> u64 {
+        self.arena_free
+    }
+
+    /// The part of [`InUse::held_free`] the pool keeps cached beyond its
+    /// live allocations (after a trim: free room lying in chunks that also
+    /// hold live blocks, which the driver cannot give back — the pool's
+    /// fragmentation).
+    pub fn pool_cached(&self) -> u64 {
+        self.pool_cached
+    }
+
+    pub(crate) fn set_held_free(&mut self, arena_free: u64, pool_cached: u64) {
+        self.arena_free = arena_free;
+        self.pool_cached = pool_cached;
     }
 
     pub(crate) fn set(&mut self, class: MemoryClass, placement: Placement, bytes: u64) {
@@ -453,11 +469,13 @@ impl fmt::Display for InUse {
         if !first {
             f.write_str(")")?;
         }
-        if self.held_free > 0 {
+        if self.held_free() > 0 {
             write!(
                 f,
-                ", plus {} bytes held free (arena chunks, pool cache)",
-                self.held_free
+                ", plus {} bytes held free ({} in arena chunks, {} in the pool's cache)",
+                self.held_free(),
+                self.arena_free,
+                self.pool_cached
             )?;
         }
         Ok(())
@@ -543,13 +561,13 @@ mod tests {
                     budget: 96,
                     in_use: Box::new({
                         let mut held = in_use;
-                        held.set_held_free(32);
+                        held.set_held_free(12, 20);
                         held
                     }),
                 },
                 "over the device budget: 0 bytes of class temporary requested, budget 96 bytes, \
                  in use: 128 bytes (temporary/device_pool 100, ciphertext/managed 28), plus 32 \
-                 bytes held free (arena chunks, pool cache)",
+                 bytes held free (12 in arena chunks, 20 in the pool's cache)",
             ),
             (
                 Error::ManagedCapExceeded {

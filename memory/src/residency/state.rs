@@ -172,7 +172,7 @@ impl State {
             .bytes()
             .saturating_sub(self.streamed.arena_resident());
         let cached = self.pool_reserved.saturating_sub(self.pool_used);
-        in_use.set_held_free(arena_free + cached);
+        in_use.set_held_free(arena_free, cached);
         in_use
     }
 

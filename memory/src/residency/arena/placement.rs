@@ -465,6 +465,7 @@ mod tests {
             10 * MIB
         );
         assert_eq!(in_use.held_free(), 214 * MIB);
+        assert_eq!((in_use.arena_free(), in_use.pool_cached()), (214 * MIB, 0));
         assert!(in_use.to_string().contains("held free"), "{in_use}");
         object(&r, 3, 300 * MIB);
         drop(
