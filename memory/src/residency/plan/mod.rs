@@ -58,7 +58,7 @@
 //! under it: the run moved 1.14 GB a bootstrap against 0.97 GB planned,
 //! where the window's split moved its planned 0.90 GB once the arena had
 //! settled; so this plan is an option (`HEMEM_STREAMING_PLAN=belady`),
-//! not the default. Lookahead
+//! not the default for one bootstrap (`auto` takes it for a batch, below). Lookahead
 //! eviction by next use over a known order is MemHC's (§ 4.3); deciding
 //! per interval rather than per object is how Belady's rule reads when every
 //! future use is known.
@@ -88,7 +88,7 @@
 //! plan is the window split. It never leaves less streaming room than the
 //! window split (a room of two steps beside a larger stable set left FVb's
 //! temporaries no space under 2 GiB). It is MemHC's look-ahead (§ 4.3)
-//! with each task's duration known as well as its order, and the default:
+//! with each task's duration known as well as its order, and `auto`'s for one item:
 //! on the H100 it bootstrapped FGb under 2 GiB in 58.7–61.3 ms against the
 //! window split's 65.0–65.8 in one call, moving 1.2–1.4 GB a bootstrap
 //! against 0.9–1.1.
