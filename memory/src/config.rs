@@ -17,6 +17,7 @@
 //! | `HEMEM_STREAMING_SLACK` | `planned`: a non-negative number | `0` |
 //! | `HEMEM_STREAMING_ARENA` | `planned`: `on`/`1`/`true`, `off`/`0`/`false` | `on` |
 //! | `HEMEM_STREAMING_MARGIN` | `planned`: an integer ≥ 1 | `32` |
+//! | `HEMEM_DEVICE_POOL` | `paged`, `driver` | `paged` |
 
 use std::fmt;
 use std::path::PathBuf;
@@ -24,6 +25,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::cuda::PoolKind;
 use crate::policy::{
     DevicePolicy, Divergence, DynamicPolicy, ManagedPolicy, PlacementPolicy, PlannedPolicy,
     PolicyKind, ProfiledPolicy, StaticPolicy,
@@ -331,6 +333,12 @@ pub struct MemoryConfig {
     /// that the usage reports what the last one waited for its fetches
     /// (`HEMEM_TIME_RUNS`, default off: only the recorded runs are).
     pub time_runs: bool,
+    /// Which pool backs pooled device memory (`HEMEM_DEVICE_POOL`): device
+    /// memory mapped page by page (`paged`, the default), so that any free
+    /// page backs any new block under the budget, or the driver's
+    /// stream-ordered pool (`driver`, for comparison), whose free memory
+    /// can lie in pieces too small for the next block.
+    pub device_pool: PoolKind,
 }
 
 impl Default for MemoryConfig {
@@ -350,6 +358,7 @@ impl Default for MemoryConfig {
             streaming_margin: 32,
             zero_copy: ZeroCopy::Fallback,
             time_runs: false,
+            device_pool: PoolKind::Paged,
         }
     }
 }
@@ -419,6 +428,9 @@ impl MemoryConfig {
         }
         if let Some(plan) = var("HEMEM_STREAMING_PLAN") {
             config.streaming_plan = plan.parse()?;
+        }
+        if let Some(pool) = var("HEMEM_DEVICE_POOL") {
+            config.device_pool = pool.parse()?;
         }
         Ok(config)
     }
@@ -581,8 +593,13 @@ mod tests {
             ("HEMEM_STREAMING_PLAN", "belady"),
             ("HEMEM_STREAMING_SLACK", "0.15"),
             ("HEMEM_TIME_RUNS", "1"),
+            ("HEMEM_DEVICE_POOL", "driver"),
         ]))
         .expect("valid");
+        assert_eq!(
+            (c.device_pool, MemoryConfig::default().device_pool),
+            (PoolKind::Driver, PoolKind::Paged)
+        );
         assert!(c.time_runs && !MemoryConfig::default().time_runs);
         assert_eq!(
             (c.streaming_plan, MemoryConfig::default().streaming_plan),
@@ -653,6 +670,14 @@ mod tests {
                 ConfigError::InvalidSetting {
                     name: "HEMEM_STREAMING_ARENA",
                     value: "maybe".into(),
+                }
+                .into(),
+            ),
+            (
+                vec![("HEMEM_DEVICE_POOL", "cuda")],
+                ConfigError::InvalidSetting {
+                    name: "HEMEM_DEVICE_POOL",
+                    value: "cuda".into(),
                 }
                 .into(),
             ),

@@ -125,7 +125,7 @@ pub use class::{MemoryClass, Placement};
 pub use config::{
     BudgetSetting, ByteSize, MemoryConfig, Oversubscription, PolicyConfig, ProfiledConfig,
 };
-pub use cuda::GpuDevice;
+pub use cuda::{GpuDevice, PoolActivity, PoolKind};
 pub use error::{
     ConfigError, DeviceError, DriverVersion, Error, InUse, Result, TraceError, TraceFault,
 };

@@ -9,7 +9,7 @@ use hemem_memory::policy::Divergence;
 use hemem_memory::testing::gpu_or_skip;
 use hemem_memory::{
     Allocator, BudgetSetting, ByteSize, Error, GpuDevice, MemoryClass, MemoryConfig, Placement,
-    PolicyConfig, ProfiledConfig, StreamingPlan,
+    PolicyConfig, PoolKind, ProfiledConfig, StreamingPlan,
 };
 
 const MIB: usize = 1 << 20;
@@ -163,6 +163,64 @@ fn gpu_device_policy_over_budget_is_an_out_of_memory_error() {
     // Freed memory is pooled again: the same request now fits.
     let again = allocator.allocate(MemoryClass::Temporary, 100 * MIB);
     assert!(again.is_ok());
+}
+
+/// Free room in pieces under a hard cap: 16 blocks of 4 MiB fill a 64 MiB
+/// budget, every other one is freed, and a 24 MiB block must fit in the
+/// 32 MiB left in 4 MiB pieces. The paged pool remaps the freed pages into
+/// one range; the live blocks keep their words, and the new block holds
+/// what is written to it. The driver's pool is run too, for the record
+/// (it may refuse: its free memory lies in pieces).
+#[test]
+fn gpu_paged_pool_backs_a_block_with_free_room_left_in_pieces() {
+    let Some(device) = gpu_or_skip("gpu_paged_pool_backs_a_block_with_free_room_left_in_pieces")
+    else {
+        return;
+    };
+    for kind in [PoolKind::Paged, PoolKind::Driver] {
+        let budget = 64 * ByteSize::MIB;
+        let settings = MemoryConfig {
+            device_pool: kind,
+            ..config(PolicyConfig::Device, budget)
+        };
+        let allocator = Allocator::gpu(&device, &settings).expect("alloc");
+        let mut blocks: Vec<_> = (0..16u64)
+            .map(|i| {
+                let mut b = allocator
+                    .allocate(MemoryClass::Ciphertext, 4 * MIB)
+                    .expect("fits the budget");
+                let words = pattern(i, b.words());
+                allocator.upload(&mut b, 0, &words).expect("upload");
+                (i, b)
+            })
+            .collect();
+        let kept: Vec<_> = blocks.drain(..).filter(|(i, _)| i % 2 == 1).collect();
+        let big = allocator.allocate(MemoryClass::Temporary, 24 * MIB);
+        println!("{kind}: a 24 MiB block in 32 MiB free in 4 MiB pieces: {big:?}");
+        match (kind, big) {
+            (_, Ok(mut big)) => {
+                let words = pattern(99, big.words());
+                allocator.upload(&mut big, 0, &words).expect("upload");
+                let mut back = vec![0u64; big.words()];
+                allocator.download(&big, 0, &mut back).expect("download");
+                assert!(back == words, "{kind}: the remapped block's words");
+            }
+            (PoolKind::Paged, Err(e)) => panic!("paged pool refused: {e}"),
+            (PoolKind::Driver, Err(_)) => {}
+        }
+        for (i, b) in &kept {
+            let mut back = vec![0u64; b.words()];
+            allocator.download(b, 0, &mut back).expect("download");
+            assert!(back == pattern(*i, b.words()), "{kind}: block {i} kept");
+        }
+        let peak = allocator
+            .pool_reserved_peak_bytes()
+            .expect("driver")
+            .expect("pool");
+        assert!(peak <= budget, "{kind}: peak {peak} over {budget}");
+        drop(kept);
+        assert_eq!(device.take_deferred_error(), None);
+    }
 }
 
 #[test]

@@ -8,7 +8,9 @@
 use std::time::Instant;
 
 use hemem_ckks::prelude::Context;
-use hemem_memory::{DriverTime, MemoryClass, Placement, ResidencyUsage, Statistics, StreamId};
+use hemem_memory::{
+    DriverTime, MemoryClass, Placement, PoolActivity, ResidencyUsage, Statistics, StreamId,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::Result;
@@ -20,6 +22,7 @@ pub struct Snapshot {
     statistics: Statistics,
     driver: Option<DriverTime>,
     usage: Option<ResidencyUsage>,
+    pool: Option<PoolActivity>,
 }
 
 /// What the memory system did between two snapshots.
@@ -52,6 +55,7 @@ impl Snapshot {
             statistics: context.memory_statistics(),
             driver: residency.map(|r| r.driver_time()),
             usage: residency.map(|r| r.usage()),
+            pool: context.backend().allocator().pool_activity(),
         }
     }
 
@@ -72,6 +76,19 @@ impl Snapshot {
                 ("prepare", delta_ms(a.prepare_ns, b.prepare_ns)),
             ]
             .into_iter()
+            .chain(
+                self.pool
+                    .zip(before.pool)
+                    .map(|(a, b)| {
+                        [
+                            ("pool", delta_ms(a.host_ns, b.host_ns)),
+                            ("pool_wait", delta_ms(a.host_wait_ns, b.host_wait_ns)),
+                            ("pool_mapping", delta_ms(a.mapping_ns, b.mapping_ns)),
+                        ]
+                    })
+                    .into_iter()
+                    .flatten(),
+            )
             .map(|(k, v)| (k.to_owned(), v))
             .collect()
         });
@@ -87,6 +104,27 @@ impl Snapshot {
             })
             .filter(|(_, b)| b.as_u64() != Some(0))
             .collect();
+        let pool = self.pool.zip(before.pool).map(|(a, b)| {
+            [
+                (
+                    "pool_pages_mapped",
+                    a.pages_mapped.saturating_sub(b.pages_mapped),
+                ),
+                (
+                    "pool_pages_unmapped",
+                    a.pages_unmapped.saturating_sub(b.pages_unmapped),
+                ),
+                (
+                    "pool_pages_created",
+                    a.pages_created.saturating_sub(b.pages_created),
+                ),
+                ("pool_host_waits", a.host_waits.saturating_sub(b.host_waits)),
+                (
+                    "pool_stream_waits",
+                    a.stream_waits.saturating_sub(b.stream_waits),
+                ),
+            ]
+        });
         let residency = self.usage.zip(before.usage).map(|(a, b)| {
             let delta = |after: u64, before: u64| after.saturating_sub(before);
             [
@@ -115,6 +153,7 @@ impl Snapshot {
                 ),
             ]
             .into_iter()
+            .chain(pool.into_iter().flatten())
             .map(|(k, v)| (k.to_owned(), serde_json::Value::from(v)))
             .collect()
         });

@@ -210,8 +210,9 @@ struct Report {
     setup_peak_device_resident_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     device_budget_bytes: Option<u64>,
-    /// GPU runs: the most bytes the device pool held at once by the driver's
-    /// own count (`CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH`); under `planned`,
+    /// GPU runs: the most bytes the device pool held at once by the pool's
+    /// own count (the physical pages the paged pool created; the driver's
+    /// `CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH` for its pool); under `planned`,
     /// everything hemem holds on the device.
     #[serde(skip_serializing_if = "Option::is_none")]
     pool_peak_bytes: Option<u64>,

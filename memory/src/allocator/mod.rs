@@ -126,13 +126,13 @@ impl Allocator {
         let free = device.memory_info()?.free;
         // The budget the pool can really be held to (whole 32 MiB chunks):
         // what the accounting and every report use.
-        let budget = Pool::cap(config.resolve_budget(free)?);
+        let budget = Pool::cap(config.resolve_budget(free)?, config.device_pool);
         let policy = config.policy.build(budget)?;
         let statistics = StatisticsHandle::default();
         // The pool can never hold more than the budget: under the `planned`
         // policy everything on the device comes from it, so the driver itself
         // enforces the cap.
-        let pool = Arc::new(Pool::create(device, budget)?);
+        let pool = Arc::new(Pool::create(device, budget, config.device_pool)?);
         let pool_handle = Arc::clone(&pool);
         let zeroing = ZeroingFailures::default();
         let residency = Arc::new(Residency::new(
@@ -152,7 +152,7 @@ impl Allocator {
         residency.set_streaming_plan(config.streaming_plan);
         residency.set_streaming_slack(config.streaming_slack);
         residency.set_time_every_run(config.time_runs);
-        residency.set_pool_granule(crate::cuda::POOL_CHUNK);
+        residency.set_pool_granule(pool.granule());
         let mut router = Router::new(Arc::clone(&policy))
             .with(
                 Placement::DevicePool,
@@ -346,9 +346,9 @@ impl Allocator {
         self.parts.residency.as_ref().map(|r| r.usage())
     }
 
-    /// Bytes the device pool holds from the driver now
-    /// (`CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT`: live blocks and the freed
-    /// memory it keeps); `None` without a pool.
+    /// Bytes the device pool holds from the driver now (live blocks and
+    /// the freed memory it keeps: its physical pages, or the driver pool's
+    /// `CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT`); `None` without a pool.
     ///
     /// # Errors
     /// Driver errors.
@@ -356,8 +356,10 @@ impl Allocator {
         self.parts.pool.as_ref().map(|p| p.reserved()).transpose()
     }
 
-    /// The most bytes the device pool has held at once, by the driver's
-    /// count (`CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH`); `None` without a pool.
+    /// The most bytes the device pool has held at once, by the pool's own
+    /// count (the physical pages the paged pool created with `cuMemCreate`;
+    /// `CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH` for the driver's pool); `None`
+    /// without a pool.
     /// Under the `planned` policy everything hemem holds on the device is
     /// in the pool, so this is its device peak, measured independently of
     /// hemem's own accounting.
@@ -370,6 +372,13 @@ impl Allocator {
             .as_ref()
             .map(|p| p.reserved_high())
             .transpose()
+    }
+
+    /// What the paged device pool has done so far (pages mapped and
+    /// unmapped, waits, host time); `None` without a pool or with the
+    /// driver's pool.
+    pub fn pool_activity(&self) -> Option<crate::PoolActivity> {
+        self.parts.pool.as_ref().and_then(|p| p.activity())
     }
 
     /// The placement policy's name (`None` for allocators made with

@@ -6,7 +6,8 @@
 //!   stream, what the device can do, and event helpers for ordering work
 //!   between the streams.
 //! * `pool`, `managed`, `pinned` — the driver calls behind the three device
-//!   placements (`cuMemPoolCreate` / `cuMemAllocFromPoolAsync`,
+//!   placements (the page-mapped pool, `cuMemCreate` / `cuMemMap`, or
+//!   `cuMemPoolCreate` / `cuMemAllocFromPoolAsync`,
 //!   `cuMemAllocManaged` / `cuMemAdvise` / `cuMemPrefetchAsync`,
 //!   `cuMemHostAlloc`).
 //! * `transfer` — uploads through pinned staging, downloads, device copies
@@ -33,5 +34,6 @@ pub use device::{ComputeCapability, DeviceInfo, Event, GpuDevice, MemoryInfo};
 pub(crate) use managed::Location;
 pub use pinned::PinnedBlock;
 pub(crate) use pinned::{PinnedArena, PinnedStore};
-pub(crate) use pool::{POOL_CHUNK, Pool, PoolAllocError};
+pub(crate) use pool::{Pool, PoolAllocError};
+pub use pool::{PoolActivity, PoolKind};
 pub use probe::driver_present;

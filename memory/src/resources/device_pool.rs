@@ -14,9 +14,10 @@ use crate::cuda::{GpuDevice, Pool, PoolAllocError};
 use crate::resource::ZeroingFailures;
 use crate::{AllocRequest, Allocation, Error, Memory, MemoryResource, Placement, Result};
 
-/// Stream-ordered device memory from the library's own pool
-/// (`cuMemAllocFromPoolAsync` / `cuMemFreeAsync` on the request's stream;
-/// release threshold at the maximum, so freed memory stays pooled). The
+/// Stream-ordered device memory from the library's own pool (pages mapped
+/// into one reserved range, or the driver's `cuMemAllocFromPoolAsync` /
+/// `cuMemFreeAsync`; see `HEMEM_DEVICE_POOL`), allocated and freed in the
+/// request's stream order, freed memory kept for reuse. The
 /// device budget is not this resource's concern: the budget adaptor counts
 /// its blocks, and the residency manager trims the pool when the budget
 /// needs room.

@@ -29,9 +29,9 @@ use crate::DevicePtr;
 /// alignment `cuMemAlloc` guarantees, which kernels may rely on).
 const ALIGN: u64 = 256;
 
-/// The pool's physical granularity (see `Pool::cap`): chunks of 128 MiB
-/// and more are multiples of it, so none leaves part of a pool chunk
-/// unusable.
+/// The driver pool's physical granularity (see `Pool::cap`): chunks of
+/// 128 MiB and more are multiples of it, so none leaves part of a pool
+/// chunk unusable (the paged pool's 2 MiB pages divide it too).
 const POOL_GRANULE: u64 = 32 << 20;
 
 /// The granularity of smaller chunks (a GPU page), and of the last chunk

@@ -1,5 +1,5 @@
-//! The library's own stream-ordered memory pool (`cuMemPoolCreate`), behind
-//! the `DevicePool` placement.
+//! The driver's stream-ordered memory pool (`cuMemPoolCreate`), one of the
+//! two pools behind the `DevicePool` placement.
 //!
 //! See the CUDA driver API, "Stream Ordered Memory Allocator":
 //! <https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MALLOC__ASYNC.html>
@@ -13,47 +13,35 @@ use cudarc::driver::sys::{
 };
 use cudarc::driver::{DriverError, result};
 
-use super::GpuDevice;
+use super::{POOL_CHUNK, PoolAllocError};
+use crate::cuda::GpuDevice;
 use crate::error::driver;
 use crate::{DeviceError, DeviceMemory, DevicePtr, Result, StreamId};
-
-/// The pool's reservation chunk for small allocations (measured: a pool
-/// whose maximum was 104 MiB held 128 MiB).
-pub(crate) const POOL_CHUNK: u64 = 32 << 20;
-
-/// What an allocation from the pool can fail with.
-#[derive(Debug)]
-pub(crate) enum PoolAllocError {
-    /// The device has no memory left for it.
-    OutOfMemory,
-    /// Anything else.
-    Other(crate::Error),
-}
 
 /// A memory pool on one device whose release threshold is the maximum, so
 /// freed memory stays in the pool (a pooled allocation + free costs about a
 /// microsecond instead of `cudaMalloc`'s 141 µs, measured on the H200) until
-/// [`Pool::trim_to`] gives it back.
-pub(crate) struct Pool {
+/// [`DriverPool::trim_to`] gives it back.
+pub(crate) struct DriverPool {
     raw: CUmemoryPool,
     gpu: GpuDevice,
 }
 
 // SAFETY: a CUmemoryPool handle may be used from any thread; the driver
 // serialises pool operations internally. The handle is destroyed once, in Drop.
-unsafe impl Send for Pool {}
+unsafe impl Send for DriverPool {}
 // SAFETY: as above; &Pool only passes the handle to thread-safe driver calls.
-unsafe impl Sync for Pool {}
+unsafe impl Sync for DriverPool {}
 
-impl fmt::Debug for Pool {
+impl fmt::Debug for DriverPool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Pool")
+        f.debug_struct("DriverPool")
             .field("device", &self.gpu.ordinal())
             .finish_non_exhaustive()
     }
 }
 
-impl Pool {
+impl DriverPool {
     /// Creates a pool of pinned device memory on `gpu` that never holds more
     /// than `max_bytes` (rounded down to whole 32 MiB chunks), with release
     /// threshold `u64::MAX`.
@@ -153,7 +141,7 @@ impl Pool {
     /// Frees `memory` in order on its stream (`cuMemFreeAsync`). Errors are
     /// kept by the device handle.
     ///
-    /// `memory` must come from [`Pool::allocate`] of this pool and must not
+    /// `memory` must come from [`DriverPool::allocate`] of this pool and must not
     /// be freed twice: the pool resource guarantees this by freeing only
     /// allocations it handed out, each once.
     pub(crate) fn free(&self, memory: DeviceMemory) {
@@ -214,7 +202,7 @@ impl Pool {
     }
 }
 
-impl Drop for Pool {
+impl Drop for DriverPool {
     fn drop(&mut self) {
         let run = || -> Result<()> {
             self.gpu.bind()?;

@@ -1,0 +1,924 @@
+//! The page book of the paged pool: which physical pages back which pages
+//! of the reserved address range, which blocks are live, and which freed
+//! pages wait for their stream.
+//!
+//! Each page of the range is mapped on its own (`cuMemMap` cannot unmap
+//! part of a mapping), so any freed page can back any new block: a request
+//! the budget has room for never fails for want of a contiguous hole, the
+//! failure the driver's pool showed under a hard cap (FVb at 2 GiB refused a
+//! 36.7 MB block with 0.7 GB free in pieces; docs/GPU-PERF.md, thirteenth
+//! session). PyTorch's "expandable segments" and GPUswap's page-granular
+//! remapping of device memory rest on the same driver calls.
+//!
+//! Freed blocks stay mapped ("cached", apart by the stream that freed them)
+//! and are handed out again first. A request takes, in order: a cached run
+//! of its own stream (reused in stream order, no wait); one of the other
+//! stream whose frees are complete; fresh pages (spare physical pages, then
+//! new ones while the pool is under its cap); a cached run of the other
+//! stream, the taking stream waiting on the events recorded at the frees
+//! (as the driver's pool follows event dependencies); last, pages unmapped
+//! from cached runs, shortest runs and completed frees first, the host
+//! waiting for the others. The order keeps the compute stream from waiting
+//! on copies queued ahead of it, and the host from waiting on the device,
+//! wherever other room exists.
+//!
+//! The book calls the driver through [`PageDriver`], so its logic is tested
+//! on the CPU against a mock.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::runs::Runs;
+use crate::{PoolActivity, Result, StreamId};
+
+/// The driver calls the book makes. Addresses are byte offsets into the
+/// pool's reserved range.
+pub(super) trait PageDriver {
+    /// A physical allocation (`CUmemGenericAllocationHandle`).
+    type Handle: Copy;
+    /// A recorded point of a stream's work.
+    type Event;
+
+    /// Creates `bytes` of physical device memory; `Ok(None)` when the
+    /// device has no room for it.
+    fn create(&self, bytes: u64) -> Result<Option<Self::Handle>>;
+    /// Releases a physical allocation none of whose pages is mapped.
+    fn release(&self, handle: Self::Handle) -> Result<()>;
+    /// Maps `bytes` of `handle` from `offset` at `va`.
+    fn map(&self, va: u64, handle: Self::Handle, offset: u64, bytes: u64) -> Result<()>;
+    /// Makes the mapped range `[va, va + bytes)` readable and writable by
+    /// the device.
+    fn grant(&self, va: u64, bytes: u64) -> Result<()>;
+    /// Unmaps one mapping `[va, va + bytes)`.
+    fn unmap(&self, va: u64, bytes: u64) -> Result<()>;
+    /// Records the work queued so far on `stream`.
+    fn record(&self, stream: StreamId) -> Result<Self::Event>;
+    /// Whether the recorded work is done.
+    fn is_complete(&self, event: &Self::Event) -> Result<bool>;
+    /// Waits on the host for the recorded work.
+    fn synchronize(&self, event: &Self::Event) -> Result<()>;
+    /// Makes `stream` wait for the recorded work.
+    fn wait(&self, stream: StreamId, event: &Self::Event) -> Result<()>;
+}
+
+/// A free awaited: (the lane of its stream, its number there).
+type Free = (usize, u64);
+
+/// A mark is recorded on a stream at least every this many frees on it.
+const MARK_EVERY: u64 = 8;
+
+/// A page of the reserved range.
+#[derive(Default)]
+struct Page {
+    /// The physical page mapped here: (handle id, page within the handle).
+    phys: Option<(u32, u32)>,
+    /// Part of a live block.
+    live: bool,
+    /// The free this page waits for before another stream or the host may
+    /// reuse it: (its stream's lane, the free's number on that stream).
+    pending: Option<Free>,
+}
+
+/// One stream's frees. Frees are numbered; events ("marks") are recorded
+/// on the stream now and then, not at every free: a mark recorded after
+/// free `n` was queued stands for every free up to `n` (waiting on a later
+/// point of the stream is waiting longer, never too little). This keeps
+/// the driver out of nearly every free: an event per free cost ~20 ms of
+/// host time a bootstrap (FGb under 2 GiB, H100).
+struct Lane<E> {
+    /// Frees so far.
+    freed: u64,
+    /// Every free up to this one is known complete.
+    done: u64,
+    /// Marks not yet known complete: (the last free before it, event).
+    marks: VecDeque<(u64, Arc<E>)>,
+    /// Frees since the last mark.
+    since_mark: u64,
+}
+
+impl<E> Default for Lane<E> {
+    fn default() -> Self {
+        Self {
+            freed: 0,
+            done: 0,
+            marks: VecDeque::new(),
+            since_mark: 0,
+        }
+    }
+}
+
+/// A physical allocation: where each of its pages is mapped.
+struct Held<H> {
+    raw: H,
+    at: Vec<Option<u64>>,
+}
+
+/// The book. Page counts are in pages of `page` bytes.
+pub(super) struct Book<D: PageDriver> {
+    driver: D,
+    page: u64,
+    /// The most pages held from the device.
+    cap: u64,
+    /// The most pages a new physical allocation gets (what a trim can give
+    /// back at once).
+    handle_pages: u64,
+    pages: Vec<Page>,
+    /// Frees and marks per stream ([`lane`]).
+    lanes: [Lane<D::Event>; 2],
+    handles: BTreeMap<u32, Held<D::Handle>>,
+    next_handle: u32,
+    /// Physical pages mapped nowhere.
+    spare: BTreeSet<(u32, u32)>,
+    /// Mapped pages of no live block, by the stream that freed them
+    /// ([`lane`]).
+    cached: [Runs; 2],
+    /// Unmapped pages of no live block.
+    empty: Runs,
+    /// Live blocks: first page → pages.
+    live: HashMap<u64, u64>,
+    held: u64,
+    high: u64,
+    activity: PoolActivity,
+}
+
+impl<D: PageDriver> Book<D> {
+    /// A book of `va_pages` pages of `page` bytes, holding at most `cap`
+    /// pages, in physical allocations of at most `handle_pages`.
+    pub(super) fn new(driver: D, page: u64, cap: u64, va_pages: u64, handle_pages: u64) -> Self {
+        let mut empty = Runs::default();
+        empty.insert(0, va_pages);
+        Self {
+            driver,
+            page,
+            cap,
+            handle_pages: handle_pages.max(1),
+            pages: (0..va_pages).map(|_| Page::default()).collect(),
+            lanes: [Lane::default(), Lane::default()],
+            handles: BTreeMap::new(),
+            next_handle: 0,
+            spare: BTreeSet::new(),
+            cached: [Runs::default(), Runs::default()],
+            empty,
+            live: HashMap::new(),
+            held: 0,
+            high: 0,
+            activity: PoolActivity::default(),
+        }
+    }
+
+    /// What the book has done so far.
+    pub(super) fn activity(&self) -> PoolActivity {
+        self.activity
+    }
+
+    /// Adds host time spent in the pool.
+    pub(super) fn add_host_ns(&mut self, ns: u64) {
+        self.activity.host_ns += ns;
+    }
+
+    /// The driver.
+    #[cfg(test)]
+    pub(super) fn driver(&self) -> &D {
+        &self.driver
+    }
+
+    /// Bytes held from the device (live, cached and spare pages).
+    pub(super) fn held_bytes(&self) -> u64 {
+        self.held * self.page
+    }
+
+    /// The most bytes held at once.
+    pub(super) fn high_bytes(&self) -> u64 {
+        self.high * self.page
+    }
+
+    /// Bytes of live blocks.
+    #[cfg(test)]
+    pub(super) fn live_bytes(&self) -> u64 {
+        self.live.values().sum::<u64>() * self.page
+    }
+
+    fn page_mut(&mut self, page: u64) -> Option<&mut Page> {
+        self.pages.get_mut(usize::try_from(page).ok()?)
+    }
+
+    /// A block of `count` pages ordered on `stream`: its first page, or
+    /// `None` when the cap (or the device) leaves no room.
+    ///
+    /// # Errors
+    /// Driver errors.
+    pub(super) fn allocate(&mut self, count: u64, stream: StreamId) -> Result<Option<u64>> {
+        if count == 0 || count > self.cap {
+            return Ok(None);
+        }
+        let (own, other) = (lane(stream), 1 - lane(stream));
+        if let Some(start) = self.cached_run(own, count, true)? {
+            return self.take_cached(own, start, count, stream);
+        }
+        if let Some(start) = self.cached_run(other, count, false)? {
+            return self.take_cached(other, start, count, stream);
+        }
+        self.grow(count)?;
+        if self.spare_pages() < count
+            && let Some(start) = self.cached_run(other, count, true)?
+        {
+            return self.take_cached(other, start, count, stream);
+        }
+        if self.spare_pages() < count {
+            let short = count - self.spare_pages();
+            self.reclaim(short)?;
+        }
+        if self.spare_pages() < count {
+            return Ok(None);
+        }
+        let Some(start) = self.empty.best_fit(count) else {
+            return Ok(None);
+        };
+        self.empty.remove(start, count);
+        self.back(start, count)?;
+        self.take(start, count, stream)?;
+        Ok(Some(start))
+    }
+
+    /// The best-fitting cached run of `lane` for `count` pages; unless
+    /// `waiting`, only one whose frees are complete (a run of the
+    /// requesting stream's own lane is taken with `waiting`: its order
+    /// needs no event).
+    fn cached_run(&mut self, lane: usize, count: u64, waiting: bool) -> Result<Option<u64>> {
+        let Some(start) = self.cached.get(lane).and_then(|r| r.best_fit(count)) else {
+            return Ok(None);
+        };
+        if waiting {
+            return Ok(Some(start));
+        }
+        let last = self.last_free(start, count, lane);
+        Ok(self.is_done(lane, last)?.then_some(start))
+    }
+
+    /// The latest free on `lane` that pages `[start, start + count)` wait
+    /// for (0: none).
+    fn last_free(&self, start: u64, count: u64, lane: usize) -> u64 {
+        (start..start + count)
+            .filter_map(|p| self.pages.get(p as usize).and_then(|page| page.pending))
+            .filter(|&(l, _)| l == lane)
+            .map(|(_, n)| n)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Whether free `n` of `lane` is complete, by the first mark after it
+    /// (recorded now when there is none, so the next question finds one).
+    fn is_done(&mut self, lane: usize, n: u64) -> Result<bool> {
+        let done = self.lanes.get(lane).is_none_or(|l| n <= l.done);
+        if done {
+            return Ok(true);
+        }
+        let (through, mark) = self.mark_after(lane, n)?;
+        if !self.driver.is_complete(&mark)? {
+            return Ok(false);
+        }
+        self.passed(lane, through);
+        Ok(true)
+    }
+
+    /// The first mark of `lane` after free `n`, recording one now when
+    /// there is none: (the last free it stands for, its event).
+    fn mark_after(&mut self, lane: usize, n: u64) -> Result<(u64, Arc<D::Event>)> {
+        if let Some((through, event)) = self
+            .lanes
+            .get(lane)
+            .and_then(|l| l.marks.iter().find(|(through, _)| *through >= n))
+        {
+            return Ok((*through, Arc::clone(event)));
+        }
+        self.mark(lane)
+    }
+
+    /// Records a mark on `lane`'s stream, after dropping the oldest marks
+    /// the device has passed (so that marks nobody asks about do not pile
+    /// up).
+    fn mark(&mut self, lane: usize) -> Result<(u64, Arc<D::Event>)> {
+        self.refresh(lane)?;
+        let event = Arc::new(self.driver.record(stream_of(lane))?);
+        let Some(l) = self.lanes.get_mut(lane) else {
+            return Ok((0, event));
+        };
+        l.since_mark = 0;
+        l.marks.push_back((l.freed, Arc::clone(&event)));
+        Ok((l.freed, event))
+    }
+
+    /// Every free of `lane` up to `through` is complete: earlier marks go.
+    fn passed(&mut self, lane: usize, through: u64) {
+        if let Some(l) = self.lanes.get_mut(lane) {
+            l.done = l.done.max(through);
+            while l.marks.front().is_some_and(|(t, _)| *t <= l.done) {
+                l.marks.pop_front();
+            }
+        }
+    }
+
+    /// Blocks until free `n` of `lane` is complete.
+    fn wait_host(&mut self, lane: usize, n: u64) -> Result<()> {
+        if self.is_done(lane, n)? {
+            return Ok(());
+        }
+        let (through, mark) = self.mark_after(lane, n)?;
+        let started = Instant::now();
+        self.driver.synchronize(&mark)?;
+        self.activity.host_wait_ns += nanos_since(started);
+        self.activity.host_waits += 1;
+        self.passed(lane, through);
+        Ok(())
+    }
+
+    fn take_cached(
+        &mut self,
+        lane: usize,
+        start: u64,
+        count: u64,
+        stream: StreamId,
+    ) -> Result<Option<u64>> {
+        if let Some(runs) = self.cached.get_mut(lane) {
+            runs.remove(start, count);
+        }
+        self.take(start, count, stream)?;
+        Ok(Some(start))
+    }
+
+    /// Marks `[start, start + count)` live for `stream`, which waits for
+    /// the frees of the other stream its pages still wait for.
+    fn take(&mut self, start: u64, count: u64, stream: StreamId) -> Result<()> {
+        let other = 1 - lane(stream);
+        let last = self.last_free(start, count, other);
+        for p in start..start + count {
+            if let Some(page) = self.page_mut(p) {
+                page.live = true;
+                page.pending = None;
+            }
+        }
+        if last > 0 && !self.is_done(other, last)? {
+            let (_, mark) = self.mark_after(other, last)?;
+            self.driver.wait(stream, &mark)?;
+            self.activity.stream_waits += 1;
+        }
+        self.live.insert(start, count);
+        Ok(())
+    }
+
+    /// Creates physical pages, while under the cap and the device has
+    /// room, until `count` are spare.
+    fn grow(&mut self, count: u64) -> Result<()> {
+        while self.spare_pages() < count && self.held < self.cap {
+            let want = (count - self.spare_pages())
+                .min(self.cap - self.held)
+                .min(self.handle_pages);
+            let started = Instant::now();
+            let created = self.driver.create(want * self.page)?;
+            self.activity.mapping_ns += nanos_since(started);
+            let Some(raw) = created else {
+                break;
+            };
+            let id = self.next_handle;
+            self.next_handle += 1;
+            let pages = u32::try_from(want).unwrap_or(u32::MAX);
+            for k in 0..pages {
+                self.spare.insert((id, k));
+            }
+            self.handles.insert(
+                id,
+                Held {
+                    raw,
+                    at: vec![None; pages as usize],
+                },
+            );
+            self.held += want;
+            self.high = self.high.max(self.held);
+            self.activity.pages_created += want;
+        }
+        Ok(())
+    }
+
+    fn spare_pages(&self) -> u64 {
+        self.spare.len() as u64
+    }
+
+    /// Unmaps `count` cached pages (or all there are), making their
+    /// physical pages spare: pages whose frees are known complete first,
+    /// then the oldest frees, so that the host waits at most once per
+    /// stream, for the earliest point that frees enough.
+    fn reclaim(&mut self, count: u64) -> Result<()> {
+        for lane in 0..self.lanes.len() {
+            self.refresh(lane)?;
+        }
+        let mut candidates: Vec<(bool, u64, usize, u64)> = Vec::new();
+        for (lane, runs) in self.cached.iter().enumerate() {
+            for (start, len) in runs.shortest_first() {
+                for p in start..start + len {
+                    let n = self
+                        .pages
+                        .get(p as usize)
+                        .and_then(|page| page.pending)
+                        .map_or(0, |(_, n)| n);
+                    let done = self.lanes.get(lane).is_none_or(|l| n <= l.done);
+                    candidates.push((!done, n, lane, p));
+                }
+            }
+        }
+        candidates.sort_unstable();
+        candidates.truncate(usize::try_from(count).unwrap_or(usize::MAX));
+        let mut latest = [0u64; 2];
+        for &(_, n, lane, _) in &candidates {
+            if let Some(l) = latest.get_mut(lane) {
+                *l = (*l).max(n);
+            }
+        }
+        for (lane, n) in latest.into_iter().enumerate() {
+            if n > 0 {
+                self.wait_host(lane, n)?;
+            }
+        }
+        for (_, _, lane, p) in candidates {
+            if let Some(runs) = self.cached.get_mut(lane) {
+                runs.remove(p, 1);
+            }
+            self.unmap(p, 1)?;
+            self.empty.insert(p, 1);
+        }
+        Ok(())
+    }
+
+    /// Learns which of `lane`'s marks the device has passed.
+    fn refresh(&mut self, lane: usize) -> Result<()> {
+        while let Some((through, oldest)) = self
+            .lanes
+            .get(lane)
+            .and_then(|l| l.marks.front())
+            .map(|(t, e)| (*t, Arc::clone(e)))
+        {
+            if !self.driver.is_complete(&oldest)? {
+                break;
+            }
+            self.passed(lane, through);
+        }
+        Ok(())
+    }
+
+    /// Unmaps the pages `[start, start + count)` (of no live block), after
+    /// their frees complete; their physical pages become spare.
+    fn unmap(&mut self, start: u64, count: u64) -> Result<()> {
+        for p in start..start + count {
+            let Some(page) = self.page_mut(p) else {
+                continue;
+            };
+            let pending = page.pending.take();
+            let phys = page.phys.take();
+            if let Some((lane, n)) = pending {
+                self.wait_host(lane, n)?;
+            }
+            if let Some((h, k)) = phys {
+                let started = Instant::now();
+                self.driver.unmap(p * self.page, self.page)?;
+                self.activity.mapping_ns += nanos_since(started);
+                self.activity.pages_unmapped += 1;
+                if let Some(slot) = self
+                    .handles
+                    .get_mut(&h)
+                    .and_then(|held| held.at.get_mut(k as usize))
+                {
+                    *slot = None;
+                }
+                self.spare.insert((h, k));
+            }
+        }
+        Ok(())
+    }
+
+    /// Maps spare physical pages at `[start, start + count)` (there are
+    /// enough) and grants the device access to them.
+    fn back(&mut self, start: u64, count: u64) -> Result<()> {
+        let started = Instant::now();
+        let backed = self.map_spare(start, count);
+        self.activity.mapping_ns += nanos_since(started);
+        backed
+    }
+
+    fn map_spare(&mut self, start: u64, count: u64) -> Result<()> {
+        let wanted = usize::try_from(count).unwrap_or(usize::MAX);
+        let chosen: Vec<(u32, u32)> = self.spare.iter().take(wanted).copied().collect();
+        for (p, (h, k)) in (start..start + count).zip(chosen) {
+            self.spare.remove(&(h, k));
+            let Some(held) = self.handles.get_mut(&h) else {
+                continue;
+            };
+            self.driver
+                .map(p * self.page, held.raw, u64::from(k) * self.page, self.page)?;
+            self.activity.pages_mapped += 1;
+            if let Some(slot) = held.at.get_mut(k as usize) {
+                *slot = Some(p);
+            }
+            if let Some(page) = self.page_mut(p) {
+                page.phys = Some((h, k));
+            }
+        }
+        self.driver.grant(start * self.page, count * self.page)
+    }
+
+    /// Frees the block starting at page `start`, ordered on `stream`: its
+    /// pages stay mapped, cached for reuse. `false` when no block starts
+    /// there.
+    ///
+    /// # Errors
+    /// Driver errors of recording the free (the block then stays live:
+    /// never handed out again).
+    pub(super) fn free(&mut self, start: u64, stream: StreamId) -> Result<bool> {
+        let Some(count) = self.live.remove(&start) else {
+            return Ok(false);
+        };
+        let lane = lane(stream);
+        let Some(l) = self.lanes.get_mut(lane) else {
+            return Ok(false);
+        };
+        l.freed += 1;
+        l.since_mark += 1;
+        let (n, due) = (l.freed, l.since_mark >= MARK_EVERY);
+        for p in start..start + count {
+            if let Some(page) = self.page_mut(p) {
+                page.live = false;
+                page.pending = Some((lane, n));
+            }
+        }
+        if let Some(runs) = self.cached.get_mut(lane) {
+            runs.insert(start, count);
+        }
+        if due {
+            self.mark(lane)?;
+        }
+        Ok(true)
+    }
+
+    /// Gives physical allocations back to the device until at most `keep`
+    /// bytes are held: first those mapped nowhere, then those whose pages
+    /// are all cached (unmapped after their frees complete), fewest mapped
+    /// pages first. Returns the bytes held after.
+    ///
+    /// # Errors
+    /// Driver errors.
+    pub(super) fn trim_to(&mut self, keep: u64) -> Result<u64> {
+        let keep = keep / self.page;
+        let mut order: Vec<(usize, u32)> = self
+            .handles
+            .iter()
+            .map(|(&id, held)| (held.at.iter().flatten().count(), id))
+            .collect();
+        order.sort_unstable();
+        for (_, id) in order {
+            if self.held <= keep {
+                break;
+            }
+            let Some(held) = self.handles.get(&id) else {
+                continue;
+            };
+            let mapped: Vec<u64> = held.at.iter().flatten().copied().collect();
+            let busy = mapped
+                .iter()
+                .any(|&p| self.pages.get(p as usize).is_none_or(|page| page.live));
+            if busy {
+                continue;
+            }
+            for p in mapped {
+                for runs in &mut self.cached {
+                    runs.remove(p, 1);
+                }
+                self.unmap(p, 1)?;
+                self.empty.insert(p, 1);
+            }
+            if let Some(held) = self.handles.remove(&id) {
+                let pages = held.at.len() as u64;
+                self.spare.retain(|&(h, _)| h != id);
+                self.held -= pages;
+                self.activity.pages_released += pages;
+                self.driver.release(held.raw)?;
+            }
+        }
+        Ok(self.held_bytes())
+    }
+
+    /// Unmaps and releases everything (the pool is dropped; the device has
+    /// finished with it). Returns the first driver error.
+    pub(super) fn teardown(&mut self) -> Result<()> {
+        let mut first = Ok(());
+        let handles = std::mem::take(&mut self.handles);
+        for (_, held) in handles {
+            for p in held.at.iter().flatten() {
+                let unmapped = self.driver.unmap(p * self.page, self.page);
+                if first.is_ok() {
+                    first = unmapped;
+                }
+            }
+            let released = self.driver.release(held.raw);
+            if first.is_ok() {
+                first = released;
+            }
+        }
+        self.spare.clear();
+        self.held = 0;
+        first
+    }
+
+    /// Pages in cached runs.
+    #[cfg(test)]
+    pub(super) fn cached_pages(&self) -> u64 {
+        self.cached.iter().map(Runs::pages).sum()
+    }
+}
+
+/// Nanoseconds since `start`.
+pub(super) fn nanos_since(start: Instant) -> u64 {
+    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The index of `stream`'s cached runs and frees.
+fn lane(stream: StreamId) -> usize {
+    match stream {
+        StreamId::Compute => 0,
+        StreamId::Copy => 1,
+    }
+}
+
+/// The stream of lane `lane`.
+fn stream_of(lane: usize) -> StreamId {
+    if lane == 0 {
+        StreamId::Compute
+    } else {
+        StreamId::Copy
+    }
+}
+
+#[cfg(test)]
+pub(super) mod mock {
+    //! A driver that records the book's calls.
+
+    use std::cell::{Cell, RefCell};
+
+    use super::PageDriver;
+    use crate::{Result, StreamId};
+
+    /// A call, addresses in pages of 1 byte (the tests use `page = 1`).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) enum Call {
+        Create(u64),
+        Release(u32),
+        Map { va: u64, handle: u32, offset: u64 },
+        Grant(u64, u64),
+        Unmap(u64),
+        Record(StreamId, u32),
+        Synchronize(u32),
+        Wait(StreamId, u32),
+    }
+
+    /// An event: its number and whether the device has passed it.
+    #[derive(Debug)]
+    pub(crate) struct MockEvent {
+        pub(crate) number: u32,
+        pub(crate) done: Cell<bool>,
+    }
+
+    #[derive(Debug, Default)]
+    pub(crate) struct MockPages {
+        pub(crate) calls: RefCell<Vec<Call>>,
+        /// Physical pages the device has left (`None`: unlimited).
+        pub(crate) device_room: Cell<Option<u64>>,
+        /// Whether the device has passed every recorded event.
+        pub(crate) events_done: Cell<bool>,
+        next: Cell<u32>,
+    }
+
+    impl MockPages {
+        pub(crate) fn take(&self) -> Vec<Call> {
+            std::mem::take(&mut *self.calls.borrow_mut())
+        }
+
+        fn push(&self, call: Call) {
+            self.calls.borrow_mut().push(call);
+        }
+
+        fn bump(&self) -> u32 {
+            let n = self.next.get();
+            self.next.set(n + 1);
+            n
+        }
+    }
+
+    impl PageDriver for MockPages {
+        type Handle = u32;
+        type Event = MockEvent;
+
+        fn create(&self, bytes: u64) -> Result<Option<u32>> {
+            if let Some(room) = self.device_room.get() {
+                if room < bytes {
+                    return Ok(None);
+                }
+                self.device_room.set(Some(room - bytes));
+            }
+            self.push(Call::Create(bytes));
+            Ok(Some(self.bump()))
+        }
+
+        fn release(&self, handle: u32) -> Result<()> {
+            self.push(Call::Release(handle));
+            Ok(())
+        }
+
+        fn map(&self, va: u64, handle: u32, offset: u64, _bytes: u64) -> Result<()> {
+            self.push(Call::Map { va, handle, offset });
+            Ok(())
+        }
+
+        fn grant(&self, va: u64, bytes: u64) -> Result<()> {
+            self.push(Call::Grant(va, bytes));
+            Ok(())
+        }
+
+        fn unmap(&self, va: u64, _bytes: u64) -> Result<()> {
+            self.push(Call::Unmap(va));
+            Ok(())
+        }
+
+        fn record(&self, stream: StreamId) -> Result<MockEvent> {
+            let number = self.bump();
+            self.push(Call::Record(stream, number));
+            Ok(MockEvent {
+                number,
+                done: Cell::new(self.events_done.get()),
+            })
+        }
+
+        /// Done when synchronised, or once the device has caught up
+        /// (`events_done`: every point recorded so far is passed).
+        fn is_complete(&self, event: &MockEvent) -> Result<bool> {
+            Ok(event.done.get() || self.events_done.get())
+        }
+
+        fn synchronize(&self, event: &MockEvent) -> Result<()> {
+            self.push(Call::Synchronize(event.number));
+            event.done.set(true);
+            Ok(())
+        }
+
+        fn wait(&self, stream: StreamId, event: &MockEvent) -> Result<()> {
+            self.push(Call::Wait(stream, event.number));
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Book;
+    use super::mock::{Call, MockPages};
+    use crate::StreamId::{Compute, Copy};
+
+    fn book(cap: u64, va: u64, handle: u64) -> Book<MockPages> {
+        Book::new(MockPages::default(), 1, cap, va, handle)
+    }
+
+    /// The failure the driver's pool had: free room in pieces, none long
+    /// enough. Here the pieces are remapped into one block, after one wait
+    /// for the latest of their frees.
+    #[test]
+    fn free_pages_in_pieces_back_a_block_as_long_as_all_of_them() {
+        let mut b = book(8, 32, 4);
+        let blocks: Vec<u64> = (0..8)
+            .map(|_| b.allocate(1, Compute).expect("driver").expect("room"))
+            .collect();
+        assert_eq!(b.held_bytes(), 8);
+        assert_eq!(b.allocate(1, Compute).expect("driver"), None, "at the cap");
+        // Free every other page: 4 pages free, no two adjacent.
+        for &p in blocks.iter().step_by(2) {
+            assert!(b.free(p, Compute).expect("driver"));
+        }
+        b.driver().take();
+        let big = b.allocate(4, Compute).expect("driver").expect("remapped");
+        let calls = b.driver().take();
+        let unmaps = calls.iter().filter(|c| matches!(c, Call::Unmap(_))).count();
+        let maps = calls
+            .iter()
+            .filter(|c| matches!(c, Call::Map { .. }))
+            .count();
+        assert_eq!((unmaps, maps), (4, 4));
+        assert!(calls.contains(&Call::Grant(big, 4)));
+        assert!(!calls.iter().any(|c| matches!(c, Call::Create(_))));
+        // The frees are not known complete: the host waits once, for the
+        // latest of the four, before unmapping.
+        let syncs = calls
+            .iter()
+            .filter(|c| matches!(c, Call::Synchronize(_)))
+            .count();
+        assert_eq!(syncs, 1, "{calls:?}");
+        assert_eq!(b.held_bytes(), 8, "never above the cap");
+        assert_eq!(b.live_bytes(), 8);
+        assert_eq!(b.allocate(1, Compute).expect("driver"), None);
+    }
+
+    /// Cached runs are reused in stream order: a run of the requesting
+    /// stream at once, one of the other stream once its frees are complete;
+    /// while they are not, fresh pages go first, and only at the cap does
+    /// the requesting stream wait on the other's free.
+    #[test]
+    fn cached_blocks_are_reused_in_stream_order() {
+        let mut b = book(4, 64, 4);
+        let alloc =
+            |b: &mut Book<MockPages>, n, s| b.allocate(n, s).expect("driver").expect("room");
+        let a = alloc(&mut b, 3, Compute);
+        assert!(b.free(a, Compute).expect("driver"));
+        b.driver().take();
+        let same = alloc(&mut b, 2, Compute);
+        assert_eq!(same, a);
+        assert!(b.driver().take().is_empty(), "own stream: no call");
+        let other = alloc(&mut b, 1, Copy);
+        let calls = b.driver().take();
+        assert!(calls.contains(&Call::Create(1)), "{calls:?}");
+        assert!(calls.iter().any(|c| matches!(c, Call::Record(Compute, _))));
+        assert!(!calls.iter().any(|c| matches!(c, Call::Wait(..))));
+        assert_eq!(other, a + 3, "a fresh page, not the compute stream's");
+        let x = alloc(&mut b, 1, Copy);
+        assert_eq!(x, a + 2, "at the cap: the compute stream's page");
+        // The copy stream waits on the mark recorded on the compute stream
+        // when the run was asked about.
+        let calls = b.driver().take();
+        assert!(
+            matches!(calls.as_slice(), [Call::Wait(Copy, _)]),
+            "{calls:?}"
+        );
+        b.driver().events_done.set(true);
+        assert!(b.free(x, Copy).expect("driver"));
+        assert!(b.free(other, Copy).expect("driver"));
+        b.driver().take();
+        let y = alloc(&mut b, 2, Compute);
+        assert_eq!(y, a + 2, "the copy stream's run, its frees complete");
+        let calls = b.driver().take();
+        assert!(
+            matches!(calls.as_slice(), [Call::Record(Copy, _)]),
+            "a mark to ask about, no wait, no new page: {calls:?}"
+        );
+        assert!(b.free(y, Compute).expect("driver"));
+        assert!(b.free(same, Compute).expect("driver"));
+        b.driver().take();
+        assert_eq!(alloc(&mut b, 4, Compute), a, "runs freed apart merge");
+        assert!(b.driver().take().is_empty());
+        assert!(!b.free(a + 1, Copy).expect("driver"), "not a block's start");
+    }
+
+    /// A trim gives back whole physical allocations none of whose pages is
+    /// live, after their frees complete; pages mapped nowhere go first.
+    #[test]
+    fn a_trim_releases_allocations_with_no_live_page() {
+        let mut b = book(16, 64, 4);
+        let x = b.allocate(4, Compute).expect("driver").expect("room");
+        let y = b.allocate(4, Compute).expect("driver").expect("room");
+        assert_eq!(b.held_bytes(), 8);
+        assert!(b.free(x, Compute).expect("driver"));
+        b.driver().take();
+        assert_eq!(b.trim_to(0).expect("driver"), 4, "y's allocation stays");
+        let calls = b.driver().take();
+        assert_eq!(
+            calls.get(..2),
+            Some(&[Call::Record(Compute, 2), Call::Synchronize(2)][..]),
+            "one mark after x's free, waited for once"
+        );
+        assert_eq!(
+            calls.iter().filter(|c| matches!(c, Call::Unmap(_))).count(),
+            4
+        );
+        assert_eq!(calls.last(), Some(&Call::Release(0)));
+        assert_eq!(b.cached_pages(), 0);
+        assert!(b.free(y, Compute).expect("driver"));
+        assert_eq!(b.trim_to(4).expect("driver"), 4, "already at 4");
+        assert_eq!(b.trim_to(0).expect("driver"), 0);
+        assert_eq!(b.high_bytes(), 8);
+    }
+
+    /// When the device itself has no room, cached pages are remapped; when
+    /// there are none, the request is refused (no error).
+    #[test]
+    fn a_full_device_remaps_cached_pages_then_refuses() {
+        let mut b = book(64, 256, 8);
+        b.driver().device_room.set(Some(6));
+        b.driver().events_done.set(true);
+        let a = b.allocate(4, Compute).expect("driver").expect("room");
+        let c = b.allocate(2, Compute).expect("driver").expect("room");
+        assert!(b.free(a, Compute).expect("driver"));
+        let d = b.allocate(3, Compute).expect("driver").expect("cached");
+        assert_eq!(d, a, "best fit among cached runs");
+        let e = b.allocate(2, Compute).expect("driver");
+        assert_eq!(e, None, "one cached page, no device room");
+        assert!(b.free(c, Compute).expect("driver"));
+        let e = b.allocate(3, Compute).expect("driver").expect("remapped");
+        assert_ne!(e, c);
+        assert_eq!(b.held_bytes(), 6);
+        b.teardown().expect("driver");
+        assert_eq!(b.held_bytes(), 0);
+    }
+}
