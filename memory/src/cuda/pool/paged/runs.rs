@@ -1,5 +1,5 @@
-//! Sets of page runs: disjoint, maximal intervals of page indices, merged
-//! with their neighbours as they are given back.
+//! Sets of runs: disjoint, maximal intervals (of pages, or of bytes in a
+//! slab), merged with their neighbours as they are given back.
 
 use std::collections::BTreeMap;
 
@@ -53,11 +53,17 @@ impl Runs {
     /// The start of the shortest run of at least `len` pages (the lowest of
     /// equals): best fit, which keeps long runs for long requests.
     pub(super) fn best_fit(&self, len: u64) -> Option<u64> {
+        self.best_fit_run(len).map(|(start, _)| start)
+    }
+
+    /// The shortest run of at least `len` (the lowest of equals): (start,
+    /// length).
+    pub(super) fn best_fit_run(&self, len: u64) -> Option<(u64, u64)> {
         self.runs
             .iter()
             .filter(|&(_, &count)| count >= len)
             .min_by_key(|&(&start, &count)| (count, start))
-            .map(|(&start, _)| start)
+            .map(|(&start, &count)| (start, count))
     }
 
     /// The runs, shortest first (the lowest of equals).

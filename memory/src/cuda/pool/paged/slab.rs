@@ -9,55 +9,20 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::book::{Book, PageDriver};
+use super::runs::Runs;
 use crate::{Result, StreamId};
 
 /// Small blocks start on 256-byte boundaries (what `cuMemAlloc`
 /// guarantees, which kernels may rely on).
 const ALIGN: u64 = 256;
 
-/// One slab: its stream, holes (offset in the slab → length) and live
-/// blocks.
+/// One slab: its stream, free bytes (runs of offsets in the slab) and
+/// live blocks.
 #[derive(Debug)]
 struct Slab {
     stream: StreamId,
-    holes: BTreeMap<u64, u64>,
+    holes: Runs,
     live: u32,
-}
-
-impl Slab {
-    /// The smallest hole that holds `bytes`: (its length, its offset).
-    fn best_fit(&self, bytes: u64) -> Option<(u64, u64)> {
-        self.holes
-            .iter()
-            .filter(|&(_, &len)| len >= bytes)
-            .map(|(&offset, &len)| (len, offset))
-            .min()
-    }
-
-    fn carve(&mut self, offset: u64, hole: u64, bytes: u64) {
-        self.holes.remove(&offset);
-        if hole > bytes {
-            self.holes.insert(offset + bytes, hole - bytes);
-        }
-        self.live += 1;
-    }
-
-    /// Returns `[offset, offset + bytes)`, merged with neighbouring holes.
-    fn give_back(&mut self, offset: u64, bytes: u64) {
-        let (mut start, mut len) = (offset, bytes);
-        if let Some((&before, &before_len)) = self.holes.range(..offset).next_back()
-            && before + before_len == offset
-        {
-            self.holes.remove(&before);
-            start = before;
-            len += before_len;
-        }
-        if let Some(after_len) = self.holes.remove(&(offset + bytes)) {
-            len += after_len;
-        }
-        self.holes.insert(start, len);
-        self.live = self.live.saturating_sub(1);
-    }
 }
 
 /// The slabs of a paged pool. Offsets are bytes into the reserved range.
@@ -92,30 +57,36 @@ impl Slabs {
             .slabs
             .iter()
             .filter(|(_, slab)| slab.stream == stream)
-            .filter_map(|(&base, slab)| slab.best_fit(need).map(|(len, off)| (len, base, off)))
+            .filter_map(|(&base, slab)| {
+                let (offset, len) = slab.holes.best_fit_run(need)?;
+                Some((len, base, offset))
+            })
             .min();
-        let (base, offset, hole) = match best {
-            Some((len, base, offset)) => (base, offset, len),
+        let (base, offset) = match best {
+            Some((_, base, offset)) => (base, offset),
             None => {
                 let Some(first) = book.allocate(1, stream)? else {
                     return Ok(None);
                 };
                 let base = first * page;
+                let mut holes = Runs::default();
+                holes.insert(0, page);
                 self.slabs.insert(
                     base,
                     Slab {
                         stream,
-                        holes: BTreeMap::from([(0, page)]),
+                        holes,
                         live: 0,
                     },
                 );
-                (base, 0, page)
+                (base, 0)
             }
         };
         let Some(slab) = self.slabs.get_mut(&base) else {
             return Ok(None);
         };
-        slab.carve(offset, hole, need);
+        slab.holes.remove(offset, need);
+        slab.live += 1;
         self.blocks.insert(base + offset, need);
         Ok(Some(base + offset))
     }
@@ -137,7 +108,8 @@ impl Slabs {
         let Some((&base, slab)) = self.slabs.range_mut(..=offset).next_back() else {
             return Ok(false);
         };
-        slab.give_back(offset - base, bytes);
+        slab.holes.insert(offset - base, bytes);
+        slab.live = slab.live.saturating_sub(1);
         if slab.live == 0 {
             let stream = slab.stream;
             self.slabs.remove(&base);
