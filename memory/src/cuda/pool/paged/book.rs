@@ -219,6 +219,9 @@ impl<D: PageDriver> Book<D> {
         if let Some(start) = self.cached_run(other, count, false)? {
             return self.take_cached(other, start, count, stream);
         }
+        if let Some(start) = self.extend(own, count, stream)? {
+            return Ok(Some(start));
+        }
         self.grow(count)?;
         if self.spare_pages() < count
             && let Some(start) = self.cached_run(other, count, true)?
@@ -239,6 +242,62 @@ impl<D: PageDriver> Book<D> {
         self.back(start, count)?;
         self.take(start, count, stream)?;
         Ok(Some(start))
+    }
+
+    /// A block of `count` pages made of a shorter cached run of `lane` and
+    /// the unmapped addresses right after (or before) it: only the pages it
+    /// lacks are mapped, instead of the whole block at a fresh address (at
+    /// the cap each mapped page is one the host may wait for). The longest
+    /// such run is taken; `None` when there is none, or no physical pages
+    /// for the rest.
+    fn extend(&mut self, lane: usize, count: u64, stream: StreamId) -> Result<Option<u64>> {
+        let runs = self
+            .cached
+            .get(lane)
+            .map(Runs::shortest_first)
+            .unwrap_or_default();
+        let mut best: Option<(u64, u64, u64, u64)> = None;
+        for (s, m) in runs {
+            let Some(k) = count.checked_sub(m).filter(|&k| k > 0) else {
+                continue;
+            };
+            let after = self.empty.starting_at(s + m).is_some_and(|len| len >= k);
+            let before = s >= k && self.empty.ending_at(s).is_some_and(|(_, len)| len >= k);
+            let place = if after {
+                Some((s, s + m))
+            } else if before {
+                Some((s - k, s - k))
+            } else {
+                None
+            };
+            if let Some((block, ext)) = place
+                && best.is_none_or(|(longest, ..)| m > longest)
+            {
+                best = Some((m, s, block, ext));
+            }
+        }
+        let Some((m, s, block, ext)) = best else {
+            return Ok(None);
+        };
+        let k = count - m;
+        // Out of the reclaim's reach while the rest is gathered.
+        if let Some(runs) = self.cached.get_mut(lane) {
+            runs.remove(s, m);
+        }
+        self.grow(k)?;
+        if self.spare_pages() < k {
+            let short = k - self.spare_pages();
+            self.reclaim(short)?;
+        }
+        if self.spare_pages() < k || !self.empty.remove(ext, k) {
+            if let Some(runs) = self.cached.get_mut(lane) {
+                runs.insert(s, m);
+            }
+            return Ok(None);
+        }
+        self.back(ext, k)?;
+        self.take(block, count, stream)?;
+        Ok(Some(block))
     }
 
     /// The best-fitting cached run of `lane` for `count` pages; unless
@@ -871,6 +930,39 @@ mod tests {
         assert!(!b.free(a + 1, Copy).expect("driver"), "not a block's start");
     }
 
+    /// A block longer than any cached run grows a cached run into the
+    /// unmapped addresses after it: one page mapped, not three.
+    #[test]
+    fn a_cached_run_is_extended_in_place() {
+        let mut b = book(4, 16, 1);
+        b.driver().events_done.set(true);
+        let alloc =
+            |b: &mut Book<MockPages>, n| b.allocate(n, Compute).expect("driver").expect("room");
+        let (x, y) = (alloc(&mut b, 2), alloc(&mut b, 2));
+        assert!(b.free(x, Compute).expect("driver"));
+        assert!(b.free(y, Compute).expect("driver"));
+        let (c, d) = (alloc(&mut b, 1), alloc(&mut b, 1));
+        assert_eq!((c, d), (0, 1));
+        assert!(b.free(c, Compute).expect("driver"));
+        b.driver().take();
+        // Cached: page 0 and pages 2..4; pages 4.. unmapped.
+        let e = alloc(&mut b, 3);
+        assert_eq!(e, 2, "pages 2..4 and the unmapped page 4");
+        let calls = b.driver().take();
+        let unmaps: Vec<&Call> = calls
+            .iter()
+            .filter(|c| matches!(c, Call::Unmap(_)))
+            .collect();
+        let maps = calls
+            .iter()
+            .filter(|c| matches!(c, Call::Map { .. }))
+            .count();
+        assert_eq!(unmaps, vec![&Call::Unmap(0)], "{calls:?}");
+        assert_eq!(maps, 1, "{calls:?}");
+        assert!(calls.contains(&Call::Grant(4, 1)), "{calls:?}");
+        assert_eq!(b.held_bytes(), 4);
+    }
+
     /// A trim gives back whole physical allocations none of whose pages is
     /// live, after their frees complete; pages mapped nowhere go first.
     #[test]
@@ -915,8 +1007,8 @@ mod tests {
         let e = b.allocate(2, Compute).expect("driver");
         assert_eq!(e, None, "one cached page, no device room");
         assert!(b.free(c, Compute).expect("driver"));
-        let e = b.allocate(3, Compute).expect("driver").expect("remapped");
-        assert_ne!(e, c);
+        let e = b.allocate(3, Compute).expect("driver").expect("extended");
+        assert_eq!(e, c, "c's pages and one remapped after them");
         assert_eq!(b.held_bytes(), 6);
         b.teardown().expect("driver");
         assert_eq!(b.held_bytes(), 0);

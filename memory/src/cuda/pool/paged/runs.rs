@@ -66,6 +66,20 @@ impl Runs {
             .map(|(&start, &count)| (start, count))
     }
 
+    /// The length of the run that starts at `start`.
+    pub(super) fn starting_at(&self, start: u64) -> Option<u64> {
+        self.runs.get(&start).copied()
+    }
+
+    /// The run that ends at `end` (exclusive): (start, length).
+    pub(super) fn ending_at(&self, end: u64) -> Option<(u64, u64)> {
+        self.runs
+            .range(..end)
+            .next_back()
+            .filter(|&(&start, &len)| start + len == end)
+            .map(|(&start, &len)| (start, len))
+    }
+
     /// The runs, shortest first (the lowest of equals).
     pub(super) fn shortest_first(&self) -> Vec<(u64, u64)> {
         let mut runs: Vec<(u64, u64)> = self.runs.iter().map(|(&s, &l)| (s, l)).collect();
@@ -115,6 +129,8 @@ mod tests {
         assert_eq!(r.best_fit(3), Some(14));
         assert_eq!(r.best_fit(10), None);
         assert!(r.contains(22) && !r.contains(23) && !r.contains(12));
+        assert_eq!((r.starting_at(14), r.starting_at(15)), (Some(9), None));
+        assert_eq!((r.ending_at(12), r.ending_at(11)), (Some((10, 2)), None));
         r.insert(12, 2);
         assert_eq!(r.shortest_first(), vec![(10, 13)]);
         r.insert(0, 0);
