@@ -25,10 +25,12 @@
 //! The book calls the driver through [`PageDriver`], so its logic is tested
 //! on the CPU against a mock.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Instant;
 
+mod marks;
+
+use self::marks::Lane;
 use super::runs::Runs;
 use crate::{PoolActivity, Result, StreamId};
 
@@ -65,9 +67,6 @@ pub(super) trait PageDriver {
 /// A free awaited: (the lane of its stream, its number there).
 type Free = (usize, u64);
 
-/// A mark is recorded on a stream at least every this many frees on it.
-const MARK_EVERY: u64 = 8;
-
 /// A page of the reserved range.
 #[derive(Default)]
 struct Page {
@@ -78,34 +77,6 @@ struct Page {
     /// The free this page waits for before another stream or the host may
     /// reuse it: (its stream's lane, the free's number on that stream).
     pending: Option<Free>,
-}
-
-/// One stream's frees. Frees are numbered; events ("marks") are recorded
-/// on the stream now and then, not at every free: a mark recorded after
-/// free `n` was queued stands for every free up to `n` (waiting on a later
-/// point of the stream is waiting longer, never too little). This keeps
-/// the driver out of nearly every free: an event per free cost ~20 ms of
-/// host time a bootstrap (FGb under 2 GiB, H100).
-struct Lane<E> {
-    /// Frees so far.
-    freed: u64,
-    /// Every free up to this one is known complete.
-    done: u64,
-    /// Marks not yet known complete: (the last free before it, event).
-    marks: VecDeque<(u64, Arc<E>)>,
-    /// Frees since the last mark.
-    since_mark: u64,
-}
-
-impl<E> Default for Lane<E> {
-    fn default() -> Self {
-        Self {
-            freed: 0,
-            done: 0,
-            marks: VecDeque::new(),
-            since_mark: 0,
-        }
-    }
 }
 
 /// A physical allocation: where each of its pages is mapped.
@@ -326,72 +297,6 @@ impl<D: PageDriver> Book<D> {
             .unwrap_or(0)
     }
 
-    /// Whether free `n` of `lane` is complete, by the first mark after it
-    /// (recorded now when there is none, so the next question finds one).
-    fn is_done(&mut self, lane: usize, n: u64) -> Result<bool> {
-        let done = self.lanes.get(lane).is_none_or(|l| n <= l.done);
-        if done {
-            return Ok(true);
-        }
-        let (through, mark) = self.mark_after(lane, n)?;
-        if !self.driver.is_complete(&mark)? {
-            return Ok(false);
-        }
-        self.passed(lane, through);
-        Ok(true)
-    }
-
-    /// The first mark of `lane` after free `n`, recording one now when
-    /// there is none: (the last free it stands for, its event).
-    fn mark_after(&mut self, lane: usize, n: u64) -> Result<(u64, Arc<D::Event>)> {
-        if let Some((through, event)) = self
-            .lanes
-            .get(lane)
-            .and_then(|l| l.marks.iter().find(|(through, _)| *through >= n))
-        {
-            return Ok((*through, Arc::clone(event)));
-        }
-        self.mark(lane)
-    }
-
-    /// Records a mark on `lane`'s stream, after dropping the oldest marks
-    /// the device has passed (so that marks nobody asks about do not pile
-    /// up).
-    fn mark(&mut self, lane: usize) -> Result<(u64, Arc<D::Event>)> {
-        self.refresh(lane)?;
-        let event = Arc::new(self.driver.record(stream_of(lane))?);
-        let Some(l) = self.lanes.get_mut(lane) else {
-            return Ok((0, event));
-        };
-        l.since_mark = 0;
-        l.marks.push_back((l.freed, Arc::clone(&event)));
-        Ok((l.freed, event))
-    }
-
-    /// Every free of `lane` up to `through` is complete: earlier marks go.
-    fn passed(&mut self, lane: usize, through: u64) {
-        if let Some(l) = self.lanes.get_mut(lane) {
-            l.done = l.done.max(through);
-            while l.marks.front().is_some_and(|(t, _)| *t <= l.done) {
-                l.marks.pop_front();
-            }
-        }
-    }
-
-    /// Blocks until free `n` of `lane` is complete.
-    fn wait_host(&mut self, lane: usize, n: u64) -> Result<()> {
-        if self.is_done(lane, n)? {
-            return Ok(());
-        }
-        let (through, mark) = self.mark_after(lane, n)?;
-        let started = Instant::now();
-        self.driver.synchronize(&mark)?;
-        self.activity.host_wait_ns += nanos_since(started);
-        self.activity.host_waits += 1;
-        self.passed(lane, through);
-        Ok(())
-    }
-
     fn take_cached(
         &mut self,
         lane: usize,
@@ -480,7 +385,7 @@ impl<D: PageDriver> Book<D> {
                         .get(p as usize)
                         .and_then(|page| page.pending)
                         .map_or(0, |(_, n)| n);
-                    let done = self.lanes.get(lane).is_none_or(|l| n <= l.done);
+                    let done = self.lanes.get(lane).is_none_or(|l| l.known_done(n));
                     candidates.push((!done, n, lane, p));
                 }
             }
@@ -504,22 +409,6 @@ impl<D: PageDriver> Book<D> {
             }
             self.unmap(p, 1)?;
             self.empty.insert(p, 1);
-        }
-        Ok(())
-    }
-
-    /// Learns which of `lane`'s marks the device has passed.
-    fn refresh(&mut self, lane: usize) -> Result<()> {
-        while let Some((through, oldest)) = self
-            .lanes
-            .get(lane)
-            .and_then(|l| l.marks.front())
-            .map(|(t, e)| (*t, Arc::clone(e)))
-        {
-            if !self.driver.is_complete(&oldest)? {
-                break;
-            }
-            self.passed(lane, through);
         }
         Ok(())
     }
@@ -589,8 +478,8 @@ impl<D: PageDriver> Book<D> {
     /// there.
     ///
     /// # Errors
-    /// Driver errors of recording the free (the block then stays live:
-    /// never handed out again).
+    /// Driver errors of recording a mark (the block is freed all the same;
+    /// an error of the stream's earlier work shows in every later call).
     pub(super) fn free(&mut self, start: u64, stream: StreamId) -> Result<bool> {
         let Some(count) = self.live.remove(&start) else {
             return Ok(false);
@@ -599,9 +488,7 @@ impl<D: PageDriver> Book<D> {
         let Some(l) = self.lanes.get_mut(lane) else {
             return Ok(false);
         };
-        l.freed += 1;
-        l.since_mark += 1;
-        let (n, due) = (l.freed, l.since_mark >= MARK_EVERY);
+        let (n, due) = l.count_free();
         for p in start..start + count {
             if let Some(page) = self.page_mut(p) {
                 page.live = false;
@@ -716,301 +603,6 @@ fn stream_of(lane: usize) -> StreamId {
 }
 
 #[cfg(test)]
-pub(super) mod mock {
-    //! A driver that records the book's calls.
-
-    use std::cell::{Cell, RefCell};
-
-    use super::PageDriver;
-    use crate::{Result, StreamId};
-
-    /// A call, addresses in pages of 1 byte (the tests use `page = 1`).
-    #[derive(Debug, Clone, PartialEq, Eq)]
-    pub(crate) enum Call {
-        Create(u64),
-        Release(u32),
-        Map { va: u64, handle: u32, offset: u64 },
-        Grant(u64, u64),
-        Unmap(u64),
-        Record(StreamId, u32),
-        Synchronize(u32),
-        Wait(StreamId, u32),
-    }
-
-    /// An event: its number and whether the device has passed it.
-    #[derive(Debug)]
-    pub(crate) struct MockEvent {
-        pub(crate) number: u32,
-        pub(crate) done: Cell<bool>,
-    }
-
-    #[derive(Debug, Default)]
-    pub(crate) struct MockPages {
-        pub(crate) calls: RefCell<Vec<Call>>,
-        /// Physical pages the device has left (`None`: unlimited).
-        pub(crate) device_room: Cell<Option<u64>>,
-        /// Whether the device has passed every recorded event.
-        pub(crate) events_done: Cell<bool>,
-        next: Cell<u32>,
-    }
-
-    impl MockPages {
-        pub(crate) fn take(&self) -> Vec<Call> {
-            std::mem::take(&mut *self.calls.borrow_mut())
-        }
-
-        fn push(&self, call: Call) {
-            self.calls.borrow_mut().push(call);
-        }
-
-        fn bump(&self) -> u32 {
-            let n = self.next.get();
-            self.next.set(n + 1);
-            n
-        }
-    }
-
-    impl PageDriver for MockPages {
-        type Handle = u32;
-        type Event = MockEvent;
-
-        fn create(&self, bytes: u64) -> Result<Option<u32>> {
-            if let Some(room) = self.device_room.get() {
-                if room < bytes {
-                    return Ok(None);
-                }
-                self.device_room.set(Some(room - bytes));
-            }
-            self.push(Call::Create(bytes));
-            Ok(Some(self.bump()))
-        }
-
-        fn release(&self, handle: u32) -> Result<()> {
-            self.push(Call::Release(handle));
-            Ok(())
-        }
-
-        fn map(&self, va: u64, handle: u32, offset: u64, _bytes: u64) -> Result<()> {
-            self.push(Call::Map { va, handle, offset });
-            Ok(())
-        }
-
-        fn grant(&self, va: u64, bytes: u64) -> Result<()> {
-            self.push(Call::Grant(va, bytes));
-            Ok(())
-        }
-
-        fn unmap(&self, va: u64, _bytes: u64) -> Result<()> {
-            self.push(Call::Unmap(va));
-            Ok(())
-        }
-
-        fn record(&self, stream: StreamId) -> Result<MockEvent> {
-            let number = self.bump();
-            self.push(Call::Record(stream, number));
-            Ok(MockEvent {
-                number,
-                done: Cell::new(self.events_done.get()),
-            })
-        }
-
-        /// Done when synchronised, or once the device has caught up
-        /// (`events_done`: every point recorded so far is passed).
-        fn is_complete(&self, event: &MockEvent) -> Result<bool> {
-            Ok(event.done.get() || self.events_done.get())
-        }
-
-        fn synchronize(&self, event: &MockEvent) -> Result<()> {
-            self.push(Call::Synchronize(event.number));
-            event.done.set(true);
-            Ok(())
-        }
-
-        fn wait(&self, stream: StreamId, event: &MockEvent) -> Result<()> {
-            self.push(Call::Wait(stream, event.number));
-            Ok(())
-        }
-    }
-}
-
+pub(super) mod mock;
 #[cfg(test)]
-mod tests {
-    use super::Book;
-    use super::mock::{Call, MockPages};
-    use crate::StreamId::{Compute, Copy};
-
-    fn book(cap: u64, va: u64, handle: u64) -> Book<MockPages> {
-        Book::new(MockPages::default(), 1, cap, va, handle)
-    }
-
-    /// The failure the driver's pool had: free room in pieces, none long
-    /// enough. Here the pieces are remapped into one block, after one wait
-    /// for the latest of their frees.
-    #[test]
-    fn free_pages_in_pieces_back_a_block_as_long_as_all_of_them() {
-        let mut b = book(8, 32, 4);
-        let blocks: Vec<u64> = (0..8)
-            .map(|_| b.allocate(1, Compute).expect("driver").expect("room"))
-            .collect();
-        assert_eq!(b.held_bytes(), 8);
-        assert_eq!(b.allocate(1, Compute).expect("driver"), None, "at the cap");
-        // Free every other page: 4 pages free, no two adjacent.
-        for &p in blocks.iter().step_by(2) {
-            assert!(b.free(p, Compute).expect("driver"));
-        }
-        b.driver().take();
-        let big = b.allocate(4, Compute).expect("driver").expect("remapped");
-        let calls = b.driver().take();
-        let unmaps = calls.iter().filter(|c| matches!(c, Call::Unmap(_))).count();
-        let maps = calls
-            .iter()
-            .filter(|c| matches!(c, Call::Map { .. }))
-            .count();
-        assert_eq!((unmaps, maps), (4, 4));
-        assert!(calls.contains(&Call::Grant(big, 4)));
-        assert!(!calls.iter().any(|c| matches!(c, Call::Create(_))));
-        // The frees are not known complete: the host waits once, for the
-        // latest of the four, before unmapping.
-        let syncs = calls
-            .iter()
-            .filter(|c| matches!(c, Call::Synchronize(_)))
-            .count();
-        assert_eq!(syncs, 1, "{calls:?}");
-        assert_eq!(b.held_bytes(), 8, "never above the cap");
-        assert_eq!(b.live_bytes(), 8);
-        assert_eq!(b.allocate(1, Compute).expect("driver"), None);
-    }
-
-    /// Cached runs are reused in stream order: a run of the requesting
-    /// stream at once, one of the other stream once its frees are complete;
-    /// while they are not, fresh pages go first, and only at the cap does
-    /// the requesting stream wait on the other's free.
-    #[test]
-    fn cached_blocks_are_reused_in_stream_order() {
-        let mut b = book(4, 64, 4);
-        let alloc =
-            |b: &mut Book<MockPages>, n, s| b.allocate(n, s).expect("driver").expect("room");
-        let a = alloc(&mut b, 3, Compute);
-        assert!(b.free(a, Compute).expect("driver"));
-        b.driver().take();
-        let same = alloc(&mut b, 2, Compute);
-        assert_eq!(same, a);
-        assert!(b.driver().take().is_empty(), "own stream: no call");
-        let other = alloc(&mut b, 1, Copy);
-        let calls = b.driver().take();
-        assert!(calls.contains(&Call::Create(1)), "{calls:?}");
-        assert!(calls.iter().any(|c| matches!(c, Call::Record(Compute, _))));
-        assert!(!calls.iter().any(|c| matches!(c, Call::Wait(..))));
-        assert_eq!(other, a + 3, "a fresh page, not the compute stream's");
-        let x = alloc(&mut b, 1, Copy);
-        assert_eq!(x, a + 2, "at the cap: the compute stream's page");
-        // The copy stream waits on the mark recorded on the compute stream
-        // when the run was asked about.
-        let calls = b.driver().take();
-        assert!(
-            matches!(calls.as_slice(), [Call::Wait(Copy, _)]),
-            "{calls:?}"
-        );
-        b.driver().events_done.set(true);
-        assert!(b.free(x, Copy).expect("driver"));
-        assert!(b.free(other, Copy).expect("driver"));
-        b.driver().take();
-        let y = alloc(&mut b, 2, Compute);
-        assert_eq!(y, a + 2, "the copy stream's run, its frees complete");
-        let calls = b.driver().take();
-        assert!(
-            matches!(calls.as_slice(), [Call::Record(Copy, _)]),
-            "a mark to ask about, no wait, no new page: {calls:?}"
-        );
-        assert!(b.free(y, Compute).expect("driver"));
-        assert!(b.free(same, Compute).expect("driver"));
-        b.driver().take();
-        assert_eq!(alloc(&mut b, 4, Compute), a, "runs freed apart merge");
-        assert!(b.driver().take().is_empty());
-        assert!(!b.free(a + 1, Copy).expect("driver"), "not a block's start");
-    }
-
-    /// A block longer than any cached run grows a cached run into the
-    /// unmapped addresses after it: one page mapped, not three.
-    #[test]
-    fn a_cached_run_is_extended_in_place() {
-        let mut b = book(4, 16, 1);
-        b.driver().events_done.set(true);
-        let alloc =
-            |b: &mut Book<MockPages>, n| b.allocate(n, Compute).expect("driver").expect("room");
-        let (x, y) = (alloc(&mut b, 2), alloc(&mut b, 2));
-        assert!(b.free(x, Compute).expect("driver"));
-        assert!(b.free(y, Compute).expect("driver"));
-        let (c, d) = (alloc(&mut b, 1), alloc(&mut b, 1));
-        assert_eq!((c, d), (0, 1));
-        assert!(b.free(c, Compute).expect("driver"));
-        b.driver().take();
-        // Cached: page 0 and pages 2..4; pages 4.. unmapped.
-        let e = alloc(&mut b, 3);
-        assert_eq!(e, 2, "pages 2..4 and the unmapped page 4");
-        let calls = b.driver().take();
-        let unmaps: Vec<&Call> = calls
-            .iter()
-            .filter(|c| matches!(c, Call::Unmap(_)))
-            .collect();
-        let maps = calls
-            .iter()
-            .filter(|c| matches!(c, Call::Map { .. }))
-            .count();
-        assert_eq!(unmaps, vec![&Call::Unmap(0)], "{calls:?}");
-        assert_eq!(maps, 1, "{calls:?}");
-        assert!(calls.contains(&Call::Grant(4, 1)), "{calls:?}");
-        assert_eq!(b.held_bytes(), 4);
-    }
-
-    /// A trim gives back whole physical allocations none of whose pages is
-    /// live, after their frees complete; pages mapped nowhere go first.
-    #[test]
-    fn a_trim_releases_allocations_with_no_live_page() {
-        let mut b = book(16, 64, 4);
-        let x = b.allocate(4, Compute).expect("driver").expect("room");
-        let y = b.allocate(4, Compute).expect("driver").expect("room");
-        assert_eq!(b.held_bytes(), 8);
-        assert!(b.free(x, Compute).expect("driver"));
-        b.driver().take();
-        assert_eq!(b.trim_to(0).expect("driver"), 4, "y's allocation stays");
-        let calls = b.driver().take();
-        assert_eq!(
-            calls.get(..2),
-            Some(&[Call::Record(Compute, 2), Call::Synchronize(2)][..]),
-            "one mark after x's free, waited for once"
-        );
-        assert_eq!(
-            calls.iter().filter(|c| matches!(c, Call::Unmap(_))).count(),
-            4
-        );
-        assert_eq!(calls.last(), Some(&Call::Release(0)));
-        assert_eq!(b.cached_pages(), 0);
-        assert!(b.free(y, Compute).expect("driver"));
-        assert_eq!(b.trim_to(4).expect("driver"), 4, "already at 4");
-        assert_eq!(b.trim_to(0).expect("driver"), 0);
-        assert_eq!(b.high_bytes(), 8);
-    }
-
-    /// When the device itself has no room, cached pages are remapped; when
-    /// there are none, the request is refused (no error).
-    #[test]
-    fn a_full_device_remaps_cached_pages_then_refuses() {
-        let mut b = book(64, 256, 8);
-        b.driver().device_room.set(Some(6));
-        b.driver().events_done.set(true);
-        let a = b.allocate(4, Compute).expect("driver").expect("room");
-        let c = b.allocate(2, Compute).expect("driver").expect("room");
-        assert!(b.free(a, Compute).expect("driver"));
-        let d = b.allocate(3, Compute).expect("driver").expect("cached");
-        assert_eq!(d, a, "best fit among cached runs");
-        let e = b.allocate(2, Compute).expect("driver");
-        assert_eq!(e, None, "one cached page, no device room");
-        assert!(b.free(c, Compute).expect("driver"));
-        let e = b.allocate(3, Compute).expect("driver").expect("extended");
-        assert_eq!(e, c, "c's pages and one remapped after them");
-        assert_eq!(b.held_bytes(), 6);
-        b.teardown().expect("driver");
-        assert_eq!(b.held_bytes(), 0);
-    }
-}
+mod tests;
