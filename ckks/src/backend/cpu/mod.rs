@@ -538,14 +538,15 @@ impl Backend for CpuBackend {
     ) -> Result<()> {
         let n = self.degree;
         let points = super::periodic_shape(compact, gap, moduli, out, n)?;
+        // Every part shares `moduli`: their targets are looked up once.
+        let targets = self.subring_targets(moduli)?;
         for (c, o) in compact.iter().zip(out.iter_mut()) {
             let words = host_compact_words(c, gap, n)?;
-            let targets = self.subring_targets(moduli)?;
             o.host_words_mut()?
                 .par_chunks_exact_mut(points)
-                .zip(targets)
+                .zip(&targets)
                 .try_for_each(|(limb, (m, psi))| -> Result<()> {
-                    limb.copy_from_slice(&subring_values(words, &m, psi, n)?);
+                    limb.copy_from_slice(&subring_values(words, m, *psi, n)?);
                     Ok(())
                 })?;
         }

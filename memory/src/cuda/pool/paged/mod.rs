@@ -56,17 +56,17 @@ struct CudaPages {
     location: CUmemLocation,
 }
 
-impl CudaPages {
-    fn properties(&self) -> CUmemAllocationProp {
-        // SAFETY: CUmemAllocationProp is a plain C struct of enums whose
-        // zero value is valid, a null pointer and reserved bytes; all-zero
-        // is its documented default before filling fields.
-        let mut prop: CUmemAllocationProp = unsafe { std::mem::zeroed() };
-        prop.type_ = CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
-        prop.requestedHandleTypes = CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_NONE;
-        prop.location = self.location;
-        prop
-    }
+/// The properties of the pool's physical pages: pinned device memory at
+/// `location`, no exportable handle.
+fn properties(location: CUmemLocation) -> CUmemAllocationProp {
+    // SAFETY: CUmemAllocationProp is a plain C struct of enums whose zero
+    // value is valid, a null pointer and reserved bytes; all-zero is its
+    // documented default before filling fields.
+    let mut prop: CUmemAllocationProp = unsafe { std::mem::zeroed() };
+    prop.type_ = CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.requestedHandleTypes = CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_NONE;
+    prop.location = location;
+    prop
 }
 
 impl PageDriver for CudaPages {
@@ -74,7 +74,7 @@ impl PageDriver for CudaPages {
     type Event = Event;
 
     fn create(&self, bytes: u64) -> Result<Option<Self::Handle>> {
-        let prop = self.properties();
+        let prop = properties(self.location);
         let mut handle: CUmemGenericAllocationHandle = 0;
         let size = usize::try_from(bytes).unwrap_or(usize::MAX);
         // SAFETY: `handle` and `prop` are valid for the call; `size` is a
@@ -177,7 +177,7 @@ impl PagedPool {
     /// # Errors
     /// [`DeviceError::PoolsUnsupported`] when the device has no virtual
     /// memory management; driver errors.
-    pub(crate) fn page_bytes(gpu: &GpuDevice) -> Result<u64> {
+    fn page_bytes(gpu: &GpuDevice) -> Result<u64> {
         gpu.bind()?;
         let supported = gpu
             .context()
@@ -189,12 +189,7 @@ impl PagedPool {
             }
             .into());
         }
-        let pages = CudaPages {
-            gpu: gpu.clone(),
-            base: 0,
-            location: location(gpu),
-        };
-        let prop = pages.properties();
+        let prop = properties(location(gpu));
         let mut granularity: usize = 0;
         // SAFETY: both pointers are valid for the call.
         unsafe {

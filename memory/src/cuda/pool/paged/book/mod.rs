@@ -13,12 +13,14 @@
 //! Freed blocks stay mapped ("cached", apart by the stream that freed them)
 //! and are handed out again first. A request takes, in order: a cached run
 //! of its own stream (reused in stream order, no wait); one of the other
-//! stream whose frees are complete; fresh pages (spare physical pages, then
-//! new ones while the pool is under its cap); a cached run of the other
-//! stream, the taking stream waiting on the events recorded at the frees
-//! (as the driver's pool follows event dependencies); last, pages unmapped
-//! from cached runs, shortest runs and completed frees first, the host
-//! waiting for the others. The order keeps the compute stream from waiting
+//! stream whose frees are complete; a shorter cached run of its own stream
+//! grown into the unmapped addresses beside it (only the pages it lacks
+//! mapped); fresh pages (spare physical pages, then new ones while the pool
+//! is under its cap); a cached run of the other stream, the taking stream
+//! waiting on the marks recorded after the frees (as the driver's pool
+//! follows event dependencies); last, pages unmapped from cached runs and
+//! mapped afresh, completed frees first, then the oldest, the host waiting
+//! at most once per stream. The order keeps the compute stream from waiting
 //! on copies queued ahead of it, and the host from waiting on the device,
 //! wherever other room exists.
 //!
