@@ -183,6 +183,16 @@ impl SlotArithmetic for CkksOps<'_> {
         Ok(self.evaluator.relinearize_with(sum, addend)?)
     }
 
+    fn relinearize_sum_rescale(
+        &self,
+        sum: TensoredCiphertext,
+        addend: Option<&Ciphertext>,
+    ) -> Result<Ciphertext> {
+        Ok(self
+            .evaluator
+            .relinearize_rescale_unchecked_with(sum, addend)?)
+    }
+
     fn rescale(&self, a: &Ciphertext) -> Result<Ciphertext> {
         Ok(self.evaluator.rescale_unchecked(a)?)
     }

@@ -29,7 +29,7 @@ use crate::approx::arcsine::{self, ArcsineFit};
 use crate::approx::chebyshev;
 use crate::approx::cosine::ScaledCosine;
 use crate::approx::error::{ModErrorReport, mod_reduction_error};
-use crate::arith::SlotArithmetic;
+use crate::arith::{AtLevel, SlotArithmetic, product_rescaled};
 use crate::poly_eval::{self, Polynomial, depth_for_degree};
 use crate::{Error, Result};
 
@@ -226,9 +226,9 @@ impl EvalMod {
         };
         let mut c = poly_eval::evaluate(ops, y, &self.cosine_poly, cos_target)?;
         for lambda_sq in self.cosine.double_angle_constants() {
-            let sq = ops.mul_relin(&c, &c)?;
-            let doubled = ops.mul_integer(&sq, 2)?;
-            let r = ops.rescale(&doubled)?;
+            // 2·c² as (2c)·c: relinearised and rescaled in one step.
+            let doubled = AtLevel::Lower(ops.mul_integer(&c, 2)?);
+            let r = product_rescaled(ops, doubled, &c, None)?;
             c = ops.add_const(&r, Complex64::new(-lambda_sq, 0.0))?;
         }
         match &self.arcsine_poly {

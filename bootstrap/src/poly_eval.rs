@@ -42,7 +42,7 @@ use hemem_memory::MemoryClass;
 use num_complex::Complex64;
 
 use crate::approx::chebyshev;
-use crate::arith::{SlotArithmetic, at_level};
+use crate::arith::{AtLevel, SlotArithmetic, at_level, product_rescaled};
 use crate::ckks_ops::CkksOps;
 use crate::{Error, Result};
 
@@ -398,22 +398,27 @@ impl<A: SlotArithmetic> PowerBasis<'_, A> {
         let level = self.top - ceil_log2(a);
         let ta = at_level(ops, self.get(a)?, level)?;
         let tb = at_level(ops, self.get(b)?, level)?;
-        let prod = ops.mul_relin(&ta, &tb)?;
+        // Each product is relinearised and rescaled in one step
+        // ([`product_rescaled`]); Chebyshev's factor 2 multiplies `T_a`
+        // first, and `T_{a−b}` joins the product before the division.
         let value = if !self.chebyshev {
-            ops.rescale(&prod)?
+            product_rescaled(ops, ta, &tb, None)?
         } else if a == b {
             // T_{2a} = 2·T_a² − 1.
-            let doubled = ops.mul_integer(&prod, 2)?;
-            let r = ops.rescale(&doubled)?;
+            let doubled = AtLevel::Lower(ops.mul_integer(&ta, 2)?);
+            drop(ta);
+            let r = product_rescaled(ops, doubled, &tb, None)?;
             ops.add_const(&r, Complex64::new(-1.0, 0.0))?
         } else {
             // T_{a+b} = 2·T_a·T_b − T_{a−b}.
-            let doubled = ops.mul_integer(&prod, 2)?;
-            let td = at_level(ops, self.get(a - b)?, level)?;
-            let ratio = ops.scale(&doubled) / ops.scale(&td);
-            let td = ops.mul_const(&td, Complex64::new(1.0, 0.0), ratio)?;
-            let diff = ops.sub(&doubled, &td)?;
-            ops.rescale(&diff)?
+            let minus_td = {
+                let td = at_level(ops, self.get(a - b)?, level)?;
+                let ratio = ops.scale(&ta) * ops.scale(&tb) / ops.scale(&td);
+                ops.mul_const(&td, Complex64::new(-1.0, 0.0), ratio)?
+            };
+            let doubled = AtLevel::Lower(ops.mul_integer(&ta, 2)?);
+            drop(ta);
+            product_rescaled(ops, doubled, &tb, Some(&minus_td))?
         };
         self.powers.insert(i, value);
         Ok(())
@@ -485,19 +490,29 @@ impl<A: SlotArithmetic> PowerBasis<'_, A> {
             }
             rest = r;
         }
-        let sum = match products {
-            None => linear,
-            Some(products) => Some(self.ops.relinearize_sum(products, linear.as_ref())?),
+        // The constant joins the linear terms before the division, where
+        // there are any; the products are relinearised and the sum rescaled
+        // in one step ([`SlotArithmetic::relinearize_sum_rescale`]).
+        let linear = match linear {
+            Some(l) if constant != 0.0 => {
+                let with_constant = self.ops.add_const(&l, Complex64::new(constant, 0.0))?;
+                constant = 0.0;
+                Some(with_constant)
+            }
+            other => other,
         };
-        let Some(sum) = sum else {
-            return Ok(Node::Const(constant));
+        let sum = match (products, linear) {
+            (None, None) => return Ok(Node::Const(constant)),
+            (None, Some(linear)) => self.ops.rescale(&linear)?,
+            (Some(products), linear) => self
+                .ops
+                .relinearize_sum_rescale(products, linear.as_ref())?,
         };
-        let sum = if constant == 0.0 {
+        Ok(Node::Value(if constant == 0.0 {
             sum
         } else {
             self.ops.add_const(&sum, Complex64::new(constant, 0.0))?
-        };
-        Ok(Node::Value(self.ops.rescale(&sum)?))
+        }))
     }
 
     /// `acc += v` (`acc` set when empty).

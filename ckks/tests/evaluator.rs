@@ -1220,6 +1220,143 @@ fn a_sum_of_products_relinearised_once_decrypts_to_the_sum() {
     ));
 }
 
+/// Relinearisation and rescale in one ModDown (dividing by `P·q_l`)
+/// decrypt to the f64 sum of products plus the addend, at the level and
+/// scale of relinearising then rescaling and as precisely; `mult` is that
+/// path; the scale rule, level 0, a mismatched addend and a missing key are
+/// typed errors.
+#[test]
+fn relinearisation_and_rescale_in_one_mod_down_decrypt_to_the_sum() {
+    let s = Setup::new(Preset::TestFGb, 101);
+    let eval = s.evaluator(&KeySetRequest {
+        relinearization: true,
+        ..Default::default()
+    });
+    let params = s.context.params();
+    let slots = params.slots();
+    let mut rng = seeded_rng(102);
+    let values: Vec<Vec<Complex64>> = (0..6).map(|_| unit_disk(&mut rng, slots)).collect();
+    let cts: Vec<Ciphertext> = values.iter().map(|v| s.encrypt(v)).collect();
+    let tensor = |a: &Ciphertext, b: &Ciphertext, c: &Ciphertext, d: &Ciphertext| {
+        let mut t = eval.tensor(a, b).unwrap();
+        eval.add_tensored_assign(&mut t, &eval.tensor(c, d).unwrap())
+            .unwrap();
+        t
+    };
+    let addend = eval.mult_without_rescale(&cts[4], &cts[5]).unwrap();
+    let fused = eval
+        .relinearize_rescale_with(tensor(&cts[0], &cts[1], &cts[2], &cts[3]), Some(&addend))
+        .unwrap();
+    let two_steps = eval
+        .rescale(
+            &eval
+                .relinearize_with(tensor(&cts[0], &cts[1], &cts[2], &cts[3]), Some(&addend))
+                .unwrap(),
+        )
+        .unwrap();
+    assert_eq!(fused.level(), Level(cts[0].level().0 - 1));
+    assert_eq!(
+        (fused.level(), fused.scale()),
+        (two_steps.level(), two_steps.scale())
+    );
+    let want: Vec<Complex64> = (0..slots)
+        .map(|j| {
+            values[0][j] * values[1][j] + values[2][j] * values[3][j] + values[4][j] * values[5][j]
+        })
+        .collect();
+    let fused_bits = bits(max_abs_error(&s.decrypt(&fused), &want));
+    let two_step_bits = bits(max_abs_error(&s.decrypt(&two_steps), &want));
+    assert!(fused_bits > 12.0, "{fused_bits:.1} bits");
+    assert!(
+        fused_bits > two_step_bits - 1.0,
+        "{fused_bits:.1} against {two_step_bits:.1} bits"
+    );
+    // The unchecked form: the same limbs where the rule allows the rescale.
+    let unchecked = eval
+        .relinearize_rescale_unchecked_with(
+            tensor(&cts[0], &cts[1], &cts[2], &cts[3]),
+            Some(&addend),
+        )
+        .unwrap();
+    assert_eq!(words_of(&unchecked), words_of(&fused));
+    assert_eq!(unchecked.scale(), fused.scale());
+
+    // `mult` is the fused path.
+    let product = eval.mult(&cts[0], &cts[1]).unwrap();
+    let direct = eval
+        .relinearize_rescale_with(eval.tensor(&cts[0], &cts[1]).unwrap(), None)
+        .unwrap();
+    assert_eq!(words_of(&product), words_of(&direct));
+    let xy: Vec<Complex64> = (0..slots).map(|j| values[0][j] * values[1][j]).collect();
+    let product_bits = bits(max_abs_error(&s.decrypt(&product), &xy));
+    let unfused_bits = bits(max_abs_error(
+        &s.decrypt(
+            &eval
+                .rescale(&eval.mult_without_rescale(&cts[0], &cts[1]).unwrap())
+                .unwrap(),
+        ),
+        &xy,
+    ));
+    assert!(
+        product_bits > unfused_bits - 1.0,
+        "{product_bits:.1} against {unfused_bits:.1} bits"
+    );
+
+    // The scale rule: a product whose rescaled scale would pass 2·q_l is
+    // refused by the checked form and labelled by the unchecked one.
+    let level = cts[0].level();
+    let q = params.q_modulus(level).unwrap().value() as f64;
+    let factor = 8.0 * q * q / (cts[0].scale().get() * cts[1].scale().get());
+    let big = eval
+        .mult_const_without_rescale(&cts[0], Complex64::new(1.0, 0.0), Scale(factor))
+        .unwrap();
+    let big_tensor = || eval.tensor(&big, &cts[1]).unwrap();
+    let t_scale = big_tensor().scale().get();
+    assert!(matches!(
+        eval.relinearize_rescale_with(big_tensor(), None),
+        Err(Error::Operand(OperandError::ScaleOverflow { .. }))
+    ));
+    let relabelled = eval
+        .relinearize_rescale_unchecked_with(big_tensor(), None)
+        .unwrap();
+    assert_eq!(relabelled.scale().get(), t_scale / q);
+
+    // Level 0; an addend at another level; no relinearisation key.
+    let bottom: Vec<Ciphertext> = cts[..2]
+        .iter()
+        .map(|c| eval.level_down(c, Level(0)).unwrap())
+        .collect();
+    for result in [
+        eval.relinearize_rescale_with(eval.tensor(&bottom[0], &bottom[1]).unwrap(), None),
+        eval.relinearize_rescale_unchecked_with(eval.tensor(&bottom[0], &bottom[1]).unwrap(), None),
+    ] {
+        assert!(
+            matches!(
+                result,
+                Err(Error::Operand(OperandError::LevelTooLow { .. }))
+            ),
+            "{:?}",
+            result.map(|_| ())
+        );
+    }
+    let low = eval.level_down(&cts[4], Level(level.0 - 1)).unwrap();
+    let low_addend = eval.mult_without_rescale(&low, &low).unwrap();
+    let mismatched = eval.relinearize_rescale_unchecked_with(
+        eval.tensor(&cts[0], &cts[1]).unwrap(),
+        Some(&low_addend),
+    );
+    assert!(
+        matches!(mismatched, Err(Error::Operand(_))),
+        "{:?}",
+        mismatched.map(|_| ())
+    );
+    let keyless = Evaluator::new(&s.context);
+    assert!(matches!(
+        keyless.relinearize_rescale_with(keyless.tensor(&cts[0], &cts[1]).unwrap(), None),
+        Err(Error::Key(_))
+    ));
+}
+
 /// Hoisted rotations (their ModDowns batched) give, step by step and in
 /// order, the limbs of one rotation at a time from the same decomposition,
 /// steps of 0 and repeated steps included.

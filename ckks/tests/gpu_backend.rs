@@ -769,6 +769,21 @@ fn evaluator(name: &str, preset: Preset, min_bits: f64, rows: NttRows) {
         sum_of(&g, &gx, &gy),
         &lazy,
     );
+    // The same sum relinearised and rescaled in one ModDown (by P·q_l).
+    let fused_sum_of = |s: &Side, x: &Ciphertext, y: &Ciphertext| {
+        let addend = s.eval.mult_without_rescale(x, y).unwrap();
+        let mut sum = s.eval.tensor(x, y).unwrap();
+        s.eval
+            .add_tensored_assign(&mut sum, &s.eval.tensor(y, y).unwrap())
+            .unwrap();
+        s.eval.relinearize_rescale_with(sum, Some(&addend)).unwrap()
+    };
+    check(
+        "relinearize_rescale_with",
+        fused_sum_of(&c, &cx, &cy),
+        fused_sum_of(&g, &gx, &gy),
+        &lazy,
+    );
     check(
         "mult",
         c.eval.mult(&cx, &cy).unwrap(),

@@ -104,6 +104,22 @@ pub trait SlotArithmetic {
         sum: Self::Tensored,
         addend: Option<&Self::Value>,
     ) -> Result<Self::Value>;
+    /// [`SlotArithmetic::relinearize_sum`] then [`SlotArithmetic::rescale`]
+    /// (the default); real ciphertexts do both in one ModDown, dividing by
+    /// `P·q_level` ([`hemem_ckks::eval::Evaluator::relinearize_rescale_with`]):
+    /// the same value, rounded once instead of twice. [`product_rescaled`]
+    /// is one product through it.
+    ///
+    /// # Errors
+    /// As [`SlotArithmetic::relinearize_sum`] and [`SlotArithmetic::rescale`].
+    fn relinearize_sum_rescale(
+        &self,
+        sum: Self::Tensored,
+        addend: Option<&Self::Value>,
+    ) -> Result<Self::Value> {
+        let relinearized = self.relinearize_sum(sum, addend)?;
+        self.rescale(&relinearized)
+    }
     /// Divides by `q_level`: level − 1, scale `s / q_level` (f64).
     ///
     /// # Errors
@@ -245,6 +261,31 @@ pub trait SlotArithmetic {
     /// # Errors
     /// A non-finite or non-positive scale.
     fn set_scale(&self, a: &Self::Value, scale: f64) -> Result<Self::Value>;
+}
+
+/// `a·b + addend` relinearised and rescaled in one step
+/// ([`SlotArithmetic::relinearize_sum_rescale`]), `a` dropped once the
+/// product is formed: a factor made only for this product (a power doubled
+/// for a Chebyshev recurrence) is not held through the key switch, the
+/// peak of the operation's memory.
+///
+/// # Errors
+/// As [`SlotArithmetic::tensor_add`] and
+/// [`SlotArithmetic::relinearize_sum_rescale`].
+pub fn product_rescaled<A: SlotArithmetic + ?Sized>(
+    ops: &A,
+    a: AtLevel<'_, A::Value>,
+    b: &A::Value,
+    addend: Option<&A::Value>,
+) -> Result<A::Value> {
+    let mut product = None;
+    ops.tensor_add(&mut product, &a, b)?;
+    drop(a);
+    let product = product.ok_or(crate::Error::InvalidParameter {
+        name: "product",
+        reason: "no tensor",
+    })?;
+    ops.relinearize_sum_rescale(product, addend)
 }
 
 /// `Σ_t a_t·p_t` one term at a time, added into `acc` when it holds a

@@ -11,6 +11,7 @@ mod extended;
 mod flooding;
 mod keyswitch;
 mod mult;
+mod relinearize;
 mod rotate;
 
 pub use ciphertext::{Ciphertext, TensoredCiphertext};

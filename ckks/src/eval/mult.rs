@@ -4,8 +4,6 @@
 use hemem_memory::MemoryClass;
 use num_complex::Complex64;
 
-use super::ciphertext::check_operands;
-use super::keyswitch::{apply_key, decompose};
 use super::{Ciphertext, Evaluator, TensoredCiphertext};
 use crate::backend::{BinaryOp, Device, PeriodicLimbs};
 use crate::encoding::{Encoder, Plaintext};
@@ -64,105 +62,9 @@ impl Evaluator {
         })
     }
 
-    /// Relinearises a tensored ciphertext with the relinearisation key:
-    /// `(d0, d1) + KeySwitch(d2)`.
-    ///
-    /// # Errors
-    /// [`crate::KeyError::NoKeys`] or [`crate::KeyError::MissingRelinearizationKey`].
-    pub fn relinearize(&self, t: &TensoredCiphertext) -> Result<Ciphertext> {
-        self.context.check_same(&t.context)?;
-        let key = self.keys()?.relinearization_key()?;
-        let params = self.context.params();
-        let decomposition = decompose(params, &t.d2, t.level)?;
-        // (d0, d1) are added in ModDown's last pass.
-        let (k0, k1) = apply_key(
-            params,
-            &decomposition,
-            key,
-            None,
-            self.output_class,
-            [Some(&t.d0), Some(&t.d1)],
-        )?;
-        Ciphertext::from_parts(&self.context, k0, k1, t.level, t.scale, t.slots)
-    }
-
-    /// `a·b` relinearised, not rescaled: scale `Δ_a·Δ_b`.
-    ///
-    /// # Errors
-    /// As [`Evaluator::tensor`] and [`Evaluator::relinearize`].
-    pub fn mult_without_rescale(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
-        self.relinearize(&self.tensor(a, b)?)
-    }
-
-    /// `Σ_i a_i·b_i [+ addend]` relinearised once, not rescaled: the
-    /// products' tensors (and the addend, into their first two parts) are
-    /// summed before the one key switch, where a [`Evaluator::mult_without_rescale`]
-    /// per product switches keys once each — lazy relinearisation, as in the
-    /// sums of products of a Paterson–Stockmeyer polynomial evaluation
-    /// (Bossuat et al., ePrint 2020/1203 §4.2). Every pair at one level,
-    /// every product (and the addend) at one scale; the key-switching noise
-    /// is added once.
-    ///
-    /// # Errors
-    /// No pairs; mismatched contexts, devices, levels or slots; products or
-    /// addend at different scales; a missing relinearisation key.
-    pub fn mult_sum_without_rescale(
-        &self,
-        pairs: &[(&Ciphertext, &Ciphertext)],
-        addend: Option<&Ciphertext>,
-    ) -> Result<Ciphertext> {
-        let ((a0, b0), rest) = pairs.split_first().ok_or(crate::Error::LengthMismatch {
-            expected: 1,
-            actual: 0,
-        })?;
-        let mut sum = self.tensor(a0, b0)?;
-        for (a, b) in rest {
-            self.add_tensored_assign(&mut sum, &self.tensor(a, b)?)?;
-        }
-        self.relinearize_with(sum, addend)
-    }
-
-    /// `acc += t` for two tensored ciphertexts (three parts each) at one
-    /// level, slot count and scale: how a sum of products is accumulated
-    /// before its one relinearisation
-    /// ([`Evaluator::mult_sum_without_rescale`]), one product at a time so
-    /// that each product's factors can be dropped as soon as it is added.
-    ///
-    /// # Errors
-    /// Mismatched contexts, levels, slots or scales.
-    pub fn add_tensored_assign(
-        &self,
-        acc: &mut TensoredCiphertext,
-        t: &TensoredCiphertext,
-    ) -> Result<()> {
-        self.context.check_same(&acc.context)?;
-        check_operands(acc.operand(), t.operand())?;
-        acc.d0.add_assign(&t.d0)?;
-        acc.d1.add_assign(&t.d1)?;
-        acc.d2.add_assign(&t.d2)
-    }
-
-    /// Relinearises `t + addend` (the addend into the first two parts):
-    /// [`Evaluator::relinearize`] with one more term at the tensor's level
-    /// and scale.
-    ///
-    /// # Errors
-    /// A mismatched addend; as [`Evaluator::relinearize`].
-    pub fn relinearize_with(
-        &self,
-        mut t: TensoredCiphertext,
-        addend: Option<&Ciphertext>,
-    ) -> Result<Ciphertext> {
-        if let Some(x) = addend {
-            x.check_matches(&t.context, t.level, t.scale, t.slots, t.d0.device())?;
-            t.d0.add_assign(&x.c0)?;
-            t.d1.add_assign(&x.c1)?;
-        }
-        self.relinearize(&t)
-    }
-
-    /// `a·b`: tensor, relinearise, rescale. Two ciphertexts at the default
-    /// scale of level `l` give one at the default scale of `l − 1`.
+    /// `a·b`: tensor, relinearise, rescale — the last two in one ModDown
+    /// ([`Evaluator::relinearize_rescale_with`]). Two ciphertexts at the
+    /// default scale of level `l` give one at the default scale of `l − 1`.
     ///
     /// # Errors
     /// Mismatched operands; [`OperandError::LevelTooLow`] at level 0;
@@ -173,7 +75,7 @@ impl Evaluator {
         self.context
             .params()
             .check_rescale(a.level, Scale(a.scale.0 * b.scale.0))?;
-        self.rescale(&self.mult_without_rescale(a, b)?)
+        self.relinearize_rescale_with(self.tensor(a, b)?, None)
     }
 
     /// `a²`, rescaled.
