@@ -417,6 +417,15 @@ fn bootstrapper_with_options(
     slots: Option<usize>,
     options: BootstrapOptions,
 ) -> Bootstrapper {
+    try_bootstrapper_with_options(s, preset, slots, options).unwrap()
+}
+
+fn try_bootstrapper_with_options(
+    s: &Setup,
+    preset: Preset,
+    slots: Option<usize>,
+    options: BootstrapOptions,
+) -> hemem_bootstrap::Result<Bootstrapper> {
     let params = s.context.params();
     let keygen = KeyGenerator::with_seed(&s.context, seed32(preset as u64));
     let secret = keygen.secret_key().unwrap();
@@ -425,7 +434,7 @@ fn bootstrapper_with_options(
         BootstrapSchedule::recommended_for_slots(params, slots.unwrap_or_else(|| params.slots()))
             .unwrap();
     let keys = BootstrapKeys::generate(&keygen, &secret, &schedule).unwrap();
-    Bootstrapper::with_options(&s.context, schedule, keys, options).unwrap()
+    Bootstrapper::with_options(&s.context, schedule, keys, options)
 }
 
 /// Single and double hoisting in the DFTs bootstrap the same input to the
@@ -653,15 +662,15 @@ fn a_batch_bootstraps_like_one_at_a_time() {
             ct.parts().1.to_words().unwrap(),
         )
     };
-    // Where the budget is not short (diagonals not all compact), the inputs
-    // of a batch share each compact diagonal's expansion two at a time
-    // (`SHARED_EXPANSIONS`): all four, and three (a pair and one alone),
-    // with single and double hoisting. A room of one byte keeps no
-    // diagonal encoded, so every factor shares.
+    // The inputs of a batch share each compact diagonal's expansion two at
+    // a time by default (`SHARED_EXPANSIONS`), whatever the storage: all
+    // four, and three (a pair and one alone), with single and double
+    // hoisting, mixed (a room of one byte keeps no diagonal encoded) or
+    // compact; one at a time when the options say so.
     use hemem_bootstrap::SHARED_EXPANSIONS;
     use hemem_bootstrap::hoisting::Hoisting;
     use hemem_bootstrap::linear_transform::DiagonalStorage;
-    let with = |storage, hoisting| {
+    let with = |storage, hoisting, shared_expansions| {
         bootstrapper_with_options(
             &s,
             Preset::TestFGb,
@@ -669,24 +678,28 @@ fn a_batch_bootstraps_like_one_at_a_time() {
             BootstrapOptions {
                 storage,
                 hoisting,
+                shared_expansions,
                 ..BootstrapOptions::default()
             },
         )
     };
     let mixed = DiagonalStorage::Mixed { encoded_bytes: 1 };
-    let single = with(mixed, Hoisting::Single);
-    let double = with(mixed, Hoisting::Double);
-    let compact = with(DiagonalStorage::Compact, Hoisting::Double);
+    let single = with(mixed, Hoisting::Single, None);
+    let double = with(mixed, Hoisting::Double, None);
+    let compact = with(DiagonalStorage::Compact, Hoisting::Double, None);
+    let one_at_a_time = with(DiagonalStorage::Compact, Hoisting::Single, Some(1));
     assert_eq!(single.shared_expansions(), SHARED_EXPANSIONS);
     assert_eq!(double.shared_expansions(), SHARED_EXPANSIONS);
-    assert_eq!(compact.shared_expansions(), 1);
+    assert_eq!(compact.shared_expansions(), SHARED_EXPANSIONS);
+    assert_eq!(one_at_a_time.shared_expansions(), 1);
     const { assert!(SHARED_EXPANSIONS > 1) };
     for (name, bootstrapper, inputs) in [
         ("fit", &s.bootstrapper, &cts[..]),
         ("shared, single hoisting", &single, &cts[..]),
         ("shared, double hoisting", &double, &cts[..]),
         ("shared, three inputs", &double, &cts[..3]),
-        ("compact", &compact, &cts[..]),
+        ("compact, shared", &compact, &cts[..]),
+        ("compact, one at a time", &one_at_a_time, &cts[..]),
     ] {
         for real in [false, true] {
             let batch = if real {
@@ -710,6 +723,26 @@ fn a_batch_bootstraps_like_one_at_a_time() {
         }
     }
     assert!(s.bootstrapper.bootstrap_many(&[]).unwrap().is_empty());
+    let none_share = try_bootstrapper_with_options(
+        &s,
+        Preset::TestFGb,
+        Some(slots),
+        BootstrapOptions {
+            shared_expansions: Some(0),
+            ..BootstrapOptions::default()
+        },
+    );
+    assert!(
+        matches!(
+            none_share,
+            Err(hemem_bootstrap::Error::InvalidParameter {
+                name: "shared_expansions",
+                ..
+            })
+        ),
+        "{:?}",
+        none_share.map(|_| ())
+    );
     let low = eval.level_down(&cts[0], Level(2)).unwrap();
     assert!(
         s.bootstrapper

@@ -94,6 +94,11 @@ pub struct Args {
     /// under the others).
     #[arg(long, value_name = "CIPHERTEXTS")]
     fit_reserve: Option<u64>,
+    /// With `--batch`: how many ciphertexts share each expansion of a
+    /// compact diagonal (default 2; 1 expands for each ciphertext; more
+    /// holds more baby-step rotations at once).
+    #[arg(long, value_name = "N")]
+    shared_expansions: Option<usize>,
     /// Keep the keys' uniform halves (twice the key bytes) instead of
     /// regenerating them from their seeds in every key switch.
     #[arg(long)]
@@ -429,6 +434,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 storage,
                 hoisting,
                 working_reserve: args.fit_reserve,
+                shared_expansions: args.shared_expansions,
             },
             p,
         )

@@ -12,10 +12,10 @@ use crate::slot_to_coeff::slot_to_coeff_many;
 use crate::{Error, Result};
 
 /// Ciphertexts of a batch that share each expansion of a compact diagonal
-/// where the budget is not short ([`Bootstrapper::shared_expansions`]): a
-/// pair halves the expansions for one more ciphertext's baby steps held at
-/// once (at FGb's top level with single hoisting, the rotations of one
-/// input: a few hundred MB).
+/// by default ([`Bootstrapper::shared_expansions`]): a pair halves the
+/// expansions for one more ciphertext's baby steps held at once (at FGb's
+/// top level with single hoisting, the rotations of one input: a few
+/// hundred MB).
 pub const SHARED_EXPANSIONS: usize = 2;
 
 impl Bootstrapper {
@@ -64,9 +64,12 @@ impl Bootstrapper {
         for input in inputs {
             self.check_input(input)?;
         }
-        in_sub_batches(inputs, &self.batch_limit, |batch| {
-            self.run_batch(batch, real_only)
-        })
+        in_sub_batches(
+            inputs,
+            &self.batch_limit,
+            &self.shared_expansions,
+            |batch| self.run_batch(batch, real_only),
+        )
     }
 
     /// One batch of [`Bootstrapper::run_many`], stage by stage.
@@ -125,12 +128,16 @@ impl Bootstrapper {
     }
 }
 
-/// Runs `inputs` through `run` in batches of at most `limit`, halving
-/// `limit` and running the batch again whenever the device budget refuses
-/// one of more than one input; the outputs in input order.
+/// Runs `inputs` through `run` in batches of at most `limit`, running a
+/// batch of more than one input again whenever the device budget refuses
+/// it: first with half as many inputs sharing each expansion (`shared`,
+/// which `run` reads; sharing holds more baby steps at once and saves
+/// less than the batch's shared transfers), then, once none share, with
+/// `limit` halved. The outputs in input order.
 fn in_sub_batches<T, U>(
     inputs: &[T],
     limit: &AtomicUsize,
+    shared: &AtomicUsize,
     mut run: impl FnMut(&[T]) -> Result<Vec<U>>,
 ) -> Result<Vec<U>> {
     let mut outputs = Vec::with_capacity(inputs.len());
@@ -144,7 +151,12 @@ fn in_sub_batches<T, U>(
                 rest = after;
             }
             Err(e) if take > 1 && is_over_budget(&e) => {
-                limit.store(take / 2, Ordering::Relaxed);
+                let sharing = shared.load(Ordering::Relaxed);
+                if sharing > 1 {
+                    shared.store(sharing / 2, Ordering::Relaxed);
+                } else {
+                    limit.store(take / 2, Ordering::Relaxed);
+                }
             }
             Err(e) => return Err(e),
         }
@@ -168,9 +180,10 @@ mod tests {
 
     use super::*;
 
-    /// A batch the budget refuses is run again as halves until one fits;
-    /// the outputs keep the input order, the size that fit is kept, and
-    /// other errors (or a refused single input) are returned.
+    /// A batch the budget refuses is run again with fewer inputs sharing
+    /// each expansion, then as halves, until one fits; the outputs keep
+    /// the input order, the sharing and size that fit are kept, and other
+    /// errors (or a refused single input) are returned.
     #[test]
     fn a_refused_batch_is_halved_until_it_fits_and_keeps_the_input_order() {
         use hemem_memory::{Error as MemoryError, InUse};
@@ -184,10 +197,35 @@ mod tests {
             .into()
         };
         let inputs: Vec<u64> = (0..11).map(|i| 1000 + 37 * i).collect();
+        // A batch sharing by four runs once shared by two, then alone.
+        for fits_sharing in [4usize, 2, 1] {
+            let limit = AtomicUsize::new(usize::MAX);
+            let shared = AtomicUsize::new(4);
+            let mut tries = Vec::new();
+            let out = in_sub_batches(&inputs, &limit, &shared, |batch| {
+                let sharing = shared.load(Ordering::Relaxed);
+                tries.push((batch.len(), sharing));
+                if sharing > fits_sharing {
+                    return Err(over());
+                }
+                Ok(batch.iter().map(|x| x * 3).collect())
+            })
+            .expect("fits unshared");
+            assert_eq!(out, inputs.iter().map(|x| x * 3).collect::<Vec<_>>());
+            let wanted: Vec<(usize, usize)> = [4, 2, 1]
+                .into_iter()
+                .filter(|&s| s >= fits_sharing)
+                .map(|s| (inputs.len(), s))
+                .collect();
+            assert_eq!(tries, wanted);
+            assert_eq!(limit.load(Ordering::Relaxed), usize::MAX);
+            assert_eq!(shared.load(Ordering::Relaxed), fits_sharing);
+        }
         for fits in [1usize, 2, 3, 8, 11] {
             let limit = AtomicUsize::new(usize::MAX);
+            let shared = AtomicUsize::new(1);
             let mut sizes = Vec::new();
-            let out = in_sub_batches(&inputs, &limit, |batch| {
+            let out = in_sub_batches(&inputs, &limit, &shared, |batch| {
                 sizes.push(batch.len());
                 if batch.len() > fits {
                     return Err(over());
@@ -210,11 +248,15 @@ mod tests {
         }
         // Other errors, and a refusal of a single input, are returned.
         let limit = AtomicUsize::new(usize::MAX);
-        let e = in_sub_batches(&inputs, &limit, |_| -> Result<Vec<u64>> { Err(over()) });
+        let shared = AtomicUsize::new(2);
+        let e = in_sub_batches(&inputs, &limit, &shared, |_| -> Result<Vec<u64>> {
+            Err(over())
+        });
         assert!(e.is_err_and(|e| is_over_budget(&e)));
         assert_eq!(limit.load(Ordering::Relaxed), 1);
+        assert_eq!(shared.load(Ordering::Relaxed), 1);
         let limit = AtomicUsize::new(usize::MAX);
-        let e = in_sub_batches(&inputs, &limit, |_| -> Result<Vec<u64>> {
+        let e = in_sub_batches(&inputs, &limit, &shared, |_| -> Result<Vec<u64>> {
             Err(Error::NonFinite)
         });
         assert_eq!(e, Err(Error::NonFinite));

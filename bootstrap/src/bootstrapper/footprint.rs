@@ -106,6 +106,44 @@ pub fn working_ciphertexts(context: &Context) -> u64 {
     }
 }
 
+/// The device budget, in top-level ciphertexts, from which a batch's
+/// ciphertexts share each compact diagonal's expansion by default
+/// ([`Bootstrapper::shared_expansions`]). Sharing by two holds one more
+/// ciphertext's baby-step rotations at once: at FGb about ten top-level
+/// ciphertexts more (the peak beside the streamed data rose from 1.17 to
+/// 1.42 GB in a batch of 8). Measured on the H100 (docs/BENCHMARKS.md,
+/// fifteenth session): FGb's batch of 8 at 2 GiB (82 of its top-level
+/// ciphertexts) bootstraps in 41.1–41.4 ms a ciphertext shared against
+/// 42.9–43.9 unshared; FVb's batch of 2 at 4 GiB (68 of its own) in 106.7
+/// shared against 102.5 unshared, and at 2 GiB (34) does not fit shared
+/// (128.9 ms unshared against 139.2 after a refused shared try). 80 lies
+/// between the loss and the gain.
+pub const SHARING_MIN_CIPHERTEXTS: u64 = 80;
+
+/// How many ciphertexts of a batch share each compact diagonal's expansion
+/// when the options do not say: [`SHARED_EXPANSIONS`](super::SHARED_EXPANSIONS)
+/// where the device budget holds [`SHARING_MIN_CIPHERTEXTS`] top-level
+/// ciphertexts of `schedule` or there is no budget (a CPU context), else 1.
+pub(super) fn default_shared_expansions(context: &Context, schedule: &BootstrapSchedule) -> usize {
+    let params = context.params();
+    let ciphertext = 2 * (schedule.top_level as u64 + 1) * 8 * params.degree().get() as u64;
+    let budget = context
+        .backend()
+        .allocator()
+        .residency_usage()
+        .map(|u| u.budget);
+    sharing_for(budget, ciphertext)
+}
+
+/// [`default_shared_expansions`] for a device `budget` (`None`: none) and
+/// top-level ciphertexts of `ciphertext` bytes.
+fn sharing_for(budget: Option<u64>, ciphertext: u64) -> usize {
+    match budget {
+        Some(b) if b < SHARING_MIN_CIPHERTEXTS.saturating_mul(ciphertext) => 1,
+        _ => super::SHARED_EXPANSIONS,
+    }
+}
+
 /// What [`fit`] chose.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct Fitted {
@@ -385,6 +423,26 @@ mod tests {
     use rand_core::Rng;
 
     use super::*;
+
+    /// FGb's batch shares at 2 GiB, FVb's not at 4 GiB but at 5; with no
+    /// budget every batch shares.
+    #[test]
+    fn batches_share_expansions_where_the_budget_holds_enough_ciphertexts() {
+        const GIB: u64 = 1 << 30;
+        let fgb = 2 * 25 * 8 * (1 << 16); // top level 24
+        let fvb = 2 * 30 * 8 * (1 << 17); // top level 29
+        let shared = crate::SHARED_EXPANSIONS;
+        assert_eq!(sharing_for(Some(2 * GIB), fgb), shared);
+        assert_eq!(sharing_for(Some(2 * GIB), fvb), 1);
+        assert_eq!(sharing_for(Some(4 * GIB), fvb), 1);
+        assert_eq!(sharing_for(Some(5 * GIB), fvb), shared);
+        assert_eq!(sharing_for(Some(SHARING_MIN_CIPHERTEXTS * fvb - 1), fvb), 1);
+        assert_eq!(
+            sharing_for(Some(SHARING_MIN_CIPHERTEXTS * fvb), fvb),
+            shared
+        );
+        assert_eq!(sharing_for(None, fvb), shared);
+    }
 
     /// A random size up to `max` bytes (never zero).
     fn size(rng: &mut impl Rng, max: u64) -> u64 {

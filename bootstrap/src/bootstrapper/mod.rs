@@ -56,7 +56,10 @@ use hemem_memory::MemoryClass;
 pub use batch::SHARED_EXPANSIONS;
 pub use diagonals::STC_CACHE_CAPACITY;
 use diagonals::StcDft;
-pub use footprint::{STREAMING_WORKING_CIPHERTEXTS, WORKING_CIPHERTEXTS, working_ciphertexts};
+pub use footprint::{
+    SHARING_MIN_CIPHERTEXTS, STREAMING_WORKING_CIPHERTEXTS, WORKING_CIPHERTEXTS,
+    working_ciphertexts,
+};
 pub use keys::{BootstrapKeys, SseKeys, key_request};
 pub use setup::BootstrapOptions;
 pub use single::Stage;
@@ -94,6 +97,10 @@ pub struct Bootstrapper {
     batch_limit: AtomicUsize,
     /// Keys whose uniform halves [`DiagonalStorage::Fit`] stored.
     expanded_keys: usize,
+    /// Ciphertexts of a batch that share each compact diagonal's expansion:
+    /// the option's figure, halved whenever a batch did not fit the device
+    /// budget ([`Bootstrapper::bootstrap_many`]).
+    shared_expansions: AtomicUsize,
 }
 
 impl Bootstrapper {

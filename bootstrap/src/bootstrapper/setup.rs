@@ -1,7 +1,7 @@
 //! Building a [`Bootstrapper`]: its options, the key checks and
 //! CoeffToSlot's diagonals, encoded once.
 
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use hemem_ckks::Context;
@@ -10,9 +10,9 @@ use hemem_ckks::progress::{NoProgress, Progress};
 use hemem_memory::MemoryClass;
 
 use super::batch::is_over_budget;
-use super::footprint::{Fitted, fit};
+use super::footprint::{Fitted, default_shared_expansions, fit};
 use super::keys::{check_keys, key_request, subsum_steps};
-use super::{BootstrapKeys, Bootstrapper, SHARED_EXPANSIONS, STC_CACHE_CAPACITY};
+use super::{BootstrapKeys, Bootstrapper, STC_CACHE_CAPACITY};
 use crate::ckks_ops::CkksOps;
 use crate::eval_mod::EvalMod;
 use crate::hoisting::Hoisting;
@@ -36,6 +36,12 @@ pub struct BootstrapOptions {
     /// [`working_ciphertexts`](super::working_ciphertexts)'s figure for the
     /// context's memory policy. Ignored with any other storage.
     pub working_reserve: Option<u64>,
+    /// How many ciphertexts of a batch share each expansion of a compact
+    /// diagonal ([`Bootstrapper::shared_expansions`]); `None` (the default)
+    /// for [`SHARED_EXPANSIONS`](super::SHARED_EXPANSIONS) where the device budget holds
+    /// [`SHARING_MIN_CIPHERTEXTS`](super::SHARING_MIN_CIPHERTEXTS) top-level
+    /// ciphertexts, 1 under a smaller one. At least 1.
+    pub shared_expansions: Option<usize>,
 }
 
 impl Bootstrapper {
@@ -84,7 +90,8 @@ impl Bootstrapper {
     /// transforms evaluated as `options` says.
     ///
     /// # Errors
-    /// As [`Bootstrapper::new`].
+    /// As [`Bootstrapper::new`]; [`Error::InvalidParameter`] for
+    /// `shared_expansions` of `Some(0)`.
     pub fn with_options(
         context: &Context,
         schedule: BootstrapSchedule,
@@ -111,7 +118,18 @@ impl Bootstrapper {
             storage,
             hoisting,
             working_reserve,
+            shared_expansions,
         } = options;
+        let shared_expansions = match shared_expansions {
+            None => default_shared_expansions(context, &schedule),
+            Some(0) => {
+                return Err(Error::InvalidParameter {
+                    name: "shared_expansions",
+                    reason: "at least one ciphertext shares an expansion",
+                });
+            }
+            Some(n) => n,
+        };
         let mut keys = keys;
         let params = context.params();
         if params.post_bootstrap_level().is_none() {
@@ -196,6 +214,7 @@ impl Bootstrapper {
             eval_mod,
             batch_limit: AtomicUsize::new(usize::MAX),
             expanded_keys: fitted.expanded_keys,
+            shared_expansions: AtomicUsize::new(shared_expansions),
         })
     }
 
@@ -211,22 +230,20 @@ impl Bootstrapper {
     }
 
     /// How many ciphertexts of a batch ([`Bootstrapper::bootstrap_many`])
-    /// share each expansion of a compact diagonal: [`SHARED_EXPANSIONS`],
-    /// or 1 when every diagonal is compact (a short budget, whose streaming
-    /// room the extra baby steps would take). On the H100, FGb, a batch of
-    /// 8 at 4 GiB (diagonals mixed) bootstraps in 43.9–44.5 ms a ciphertext
-    /// sharing by two against 45.8–46.3 one at a time; at 2 GiB (all
-    /// compact) sharing by two took 55.5 ms against 50.7 (the ciphertexts'
-    /// peak rose from 1.17 to 1.42 GB and the streamed bytes tripled;
-    /// docs/BENCHMARKS.md, ninth session).
+    /// share each expansion of a compact diagonal: what
+    /// [`BootstrapOptions::shared_expansions`] said, by default
+    /// [`SHARED_EXPANSIONS`](super::SHARED_EXPANSIONS) unless the device budget is small for the
+    /// preset (see [`SHARING_MIN_CIPHERTEXTS`](super::SHARING_MIN_CIPHERTEXTS)),
+    /// halved each time a batch does not fit the budget (before the batch
+    /// itself is split). On the H100, FGb, a batch of 8 at 2 GiB (every
+    /// diagonal compact) bootstraps in 41.1–41.4 ms a ciphertext sharing by
+    /// two against 42.9–43.6 one at a time, moving 3.9–4.2 GB a batch
+    /// instead of 2.0–2.2; by four, 62 ms (13 GB: the baby steps crowd the
+    /// streaming room out) (docs/BENCHMARKS.md, fifteenth session; in the
+    /// ninth, before the paged pool and Belady's plan for batches, sharing
+    /// by two lost there: 55.5 against 50.7 ms).
     pub fn shared_expansions(&self) -> usize {
-        // All-compact diagonals mean the budget is short: there the extra
-        // baby steps would take the streaming room.
-        if self.storage == DiagonalStorage::Compact {
-            1
-        } else {
-            SHARED_EXPANSIONS
-        }
+        self.shared_expansions.load(Ordering::Relaxed)
     }
 
     /// How the DFTs' linear transforms are evaluated.

@@ -173,6 +173,7 @@ pub fn run(args: &Args, devices: &[DeviceSelection]) -> anyhow::Result<()> {
             storage,
             hoisting,
             working_reserve: args.fit_reserve,
+            shared_expansions: args.shared_expansions,
         },
     )?
     .with_split(split)?;
