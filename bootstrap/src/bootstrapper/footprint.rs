@@ -114,10 +114,11 @@ pub fn working_ciphertexts(context: &Context) -> u64 {
 /// 1.42 GB in a batch of 8). Measured on the H100 (docs/BENCHMARKS.md,
 /// fifteenth session): FGb's batch of 8 at 2 GiB (82 of its top-level
 /// ciphertexts) bootstraps in 41.1–41.4 ms a ciphertext shared against
-/// 42.9–43.9 unshared; FVb's batch of 2 at 4 GiB (68 of its own) in 106.7
-/// shared against 102.5 unshared, and at 2 GiB (34) does not fit shared
-/// (128.9 ms unshared against 139.2 after a refused shared try). 80 lies
-/// between the loss and the gain.
+/// 42.9–43.9 unshared; FVb's batch of 2 at 4 GiB (68 of its own) took
+/// 106.7 shared against 102.5 unshared in one call and 101.3 against 102.5
+/// in another (no gain beyond the noise), and at 2 GiB (34) does not fit
+/// shared (128.9 ms unshared against 139.2 after a refused shared try).
+/// 80 lies between the clear gain and the rest.
 pub const SHARING_MIN_CIPHERTEXTS: u64 = 80;
 
 /// How many ciphertexts of a batch share each compact diagonal's expansion
