@@ -72,10 +72,22 @@ impl Bootstrapper {
         )
     }
 
-    /// One batch of [`Bootstrapper::run_many`], stage by stage.
+    /// One batch of [`Bootstrapper::run_many`], stage by stage, as one
+    /// phase of the memory system's look-ahead; a batch the budget refuses
+    /// abandons its phase (it will run again smaller: what it recorded and
+    /// the peak it reached are not the next runs').
     fn run_batch(&self, inputs: &[Ciphertext], real_only: bool) -> Result<Vec<Ciphertext>> {
         let scales: Vec<f64> = inputs.iter().map(|c| c.scale().get()).collect();
-        let _phase = self.phase(real_only, &scales);
+        let phase = self.phase(real_only, &scales);
+        let result = self.run_stages(inputs, real_only);
+        if result.as_ref().is_err_and(is_over_budget) {
+            phase.abandon();
+        }
+        result
+    }
+
+    /// The stages of [`Bootstrapper::run_batch`].
+    fn run_stages(&self, inputs: &[Ciphertext], real_only: bool) -> Result<Vec<Ciphertext>> {
         let ops = CkksOps::new(&self.evaluator);
         // SlotToCoeff, one group of equal input scales at a time.
         let mut groups: Vec<(u64, Vec<usize>)> = Vec::new();

@@ -699,6 +699,18 @@ pub struct PhaseGuard {
     residency: Option<Arc<Residency>>,
 }
 
+impl PhaseGuard {
+    /// Ends the phase as if its run had not happened (its caller gave it
+    /// up, to run the work again otherwise): the run is not recorded, and
+    /// the peak it reached does not shrink the streaming room of the runs
+    /// after it.
+    pub fn abandon(mut self) {
+        if let Some(r) = self.residency.take() {
+            r.abandon_phase();
+        }
+    }
+}
+
 impl Drop for PhaseGuard {
     fn drop(&mut self) {
         if let Some(r) = &self.residency {

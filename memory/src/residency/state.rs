@@ -60,6 +60,10 @@ pub(super) struct State {
     /// How many items the running phase runs stage by stage (see
     /// [`StreamingPlan::Auto`]).
     pub(super) phase_items: usize,
+    /// The peak of everything but streamed objects when the running phase
+    /// began: what [`Residency::abandon_phase`](super::Residency::abandon_phase)
+    /// restores.
+    pub(super) phase_others_peak: u64,
     /// The plan the last recording was split with (`Auto` resolved).
     pub(super) split_plan: Option<StreamingPlan>,
     /// The window split may plan this much more than the fewest bytes for

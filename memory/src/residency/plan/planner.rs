@@ -91,6 +91,12 @@ impl Planner {
         self.active.as_ref().is_some_and(|a| a.timed)
     }
 
+    /// Drops the running phase's run without recording it (see
+    /// `Residency::abandon_phase`).
+    pub(crate) fn abandon(&mut self) {
+        self.active = None;
+    }
+
     /// Ends the running phase, keeping its steps as the phase's recording
     /// when it had none or departed from it (returned, for the caller to
     /// choose its stable set).

@@ -20,7 +20,23 @@ impl Residency {
         let mut s = self.lock();
         s.planner.begin(key);
         s.phase_items = items;
+        s.phase_others_peak = s.streamed.others_peak;
         self.driver.time_run(s.planner.timing());
+    }
+
+    /// Ends the phase begun last as if its run had not happened: a run
+    /// its caller gave up (a batch the budget refused, to be run again
+    /// smaller) neither becomes the phase's recording nor replaces it, is
+    /// not timed, and the peak of everything but streamed objects it
+    /// reached is forgotten — the streaming room of the runs after it is
+    /// planned from their own peak. (Kept, a refused FVb batch of two at
+    /// 2 GiB left its successors 10 ms a bootstrap slower on the H100:
+    /// docs/BENCHMARKS.md, fifteenth session.)
+    pub fn abandon_phase(&self) {
+        let mut s = self.lock();
+        s.planner.abandon();
+        s.streamed.others_peak = s.phase_others_peak;
+        self.driver.time_run(false);
     }
 
     /// Ends the phase begun last. A new recording gets its stable set for
@@ -279,6 +295,51 @@ mod tests {
             assert_eq!(usage.planned_bytes, recorded.planned_bytes);
             assert_eq!(usage.measured_wait_ns, None);
         }
+    }
+
+    /// A run given up (`abandon_phase`) leaves the recording, the
+    /// departures and the peak of the temporaries as the runs before it
+    /// left them; the next run follows the recording.
+    #[test]
+    fn an_abandoned_run_is_not_recorded_and_its_peak_is_forgotten() {
+        let (r, d, _) = manager(64 * MIB);
+        for n in 1..=3 {
+            object(&r, n, MIB);
+        }
+        let temporaries =
+            |r: &std::sync::Arc<crate::residency::Residency>, bytes: u64, steps: &[u64]| {
+                r.reserve_pool(MemoryClass::Temporary, bytes).expect("fits");
+                for &n in steps {
+                    drop(r.prepare(&[id(n)]).expect("fits"));
+                }
+                r.release_pool(MemoryClass::Temporary, bytes);
+            };
+        r.begin_phase(7, 1);
+        temporaries(&r, 4 * MIB, &[1, 2, 3]);
+        r.end_phase();
+        assert_eq!(r.usage().others_peak, 4 * MIB);
+        let recorded = |r: &std::sync::Arc<crate::residency::Residency>| {
+            r.lock().planner.last_recording().map(|rec| rec.steps.len())
+        };
+        assert_eq!(recorded(&r), Some(3));
+        d.take();
+
+        // Eight times the temporaries, the first step, then given up.
+        r.begin_phase(7, 1);
+        temporaries(&r, 32 * MIB, &[1]);
+        assert_eq!(r.usage().others_peak, 32 * MIB);
+        r.abandon_phase();
+        assert_eq!(r.usage().others_peak, 4 * MIB);
+        assert_eq!(recorded(&r), Some(3));
+        assert_eq!(r.lock().planner.departures().0, 0);
+
+        // The next run follows the three-step recording to its end.
+        r.begin_phase(7, 1);
+        temporaries(&r, 4 * MIB, &[1, 2, 3]);
+        assert!(r.lock().planner.look_ahead().is_some(), "following");
+        r.end_phase();
+        assert_eq!(r.lock().planner.departures().0, 0);
+        assert_eq!(r.usage().others_peak, 4 * MIB);
     }
 
     #[test]
