@@ -126,14 +126,19 @@ pub const SHARING_MIN_CIPHERTEXTS: u64 = 80;
 /// where the device budget holds [`SHARING_MIN_CIPHERTEXTS`] top-level
 /// ciphertexts of `schedule` or there is no budget (a CPU context), else 1.
 pub(super) fn default_shared_expansions(context: &Context, schedule: &BootstrapSchedule) -> usize {
-    let params = context.params();
-    let ciphertext = 2 * (schedule.top_level as u64 + 1) * 8 * params.degree().get() as u64;
     let budget = context
         .backend()
         .allocator()
         .residency_usage()
         .map(|u| u.budget);
-    sharing_for(budget, ciphertext)
+    sharing_for(budget, top_ciphertext_bytes(context, schedule))
+}
+
+/// Bytes of one top-level ciphertext of `schedule` (two polynomials of
+/// `top_level + 1` limbs): the unit of [`working_ciphertexts`] and
+/// [`SHARING_MIN_CIPHERTEXTS`].
+fn top_ciphertext_bytes(context: &Context, schedule: &BootstrapSchedule) -> u64 {
+    2 * (schedule.top_level as u64 + 1) * 8 * context.params().degree().get() as u64
 }
 
 /// [`default_shared_expansions`] for a device `budget` (`None`: none) and
@@ -320,7 +325,7 @@ pub(super) fn fit(
     let (stc_compact, stc_extra) = totals(&stc_sizes);
     let cached = STC_CACHE_CAPACITY as u64;
     let reserve = working_reserve.unwrap_or_else(|| working_ciphertexts(context));
-    let working = reserve * 2 * (schedule.top_level as u64 + 1) * limb_bytes;
+    let working = reserve * top_ciphertext_bytes(context, schedule);
     let compact = Fitted {
         storage: DiagonalStorage::Compact,
         ..Fitted::default()

@@ -103,9 +103,32 @@ impl Evaluator {
     /// [`crate::params::Parameters::check_rescale`]).
     pub fn rescale(&self, a: &Ciphertext) -> Result<Ciphertext> {
         self.context.check_same(&a.context)?;
-        let scale = self.context.params().check_rescale(a.level, a.scale)?;
+        let (level, scale) = self.rescaled(a.level, a.scale, true)?;
         let (c0, c1) = a.c0.rescale_pair(&a.c1, self.output_class)?;
-        Ciphertext::from_parts(&self.context, c0, c1, Level(a.level.0 - 1), scale, a.slots)
+        Ciphertext::from_parts(&self.context, c0, c1, level, scale, a.slots)
+    }
+
+    /// The level and scale that dividing something at `level` and `scale`
+    /// by `q_level` gives: under the user rule of
+    /// [`crate::params::Parameters::check_rescale`] when `checked`, else
+    /// refusing only level 0 (as [`Evaluator::rescale_unchecked`]).
+    pub(super) fn rescaled(
+        &self,
+        level: Level,
+        scale: Scale,
+        checked: bool,
+    ) -> Result<(Level, Scale)> {
+        let params = self.context.params();
+        if checked {
+            let scale = params.check_rescale(level, scale)?;
+            return Ok((Level(level.0 - 1), scale));
+        }
+        let lower = level.0.checked_sub(1).ok_or(OperandError::LevelTooLow {
+            operation: "rescale",
+            level,
+        })?;
+        let q = params.q_modulus(level)?.value() as f64;
+        Ok((Level(lower), Scale(scale.0 / q)))
     }
 
     /// Divides by `q_l` like [`Evaluator::rescale`] but without the scale
@@ -117,23 +140,9 @@ impl Evaluator {
     /// [`OperandError::LevelTooLow`] at level 0.
     pub fn rescale_unchecked(&self, a: &Ciphertext) -> Result<Ciphertext> {
         self.context.check_same(&a.context)?;
-        if a.level.0 == 0 {
-            return Err(OperandError::LevelTooLow {
-                operation: "rescale",
-                level: a.level,
-            }
-            .into());
-        }
-        let q = self.context.params().q_modulus(a.level)?.value() as f64;
+        let (level, scale) = self.rescaled(a.level, a.scale, false)?;
         let (c0, c1) = a.c0.rescale_pair(&a.c1, self.output_class)?;
-        Ciphertext::from_parts(
-            &self.context,
-            c0,
-            c1,
-            Level(a.level.0 - 1),
-            Scale(a.scale.0 / q),
-            a.slots,
-        )
+        Ciphertext::from_parts(&self.context, c0, c1, level, scale, a.slots)
     }
 
     /// `a·p` without rescaling: scale `Δ_a·Δ_p`.

@@ -19,10 +19,9 @@ use std::sync::Arc;
 use super::ciphertext::check_operands;
 use super::keyswitch::{apply_key, decompose, inner_product};
 use super::{Ciphertext, Evaluator, TensoredCiphertext};
+use crate::Result;
 use crate::backend::BinaryOp;
-use crate::params::{Level, Scale};
 use crate::poly::{Ntt, RnsPoly};
-use crate::{OperandError, Result};
 
 impl Evaluator {
     /// Relinearises a tensored ciphertext with the relinearisation key:
@@ -128,17 +127,15 @@ impl Evaluator {
     /// The tensor's parts are reused in place.
     ///
     /// # Errors
-    /// [`OperandError::LevelTooLow`] at level 0;
-    /// [`OperandError::ScaleOverflow`] as [`Evaluator::rescale`]; a
+    /// [`crate::OperandError::LevelTooLow`] at level 0;
+    /// [`crate::OperandError::ScaleOverflow`] as [`Evaluator::rescale`]; a
     /// mismatched addend; a missing relinearisation key.
     pub fn relinearize_rescale_with(
         &self,
         t: TensoredCiphertext,
         addend: Option<&Ciphertext>,
     ) -> Result<Ciphertext> {
-        self.context.check_same(&t.context)?;
-        let scale = self.context.params().check_rescale(t.level, t.scale)?;
-        self.relinearize_rescale_to(t, addend, scale)
+        self.relinearize_rescale_to(t, addend, true)
     }
 
     /// [`Evaluator::relinearize_rescale_with`] without the scale rule, as
@@ -146,31 +143,28 @@ impl Evaluator {
     /// Bootstrapping's polynomial evaluations use it.
     ///
     /// # Errors
-    /// [`OperandError::LevelTooLow`] at level 0; a mismatched addend; a
+    /// [`crate::OperandError::LevelTooLow`] at level 0; a mismatched addend; a
     /// missing relinearisation key.
     pub fn relinearize_rescale_unchecked_with(
         &self,
         t: TensoredCiphertext,
         addend: Option<&Ciphertext>,
     ) -> Result<Ciphertext> {
-        self.context.check_same(&t.context)?;
-        let top = level_to_drop(t.level)?;
-        let q = self.context.params().q_modulus(top)?.value() as f64;
-        let scale = Scale(t.scale.0 / q);
-        self.relinearize_rescale_to(t, addend, scale)
+        self.relinearize_rescale_to(t, addend, false)
     }
 
-    /// The fused relinearisation and rescale of `t + addend`, labelled
-    /// `scale` (the caller's rule decided it).
+    /// The fused relinearisation and rescale of `t + addend`, under the
+    /// user rescale rule when `checked` ([`Evaluator::rescale`]'s) or not
+    /// ([`Evaluator::rescale_unchecked`]'s).
     fn relinearize_rescale_to(
         &self,
         t: TensoredCiphertext,
         addend: Option<&Ciphertext>,
-        scale: Scale,
+        checked: bool,
     ) -> Result<Ciphertext> {
+        self.context.check_same(&t.context)?;
+        let (lower, scale) = self.rescaled(t.level, t.scale, checked)?;
         let key = self.keys()?.relinearization_key()?;
-        let top = level_to_drop(t.level)?;
-        let lower = Level(top.0 - 1);
         let TensoredCiphertext {
             context,
             mut d0,
@@ -211,17 +205,4 @@ impl Evaluator {
         )?;
         Ciphertext::from_parts(&self.context, c0, c1, lower, scale, slots)
     }
-}
-
-/// The level whose prime a rescale divides by: `level` itself, refused at
-/// level 0.
-fn level_to_drop(level: Level) -> Result<Level> {
-    if level.0 == 0 {
-        return Err(OperandError::LevelTooLow {
-            operation: "rescale",
-            level,
-        }
-        .into());
-    }
-    Ok(level)
 }
