@@ -12,8 +12,9 @@
 // b bits when below q, else word k of attempts 1, 2, ... masked alike, the
 // first below q (rare for hemem's primes, which sit just below 2^b).
 //
-// One thread per ChaCha block = 8 consecutive coefficients of one limb.
-// Grid: x covers the N/8 blocks of a limb (grid-stride), y the limbs.
+// The generator: one thread per ChaCha block = 8 consecutive coefficients of
+// one limb. The inner product: one quad of threads per block (chacha_quad).
+// Grid: x covers a limb's blocks (grid-stride), y the limbs.
 #include "ckks_common.cuh"
 
 // The seed as eight little-endian words and the double rounds of its ChaCha
@@ -143,16 +144,68 @@ extern "C" __global__ void uniform_from_seed(u64 out, LimbMap map, Seed seed, u3
     }
 }
 
+// ChaCha's block function computed by a quad of threads (lanes 4k .. 4k+3 of
+// a warp, `lane` = the thread's index in its quad): lane l holds column l of
+// the state (words l, 4+l, 8+l, 12+l), runs the column rounds on its own
+// words and the diagonal rounds after rotating b, c, d across the quad by
+// shuffles. `sigma`, `kb`, `kc`, `d0` are the lane's initial words. The
+// block's eight 64-bit words (word k = state words 2k, 2k+1) end up two per
+// lane: words `quad_first(lane)` and `quad_first(lane) + 4`, in `first` and
+// `second`. Bit for bit chacha_words' block, a quarter of its state per
+// thread: the inner product holds two 128-bit sums per coefficient it owns,
+// and with one thread per block (eight coefficients) it needed 196
+// registers and ran one block of 256 threads per SM (latency-bound); with a
+// quad per block it needs 80 and runs three.
+__device__ __forceinline__ u32 quad_first(u32 lane) { return (lane >> 1) + 2 * (lane & 1); }
+
+__device__ __forceinline__ void chacha_quad(u32 double_rounds, u32 lane, u32 sigma, u32 kb, u32 kc, u32 d0,
+                                            u64& first, u64& second) {
+    const u32 full = 0xffffffffu;
+    u32 a = sigma, b = kb, c = kc, d = d0;
+#pragma unroll 1
+    for (u32 r = 0; r < double_rounds; ++r) {
+        QUARTER(a, b, c, d);
+        // Diagonal round: lane l takes (a_l, b_{l+1}, c_{l+2}, d_{l+3}).
+        b = __shfl_sync(full, b, lane + 1, 4);
+        c = __shfl_sync(full, c, lane + 2, 4);
+        d = __shfl_sync(full, d, lane + 3, 4);
+        QUARTER(a, b, c, d);
+        b = __shfl_sync(full, b, lane + 3, 4);
+        c = __shfl_sync(full, c, lane + 2, 4);
+        d = __shfl_sync(full, d, lane + 1, 4);
+    }
+    a += sigma;
+    b += kb;
+    c += kc;
+    d += d0;
+    // Lanes 2m and 2m+1 hold the low and high halves of four words: the
+    // even lane keeps the words of rows a and c, the odd one those of b, d.
+    const bool odd = (lane & 1) != 0;
+    const u32 v1 = __shfl_xor_sync(full, odd ? a : b, 1, 4);
+    const u32 v2 = __shfl_xor_sync(full, odd ? c : d, 1, 4);
+    first = odd ? ((u64)v1 | ((u64)b << 32)) : ((u64)a | ((u64)v1 << 32));
+    second = odd ? ((u64)v2 | ((u64)d << 32)) : ((u64)c | ((u64)v2 << 32));
+}
+
+// Word `i` (0..3) of a four-word array without a dynamic index (which would
+// put the array in local memory).
+__device__ __forceinline__ u32 pick4(u32 i, u32 w0, u32 w1, u32 w2, u32 w3) {
+    return i == 0 ? w0 : i == 1 ? w1 : i == 2 ? w2 : w3;
+}
+
 // The key-switching inner product with a compressed key:
 // out0 = sum_j digit_j * b_j, out1 = sum_j digit_j * a_j, where a_j (digit j
 // of the key with `seed`, over the limb's global modulus index) is generated
 // here and never stored; with galois != 1, over the digits after
 // X -> X^galois (hoisted rotations), gathered as they are read.
 // Digits are read through digit_map, b_j through key_map, outputs through
-// out_map; every map lists the same moduli. Each thread owns 8 consecutive
-// coefficients (one ChaCha block per digit). The digit loop is unrolled to
+// out_map; every map lists the same moduli. A quad of threads owns one
+// ChaCha block (8 consecutive coefficients), each thread two of them
+// (quad_first(lane) and quad_first(lane) + 4), so a warp's loads still
+// cover whole 32-byte sectors. The digit loop is unrolled to
 // HEMEM_MAX_DIGITS so the pointer arrays are read from the parameter bank
-// with constant offsets.
+// with constant offsets. n is a multiple of 64 (whole warps share the loop's
+// exit, as the shuffles need).
 extern "C" __global__ void __launch_bounds__(256)
     key_switch_inner_product_seeded(u64 out0, u64 out1, LimbMap out_map, PtrArray digits, LimbMap digit_map,
                                     PtrArray b, LimbMap key_map, Seed seed, u32 count,
@@ -165,68 +218,54 @@ extern "C" __global__ void __launch_bounds__(256)
     u64* o1 = limb_ptr(out1, out_map.pos[limb], n);
     const size_t dp = (size_t)digit_map.pos[limb] * n, kp = (size_t)key_map.pos[limb] * n;
     const bool rotate = galois != 1;
+    const u32 lane = threadIdx.x & 3;
+    const u32 sigma = pick4(lane, SIGMA0, SIGMA1, SIGMA2, SIGMA3);
+    const u32 kb = pick4(lane, seed.w[0], seed.w[1], seed.w[2], seed.w[3]);
+    const u32 kc = pick4(lane, seed.w[4], seed.w[5], seed.w[6], seed.w[7]);
+    const u32 first = quad_first(lane);
     const u32 blocks = n >> 3;
-    for (u32 w = blockIdx.x * blockDim.x + threadIdx.x; w < blocks; w += gridDim.x * blockDim.x) {
-        const u32 c0 = w * 8;
-        Acc128 s[8], t[8];
-#pragma unroll
-        for (u32 i = 0; i < 8; ++i) {
-            s[i].lo = 0;
-            s[i].hi = 0;
-            t[i].lo = 0;
-            t[i].hi = 0;
-        }
+    const u32 step = (gridDim.x * blockDim.x) >> 2;
+    for (u32 w = (blockIdx.x * blockDim.x + threadIdx.x) >> 2; w < blocks; w += step) {
+        const u32 c0 = w * 8 + first, c1 = c0 + 4;
+        Acc128 s0 = {0, 0}, s1 = {0, 0}, t0 = {0, 0}, t1 = {0, 0};
 #pragma unroll
         for (u32 j = 0; j < HEMEM_MAX_DIGITS; ++j) {
             if (j < count) {
                 // Loads first: their latency hides behind the block function.
                 const u64* dj = reinterpret_cast<const u64*>(digits.ptr[j]) + dp;
                 const u64* bj = reinterpret_cast<const u64*>(b.ptr[j]) + kp;
-                u64 d[8], bv[8];
-                if (rotate) {
-#pragma unroll
-                    for (u32 i = 0; i < 8; ++i) d[i] = dj[galois_source(c0 + i, galois, log_n)];
-                } else {
-#pragma unroll
-                    for (u32 i = 0; i < 8; i += 2) {
-                        const ulonglong2 x = *reinterpret_cast<const ulonglong2*>(dj + c0 + i);
-                        d[i] = x.x;
-                        d[i + 1] = x.y;
-                    }
-                }
-#pragma unroll
-                for (u32 i = 0; i < 8; i += 2) {
-                    const ulonglong2 x = *reinterpret_cast<const ulonglong2*>(bj + c0 + i);
-                    bv[i] = x.x;
-                    bv[i + 1] = x.y;
-                }
-                u64 a[8];
-                uniform_block(seed, ((u64)j << 32) | (u64)modulus, (u64)w, m.q, mask, a);
-#pragma unroll
-                for (u32 i = 0; i < 8; ++i) {
-                    acc_mul(s[i], d[i], bv[i]);
-                    acc_mul(t[i], d[i], a[i]);
-                }
+                const u64 d0 = rotate ? dj[galois_source(c0, galois, log_n)] : dj[c0];
+                const u64 d1 = rotate ? dj[galois_source(c1, galois, log_n)] : dj[c1];
+                const u64 b0 = bj[c0], b1 = bj[c1];
+                // Stream digit << 32 | modulus, counter w: state word 12 + lane.
+                const u32 dl = pick4(lane, w, 0u, modulus, j);
+                u64 a0, a1;
+                chacha_quad(seed.double_rounds, lane, sigma, kb, kc, dl, a0, a1);
+                const u64 base = ((u64)j << 32) | (u64)modulus;
+                a0 &= mask;
+                a1 &= mask;
+                if (a0 >= m.q) a0 = retry_coefficient(seed, base, c0, m.q, mask);
+                if (a1 >= m.q) a1 = retry_coefficient(seed, base, c1, m.q, mask);
+                acc_mul(s0, d0, b0);
+                acc_mul(s1, d1, b1);
+                acc_mul(t0, d0, a0);
+                acc_mul(t1, d1, a1);
                 // Keep the sums below 2^128: reduce every 8 terms.
                 if ((j & 7u) == 7u) {
-#pragma unroll
-                    for (u32 i = 0; i < 8; ++i) {
-                        s[i].lo = reduce_wide(s[i].hi, s[i].lo, m);
-                        s[i].hi = 0;
-                        t[i].lo = reduce_wide(t[i].hi, t[i].lo, m);
-                        t[i].hi = 0;
-                    }
+                    s0.lo = reduce_wide(s0.hi, s0.lo, m);
+                    s0.hi = 0;
+                    s1.lo = reduce_wide(s1.hi, s1.lo, m);
+                    s1.hi = 0;
+                    t0.lo = reduce_wide(t0.hi, t0.lo, m);
+                    t0.hi = 0;
+                    t1.lo = reduce_wide(t1.hi, t1.lo, m);
+                    t1.hi = 0;
                 }
             }
         }
-        ulonglong2* p0 = reinterpret_cast<ulonglong2*>(o0 + c0);
-        ulonglong2* p1 = reinterpret_cast<ulonglong2*>(o1 + c0);
-#pragma unroll
-        for (u32 i = 0; i < 4; ++i) {
-            p0[i] = make_ulonglong2(reduce_wide(s[2 * i].hi, s[2 * i].lo, m),
-                                    reduce_wide(s[2 * i + 1].hi, s[2 * i + 1].lo, m));
-            p1[i] = make_ulonglong2(reduce_wide(t[2 * i].hi, t[2 * i].lo, m),
-                                    reduce_wide(t[2 * i + 1].hi, t[2 * i + 1].lo, m));
-        }
+        o0[c0] = reduce_wide(s0.hi, s0.lo, m);
+        o0[c1] = reduce_wide(s1.hi, s1.lo, m);
+        o1[c0] = reduce_wide(t0.hi, t0.lo, m);
+        o1[c1] = reduce_wide(t1.hi, t1.lo, m);
     }
 }

@@ -3,11 +3,14 @@
 //!
 //! Compact data (seeded keys, compact diagonals) is what lets FGb bootstrap
 //! on a 2 GiB card, but it is regenerated on every use: on the H100,
-//! regenerating the keys' uniform halves costs an FGb bootstrap 3.8 ms for
+//! regenerating the keys' uniform halves cost an FGb bootstrap 3.8 ms for
 //! the 1.96 GB it saves, and expanding the DFT diagonals 6.4 ms for 2.07 GB
 //! (docs/BENCHMARKS.md, "Compact data on the GPU": 59.1 ms compact against
 //! 48.9 ms with both stored), most of it since spared for the diagonals
-//! that repeat (item 4 below). Every form gives bit-identical results — a
+//! that repeat (item 4 below) and, for the keys, by a seeded inner product
+//! that computes each ChaCha block with a quad of threads: about 0.6 ms
+//! now (37.5 against 36.9 ms with the diagonals encoded, "Sixteenth
+//! session"). Every form gives bit-identical results — a
 //! stored half is the one its seed regenerates, an encoded diagonal the
 //! expansion of its compact one — so where the budget has room, keeping
 //! data in full is pure gain, and where it has none, compact data is what
@@ -22,13 +25,13 @@
 //!
 //! 1. the relinearisation key's uniform halves: one key, used by every
 //!    multiplication of EvalMod (a dozen key switches per bootstrap, about
-//!    0.06 ms of regeneration each at FGb);
+//!    0.01 ms of regeneration each at FGb's top level);
 //! 2. CoeffToSlot's first factor, diagonal after diagonal while they fit
 //!    ([`DiagonalStorage::Mixed`]): its diagonals repeat only over all the
 //!    slots, so a compact one expands by a whole transform (about 3.1 ms
 //!    saved per GB at FGb);
 //! 3. the other keys' halves, conjugation first, then the rotations and
-//!    the sparse-secret keys, each while it fits (about 1.9 ms per GB);
+//!    the sparse-secret keys, each while it fits (about 0.3 ms per GB);
 //! 4. the rest of the diagonals: all encoded ([`DiagonalStorage::Encoded`])
 //!    when they fit, with SlotToCoeff's for [`STC_CACHE_CAPACITY`] input
 //!    scales; else CoeffToSlot's other factors in order while they fit.

@@ -1,8 +1,9 @@
 //! The kernels of `gpu-kernels/cuda/ckks_prf.cu` run on the CPU, thread by
-//! thread, as a line-by-line transliteration of the CUDA source (its block
-//! function, retry path, index arithmetic, digit loop with the reduction
-//! every eight terms, Barrett reductions from `ckks_common.cuh`, and the
-//! launch geometry of `launch/ckks/prf.rs`). Checked against the CPU
+//! thread (the inner product's quads of threads in lockstep, their shuffles
+//! as permutations of the four lanes), as a line-by-line transliteration of
+//! the CUDA source (its block functions, retry path, index arithmetic, digit
+//! loop with the reduction every eight terms, Barrett reductions from
+//! `ckks_common.cuh`, and the launch geometry of `launch/ckks/prf.rs`). Checked against the CPU
 //! generator and the CPU backend's inner product, and for coverage: every
 //! output word is written exactly once.
 //!
@@ -210,7 +211,78 @@ fn galois_source(j: u32, galois: u64, log_n: u32) -> u32 {
 
 const MAX_DIGITS: u32 = 16;
 
-/// `key_switch_inner_product_seeded`, every thread of every block.
+/// `quad_first`: the first of a quad lane's two words of the block.
+fn quad_first(lane: u32) -> u32 {
+    (lane >> 1) + 2 * (lane & 1)
+}
+
+/// `__shfl_sync(full, v, src, 4)` for the four lanes of a quad: lane `l`
+/// reads lane `(l + offset) % 4`.
+fn shfl(v: [u32; 4], offset: u32) -> [u32; 4] {
+    std::array::from_fn(|l| v[(l + offset as usize) % 4])
+}
+
+/// One quarter round per lane on its own (a, b, c, d).
+fn quarter_lanes(a: &mut [u32; 4], b: &mut [u32; 4], c: &mut [u32; 4], d: &mut [u32; 4]) {
+    for l in 0..4 {
+        let mut x = [a[l], b[l], c[l], d[l]];
+        quarter_words(&mut x);
+        [a[l], b[l], c[l], d[l]] = x;
+    }
+}
+
+fn quarter_words(x: &mut [u32; 4]) {
+    x[0] = x[0].wrapping_add(x[1]);
+    x[3] = rotl32(x[3] ^ x[0], 16);
+    x[2] = x[2].wrapping_add(x[3]);
+    x[1] = rotl32(x[1] ^ x[2], 12);
+    x[0] = x[0].wrapping_add(x[1]);
+    x[3] = rotl32(x[3] ^ x[0], 8);
+    x[2] = x[2].wrapping_add(x[3]);
+    x[1] = rotl32(x[1] ^ x[2], 7);
+}
+
+/// `chacha_quad` for the four lanes of a quad in lockstep: each lane's
+/// (first, second) words.
+fn chacha_quad(
+    double_rounds: u32,
+    sigma: [u32; 4],
+    kb: [u32; 4],
+    kc: [u32; 4],
+    d0: [u32; 4],
+) -> [(u64, u64); 4] {
+    let (mut a, mut b, mut c, mut d) = (sigma, kb, kc, d0);
+    for _ in 0..double_rounds {
+        quarter_lanes(&mut a, &mut b, &mut c, &mut d);
+        b = shfl(b, 1);
+        c = shfl(c, 2);
+        d = shfl(d, 3);
+        quarter_lanes(&mut a, &mut b, &mut c, &mut d);
+        b = shfl(b, 3);
+        c = shfl(c, 2);
+        d = shfl(d, 1);
+    }
+    for l in 0..4 {
+        a[l] = a[l].wrapping_add(sigma[l]);
+        b[l] = b[l].wrapping_add(kb[l]);
+        c[l] = c[l].wrapping_add(kc[l]);
+        d[l] = d[l].wrapping_add(d0[l]);
+    }
+    // __shfl_xor_sync(full, odd ? a : b, 1, 4) and likewise for (c, d).
+    let send1: [u32; 4] = std::array::from_fn(|l| if l & 1 == 1 { a[l] } else { b[l] });
+    let send2: [u32; 4] = std::array::from_fn(|l| if l & 1 == 1 { c[l] } else { d[l] });
+    std::array::from_fn(|l| {
+        let (v1, v2) = (u64::from(send1[l ^ 1]), u64::from(send2[l ^ 1]));
+        if l & 1 == 1 {
+            (v1 | (u64::from(b[l]) << 32), v2 | (u64::from(d[l]) << 32))
+        } else {
+            (u64::from(a[l]) | (v1 << 32), u64::from(c[l]) | (v2 << 32))
+        }
+    })
+}
+
+/// `key_switch_inner_product_seeded`, every quad of every block, its four
+/// lanes in lockstep (the shuffles of `chacha_quad` stay within a quad).
 fn key_switch_inner_product_seeded(
     out: [&mut [u64]; 2],
     writes: &mut [u32],
@@ -228,9 +300,15 @@ fn key_switch_inner_product_seeded(
     let count = digits.len() as u32;
     let log_n = n.trailing_zeros();
     let limbs = out_map.pos.len() as u32;
+    // limb_grid(n / 2, limbs): four threads per block of eight coefficients.
+    let grid = ((n / 2).div_ceil(BLOCK)).clamp(1, 65_535);
+    let k = &seed.words;
+    let sigma = SIGMA;
+    let kb = [k[0], k[1], k[2], k[3]];
+    let kc = [k[4], k[5], k[6], k[7]];
     for block_y in 0..limbs {
-        for block_x in 0..grid_x(n) {
-            for thread in 0..BLOCK {
+        for block_x in 0..grid {
+            for quad in 0..BLOCK / 4 {
                 let limb = block_y as usize;
                 let modulus = out_map.modulus[limb];
                 let m = consts[modulus];
@@ -240,55 +318,63 @@ fn key_switch_inner_product_seeded(
                 let kp = key_map.pos[limb] * n as usize;
                 let rotate = galois != 1;
                 let blocks = n >> 3;
-                let mut w = block_x * BLOCK + thread;
+                let step = (grid * BLOCK) >> 2;
+                let mut w = (block_x * BLOCK + 4 * quad) >> 2;
                 while w < blocks {
-                    let c0 = w * 8;
-                    let mut s = [Acc128::default(); 8];
-                    let mut t = [Acc128::default(); 8];
+                    let cs: [(u32, u32); 4] = std::array::from_fn(|l| {
+                        let c0 = w * 8 + quad_first(l as u32);
+                        (c0, c0 + 4)
+                    });
+                    let mut s = [[Acc128::default(); 2]; 4];
+                    let mut t = [[Acc128::default(); 2]; 4];
                     for j in 0..MAX_DIGITS {
                         if j < count {
                             let dj = &digits[j as usize][dp..];
                             let bj = &b[j as usize][kp..];
-                            let mut d = [0u64; 8];
-                            let mut bv = [0u64; 8];
-                            for i in 0..8u32 {
-                                d[i as usize] = if rotate {
-                                    dj[galois_source(c0 + i, galois, log_n) as usize]
+                            let read = |c: u32| {
+                                if rotate {
+                                    dj[galois_source(c, galois, log_n) as usize]
                                 } else {
-                                    dj[(c0 + i) as usize]
-                                };
-                                bv[i as usize] = bj[(c0 + i) as usize];
-                            }
-                            let mut a = [0u64; 8];
-                            uniform_block(
-                                seed,
-                                (u64::from(j) << 32) | modulus as u64,
-                                u64::from(w),
-                                m.q,
-                                mask,
-                                &mut a,
-                            );
-                            for i in 0..8 {
-                                acc_mul(&mut s[i], d[i], bv[i]);
-                                acc_mul(&mut t[i], d[i], a[i]);
-                            }
-                            if j & 7 == 7 {
-                                for i in 0..8 {
-                                    s[i].lo = reduce_wide(s[i].hi, s[i].lo, &m);
-                                    s[i].hi = 0;
-                                    t[i].lo = reduce_wide(t[i].hi, t[i].lo, &m);
-                                    t[i].hi = 0;
+                                    dj[c as usize]
+                                }
+                            };
+                            let d0 = [w, 0, modulus as u32, j];
+                            let words = chacha_quad(seed.double_rounds, sigma, kb, kc, d0);
+                            let base = (u64::from(j) << 32) | modulus as u64;
+                            for l in 0..4 {
+                                let (c0, c1) = cs[l];
+                                let (dv0, dv1) = (read(c0), read(c1));
+                                let (b0, b1) = (bj[c0 as usize], bj[c1 as usize]);
+                                let (mut a0, mut a1) = (words[l].0 & mask, words[l].1 & mask);
+                                if a0 >= m.q {
+                                    a0 = retry_coefficient(seed, base, u64::from(c0), m.q, mask);
+                                }
+                                if a1 >= m.q {
+                                    a1 = retry_coefficient(seed, base, u64::from(c1), m.q, mask);
+                                }
+                                acc_mul(&mut s[l][0], dv0, b0);
+                                acc_mul(&mut s[l][1], dv1, b1);
+                                acc_mul(&mut t[l][0], dv0, a0);
+                                acc_mul(&mut t[l][1], dv1, a1);
+                                if j & 7 == 7 {
+                                    for acc in s[l].iter_mut().chain(t[l].iter_mut()) {
+                                        acc.lo = reduce_wide(acc.hi, acc.lo, &m);
+                                        acc.hi = 0;
+                                    }
                                 }
                             }
                         }
                     }
-                    for i in 0..8 {
-                        let c = o + c0 as usize + i;
-                        out0[c] = reduce_wide(s[i].hi, s[i].lo, &m);
-                        out1[c] = reduce_wide(t[i].hi, t[i].lo, &m);
-                        writes[c] += 1;
+                    for l in 0..4 {
+                        let (c0, c1) = cs[l];
+                        for (i, c) in [c0, c1].into_iter().enumerate() {
+                            let at = o + c as usize;
+                            out0[at] = reduce_wide(s[l][i].hi, s[l][i].lo, &m);
+                            out1[at] = reduce_wide(t[l][i].hi, t[l][i].lo, &m);
+                            writes[at] += 1;
+                        }
                     }
-                    w += grid_x(n) * BLOCK;
+                    w += step;
                 }
             }
         }

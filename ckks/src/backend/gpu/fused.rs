@@ -433,7 +433,9 @@ impl GpuBackend {
             b.first().ok_or(Error::EmptyBasis)?,
         );
         let fits = count <= launch::MAX_DIGITS
-            && self.degree.is_multiple_of(8)
+            && self
+                .degree
+                .is_multiple_of(launch::prf::SEEDED_DEGREE_MULTIPLE)
             && digits
                 .iter()
                 .all(|v| v.positions == first.positions && v.moduli == out0.moduli)

@@ -1,8 +1,10 @@
 //! Launchers of `cuda/ckks_prf.cu`: the counter-based generator of switching
 //! keys' uniform halves (ChaCha with the key's rounds, keyed by its seed; the
 //! spec is `hemem_ckks::sampling::SeededUniform`'s) and the key-switching
-//! inner product that generates them as it goes. One thread per ChaCha block
-//! of eight coefficients; grid `(N/8/256, limbs)`.
+//! inner product that generates them as it goes. The generator runs one
+//! thread per ChaCha block of eight coefficients (grid `(N/8/256, limbs)`),
+//! the inner product one quad of threads per block, two coefficients a
+//! thread (grid `(N/2/256, limbs)`).
 
 use cudarc::driver::{DeviceRepr, PushKernelArg};
 use hemem_memory::StreamId;
@@ -10,8 +12,17 @@ use hemem_memory::StreamId;
 use super::{LimbMap, PtrArray, launched, limb_grid};
 use crate::{Error, Kernels, Result};
 
-/// Coefficients per thread: one ChaCha block of eight 64-bit words.
+/// Coefficients per thread of the generator: one ChaCha block of eight
+/// 64-bit words.
 const PER_THREAD: usize = 8;
+
+/// Coefficients per thread of the seeded inner product: a quad of threads
+/// computes one block together (`chacha_quad` in `ckks_prf.cu`).
+const PER_QUAD_THREAD: usize = 2;
+
+/// The seeded inner product's degree: a multiple of 64, so that every warp
+/// (eight blocks) leaves its loop together, as its shuffles need.
+pub const SEEDED_DEGREE_MULTIPLE: usize = 64;
 
 /// A key's 32-byte seed as eight little-endian words and the double rounds
 /// of its ChaCha (6 for ChaCha12, 10 for ChaCha20), as `struct Seed` in
@@ -130,12 +141,14 @@ fn check_digit(kernel: &'static str, digit: u32) -> Result<()> {
 /// [`key_switch_inner_product_async`](super::arith::key_switch_inner_product_async).
 /// Reads `16·count·N` bytes and writes `16·N` per limb (the stored-key
 /// kernel reads `24·count·N`), plus one ChaCha block per digit and eight
-/// coefficients.
+/// coefficients, computed by four threads (80 registers a thread, three
+/// blocks of 256 per SM on the H100, where one thread per block needed 196
+/// and ran one).
 ///
 /// # Errors
 /// [`Error::LaunchShape`] for maps of different lengths, more than
 /// [`super::MAX_DIGITS`] digits or a degree that is not a positive multiple
-/// of 8; [`Error::Launch`].
+/// of [`SEEDED_DEGREE_MULTIPLE`]; [`Error::Launch`].
 ///
 /// # Safety
 /// Every address must hold its map's limbs (`N` words each, 16-byte aligned)
@@ -177,7 +190,14 @@ pub unsafe fn key_switch_inner_product_seeded_async(
             found: count as usize,
         });
     }
-    check_degree(KERNEL, n)?;
+    if n == 0 || !(n as usize).is_multiple_of(SEEDED_DEGREE_MULTIPLE) {
+        return Err(Error::LaunchShape {
+            kernel: KERNEL,
+            what: "degree (multiple of 64)",
+            expected: SEEDED_DEGREE_MULTIPLE,
+            found: n as usize,
+        });
+    }
     let log_n = n.trailing_zeros();
     if out_map.is_empty() {
         return Ok(());
@@ -201,7 +221,7 @@ pub unsafe fn key_switch_inner_product_seeded_async(
     // SAFETY: PTX signature (u64, u64, LimbMap, PtrArray, LimbMap, PtrArray,
     // LimbMap, Seed, u32, const ModConst*, u32, u64, u32); the caller
     // guarantees the memory.
-    unsafe { launch.launch(limb_grid(n as usize / PER_THREAD, out_map.len())) }
+    unsafe { launch.launch(limb_grid(n as usize / PER_QUAD_THREAD, out_map.len())) }
         .map_err(launched(KERNEL))?;
     Ok(())
 }
