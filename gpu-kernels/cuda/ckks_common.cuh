@@ -136,6 +136,13 @@ __device__ __forceinline__ void acc_mul(Acc128& acc, u64 a, u64 b) {
     acc.hi += hi + (acc.lo < lo ? 1ull : 0ull);
 }
 
+// The sum reduced below q, its high word cleared: every 8 products, it keeps
+// a sum of products of words below 2^62 under 2^128.
+__device__ __forceinline__ void acc_fold(Acc128& acc, const ModConst& m) {
+    acc.lo = reduce_wide(acc.hi, acc.lo, m);
+    acc.hi = 0;
+}
+
 __device__ __forceinline__ u64* limb_ptr(u64 base, u32 position, u32 n) {
     return reinterpret_cast<u64*>(base) + (size_t)position * n;
 }

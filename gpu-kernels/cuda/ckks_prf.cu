@@ -252,14 +252,10 @@ extern "C" __global__ void __launch_bounds__(256)
                 acc_mul(t1, d1, a1);
                 // Keep the sums below 2^128: reduce every 8 terms.
                 if ((j & 7u) == 7u) {
-                    s0.lo = reduce_wide(s0.hi, s0.lo, m);
-                    s0.hi = 0;
-                    s1.lo = reduce_wide(s1.hi, s1.lo, m);
-                    s1.hi = 0;
-                    t0.lo = reduce_wide(t0.hi, t0.lo, m);
-                    t0.hi = 0;
-                    t1.lo = reduce_wide(t1.hi, t1.lo, m);
-                    t1.hi = 0;
+                    acc_fold(s0, m);
+                    acc_fold(s1, m);
+                    acc_fold(t0, m);
+                    acc_fold(t1, m);
                 }
             }
         }

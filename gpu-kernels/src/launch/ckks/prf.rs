@@ -57,13 +57,15 @@ impl Seed {
 // value as a kernel parameter.
 unsafe impl DeviceRepr for Seed {}
 
-/// `N` must be a positive multiple of eight (one block per thread).
-fn check_degree(kernel: &'static str, n: u32) -> Result<()> {
-    if n == 0 || !(n as usize).is_multiple_of(PER_THREAD) {
+/// `N` must be a positive multiple of `multiple`: eight for the generator
+/// (one block per thread), [`SEEDED_DEGREE_MULTIPLE`] for the inner
+/// product.
+fn check_degree(kernel: &'static str, n: u32, multiple: usize) -> Result<()> {
+    if n == 0 || !(n as usize).is_multiple_of(multiple) {
         return Err(Error::LaunchShape {
             kernel,
-            what: "degree (multiple of 8)",
-            expected: PER_THREAD,
+            what: "degree (a multiple of the expected value)",
+            expected: multiple,
             found: n as usize,
         });
     }
@@ -99,7 +101,7 @@ pub unsafe fn uniform_from_seed_async(
     consts: u64,
     n: u32,
 ) -> Result<()> {
-    check_degree("uniform_from_seed", n)?;
+    check_degree("uniform_from_seed", n, PER_THREAD)?;
     check_digit("uniform_from_seed", digit)?;
     if map.is_empty() {
         return Ok(());
@@ -190,14 +192,7 @@ pub unsafe fn key_switch_inner_product_seeded_async(
             found: count as usize,
         });
     }
-    if n == 0 || !(n as usize).is_multiple_of(SEEDED_DEGREE_MULTIPLE) {
-        return Err(Error::LaunchShape {
-            kernel: KERNEL,
-            what: "degree (multiple of 64)",
-            expected: SEEDED_DEGREE_MULTIPLE,
-            found: n as usize,
-        });
-    }
+    check_degree(KERNEL, n, SEEDED_DEGREE_MULTIPLE)?;
     let log_n = n.trailing_zeros();
     if out_map.is_empty() {
         return Ok(());
