@@ -32,13 +32,19 @@ pub struct BaseConverter {
     inv_q: Vec<f64>,
     /// `Q mod p_j` for Shoup multiplication (the `v·Q` correction).
     q_mod_shoup: Vec<ShoupConstant>,
-    /// Whether `Σ_i q_i < 2^64`: then a sum of `k` products `y_i·(Q/q_i mod
-    /// p_j)` is below `p_j·2^64` and one Montgomery reduction finishes it.
+    /// Whether `Σ_i q_i + k < 2^64`: then a sum of `k` products `y_i·(Q/q_i
+    /// mod p_j)` and the exact conversion's correction `v·(−Q mod p_j)`
+    /// (`v ≤ k`) is below `p_j·2^64`, and one Montgomery reduction finishes
+    /// it.
     narrow_sum: bool,
     /// With `narrow_sum`: `q_hat` times `2^64 mod p_j` (Montgomery form), so
     /// that a Montgomery reduction of the sum gives the canonical residue
     /// itself; empty otherwise.
     q_hat_montgomery: Vec<Vec<u64>>,
+    /// With `narrow_sum`: `−Q mod p_j` in Montgomery form, the factor of
+    /// the exact conversion's correction `v` inside the sum; empty
+    /// otherwise.
+    neg_q_montgomery: Vec<u64>,
     /// `−p_j^{-1} mod 2^64`, for the Montgomery reduction.
     p_inv_neg: Vec<u64>,
 }
@@ -96,9 +102,10 @@ impl BaseConverter {
             .collect();
         let inv_q = from.iter().map(|m| 1.0 / m.value() as f64).collect();
         let q_mod_shoup = to.iter().zip(&q_mod).map(|(pj, &q)| pj.shoup(q)).collect();
+        // The correction `v ≤ k` of the exact conversion joins the sum too.
         let narrow_sum = from
             .iter()
-            .try_fold(0u64, |acc, m| acc.checked_add(m.value()))
+            .try_fold(from.len() as u64, |acc, m| acc.checked_add(m.value()))
             .is_some();
         let q_hat_montgomery = if narrow_sum {
             to.iter()
@@ -107,6 +114,14 @@ impl BaseConverter {
                     let r = pj.reduce_u128(1u128 << 64);
                     row.iter().map(|&f| pj.mul(f, r)).collect()
                 })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let neg_q_montgomery = if narrow_sum {
+            to.iter()
+                .zip(&q_mod)
+                .map(|(pj, &q): (&Modulus, &u64)| pj.mul(pj.neg(q), pj.reduce_u128(1u128 << 64)))
                 .collect()
         } else {
             Vec::new()
@@ -125,6 +140,7 @@ impl BaseConverter {
             q_mod_shoup,
             narrow_sum,
             q_hat_montgomery,
+            neg_q_montgomery,
             p_inv_neg,
         })
     }
@@ -250,38 +266,40 @@ impl BaseConverter {
         // Per target, each coefficient's k products summed in registers and
         // reduced at once: with a narrow sum by Montgomery's method over
         // factors in Montgomery form (two multiplications where Barrett's
-        // reduction takes five; the same canonical residue), else by two
-        // Barrett steps.
-        let rows = if self.narrow_sum {
-            &self.q_hat_montgomery
-        } else {
-            &self.q_hat
-        };
-        for ((((out, pj), row), q_mod), &p_inv_neg) in outs
-            .iter_mut()
-            .zip(&self.to)
-            .zip(rows)
-            .zip(&self.q_mod_shoup)
-            .zip(&self.p_inv_neg)
-        {
-            let p = pj.value();
-            let sums = |yc: &[u64]| match k {
-                4 => dot_of::<4>(yc, row),
-                5 => dot_of::<5>(yc, row),
-                6 => dot_of::<6>(yc, row),
-                _ => dot(yc, row),
+        // reduction takes five; the same canonical residue), the exact
+        // conversion's `−v·Q` joining the sum as one more term; else by two
+        // Barrett steps and a Shoup product for `v·Q`. The digit size is
+        // dispatched once per target, not per coefficient.
+        for (j, out) in outs.iter_mut().enumerate() {
+            let (Some(pj), Some(q_mod)) = (self.to.get(j), self.q_mod_shoup.get(j)) else {
+                continue;
             };
-            for (c, (o, yc)) in out.iter_mut().zip(y.chunks_exact(k)).enumerate() {
-                let sum = sums(yc);
-                let r = if self.narrow_sum {
-                    montgomery_reduce(sum, p, p_inv_neg)
-                } else {
-                    pj.reduce_wide(sum)
+            if self.narrow_sum {
+                let (Some(row), Some(&neg_q), Some(&p_inv_neg)) = (
+                    self.q_hat_montgomery.get(j),
+                    self.neg_q_montgomery.get(j),
+                    self.p_inv_neg.get(j),
+                ) else {
+                    continue;
                 };
-                *o = match &v {
-                    Some(v) => pj.sub(r, pj.mul_shoup(v.get(c).copied().unwrap_or(0), q_mod)),
-                    None => r,
+                let target = (pj.value(), p_inv_neg, neg_q);
+                match k {
+                    4 => reduce_narrow::<4>(out, &y, row, v.as_deref(), target),
+                    5 => reduce_narrow::<5>(out, &y, row, v.as_deref(), target),
+                    6 => reduce_narrow::<6>(out, &y, row, v.as_deref(), target),
+                    _ => reduce_narrow::<0>(out, &y, row, v.as_deref(), target),
+                }
+            } else {
+                let Some(row) = self.q_hat.get(j) else {
+                    continue;
                 };
+                for (c, (o, yc)) in out.iter_mut().zip(y.chunks_exact(k)).enumerate() {
+                    let r = pj.reduce_wide(dot(yc, row));
+                    *o = match &v {
+                        Some(v) => pj.sub(r, pj.mul_shoup(v.get(c).copied().unwrap_or(0), q_mod)),
+                        None => r,
+                    };
+                }
             }
         }
     }
@@ -323,6 +341,44 @@ fn montgomery_reduce(s: u128, p: u64, p_inv_neg: u64) -> u64 {
     // is 0.
     let t = hi + ((u128::from(m) * u128::from(p)) >> 64) as u64 + u64::from(lo != 0);
     if t >= p { t - p } else { t }
+}
+
+/// One target's narrow reduction (see `BaseConverter::convert_block`):
+/// `out[c] = Σ_i y[c·k + i]·row_i (+ v[c]·neg_q)` reduced by Montgomery's
+/// method, with `row` and `neg_q = −Q·2^64 mod p` in Montgomery form and
+/// `target = (p, −p^{-1} mod 2^64, neg_q)`. `K` is the digit size `k`
+/// when it is one of the unrolled sizes, else 0 (any `k`, from `row`).
+/// The sum stays below `p·2^64`: each product is below `q_i·p`, the
+/// correction below `k·p` (`v ≤ k`), and `Σ q_i + k < 2^64` (`narrow_sum`).
+#[inline(always)]
+fn reduce_narrow<const K: usize>(
+    out: &mut [u64],
+    y: &[u64],
+    row: &[u64],
+    v: Option<&[u64]>,
+    (p, p_inv_neg, neg_q): (u64, u64, u64),
+) {
+    let k = if K == 0 { row.len() } else { K };
+    let sum = |yc: &[u64]| {
+        if K == 0 {
+            dot(yc, row)
+        } else {
+            dot_of::<K>(yc, row)
+        }
+    };
+    match v {
+        Some(v) => {
+            for ((o, yc), &vc) in out.iter_mut().zip(y.chunks_exact(k)).zip(v) {
+                let s = sum(yc) + u128::from(vc) * u128::from(neg_q);
+                *o = montgomery_reduce(s, p, p_inv_neg);
+            }
+        }
+        None => {
+            for (o, yc) in out.iter_mut().zip(y.chunks_exact(k)) {
+                *o = montgomery_reduce(sum(yc), p, p_inv_neg);
+            }
+        }
+    }
 }
 
 /// `Σ_i y_i·f_i` in 128 bits (the sum stays below `2^128` for the
@@ -398,6 +454,57 @@ mod tests {
                         "{s} mod {p}"
                     );
                 }
+            }
+        }
+    }
+
+    /// The exact conversion at the edge of the narrow sum: 61-bit sources,
+    /// seven of them just below `2^64` with their correction (Montgomery,
+    /// `v·(−Q)` inside the sum), eight beyond it (Barrett and a Shoup
+    /// product), every digit size the reduction unrolls and one it does
+    /// not; residues near `q_i − 1` make the correction `v` large.
+    #[test]
+    fn exact_conversion_at_the_narrow_sum_boundary_matches_bigint() {
+        let mut rng = seeded_rng(11);
+        for k in [4, 5, 6, 7, 8] {
+            let from = moduli(61, k, 0);
+            let to = moduli(60, 3, 0);
+            let sum: u128 = from.iter().map(|m| u128::from(m.value())).sum();
+            let conv = BaseConverter::new(&from, &to).unwrap();
+            assert_eq!(
+                conv.narrow_sum,
+                sum + k as u128 <= u128::from(u64::MAX),
+                "k = {k}"
+            );
+            let (bf, bt) = (
+                RnsBasis::new(from.clone()).unwrap(),
+                RnsBasis::new(to.clone()).unwrap(),
+            );
+            let n = BLOCK + 7;
+            let input: Vec<Vec<u64>> = from
+                .iter()
+                .map(|q| {
+                    (0..n)
+                        .map(|c| {
+                            let r = rng.next_u64() % q.value();
+                            if c % 3 == 0 {
+                                q.value() - 1 - r % 1024
+                            } else {
+                                r
+                            }
+                        })
+                        .collect()
+                })
+                .collect();
+            let limbs: Vec<&[u64]> = input.iter().map(Vec::as_slice).collect();
+            let mut out = vec![vec![0u64; n]; to.len()];
+            let mut outs: Vec<&mut [u64]> = out.iter_mut().map(Vec::as_mut_slice).collect();
+            conv.convert_centered(&limbs, &mut outs).unwrap();
+            for c in 0..n {
+                let residues: Vec<u64> = input.iter().map(|l| l[c]).collect();
+                let x = bf.reconstruct_centered(&residues).unwrap();
+                let got: Vec<u64> = out.iter().map(|l| l[c]).collect();
+                assert_eq!(got, bt.decompose(&x), "k = {k}, coefficient {c}");
             }
         }
     }
