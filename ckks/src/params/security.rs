@@ -22,6 +22,30 @@
 
 use super::{ParametersSpec, Preset};
 
+/// Whether parameters below 128-bit security (or test presets) are accepted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SecurityCheck {
+    /// Refuse them (the default).
+    #[default]
+    Enforce,
+    /// Accept them: for tests and experiments only.
+    AllowInsecure,
+}
+
+impl SecurityCheck {
+    /// The decision a preset's name already states: the insecure `test-*`
+    /// presets say what they are, so they are allowed; every other preset
+    /// is checked. For programs that take a preset by name (the CLI, the
+    /// benchmarks) and must not make each user opt in twice.
+    pub const fn for_preset(preset: Preset) -> Self {
+        if preset.is_test() {
+            Self::AllowInsecure
+        } else {
+            Self::Enforce
+        }
+    }
+}
+
 /// `(log N, largest log QP at 128-bit classical security)`.
 const TABLE_128: [(u32, u32); 8] = [
     (10, 26),
