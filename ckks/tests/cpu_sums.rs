@@ -1,7 +1,8 @@
 //! The CPU backend's fused sums against plain `u128` modular arithmetic,
 //! term by term: `mul_sum` (products summed in 128 bits, reduced once per
-//! eight terms) must give the sequential modular sum, at FGb's 60-bit primes
-//! and with every operand at its largest value somewhere.
+//! eight terms) must give the sequential modular sum, at FGb's primes and at
+//! 61-bit ones (one Barrett reduction per eight terms) and at 62-bit ones
+//! (two), with every operand at its largest value somewhere.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -15,6 +16,8 @@ use hemem_ckks::backend::{Backend, CpuBackend};
 use hemem_ckks::params::{Parameters, Preset};
 use hemem_ckks::poly::{Ntt, RnsPoly};
 use hemem_ckks::testing::seeded_rng;
+use hemem_ckks::zq::Modulus;
+use hemem_ckks::zq::primes::PrimeGenerator;
 use hemem_memory::MemoryClass;
 use rand_core::Rng;
 
@@ -22,7 +25,17 @@ use rand_core::Rng;
 fn cpu_mul_sum_is_the_sequential_modular_sum() {
     let params = Parameters::from_preset(Preset::FGb).unwrap();
     let n = 1 << 10;
-    let all = params.all_moduli();
+    // FGb's primes, and two each of 61 and 62 bits, on either side of the
+    // single reduction's bound `8·q ≤ 2^64`.
+    let mut all = params.all_moduli();
+    for bits in [61, 62] {
+        all.extend(
+            PrimeGenerator::new(bits, 2 * n as u64)
+                .take(2)
+                .map(|p| Modulus::new(p).unwrap()),
+        );
+    }
+    assert!(all.iter().any(|q| 8 * u128::from(q.value()) > 1u128 << 64));
     let backend: Arc<dyn Backend> = Arc::new(CpuBackend::new(n, &all).unwrap());
     let moduli: Vec<usize> = (0..all.len()).collect();
     let seed = 0x5u64;
