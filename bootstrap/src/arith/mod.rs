@@ -15,7 +15,7 @@
 //! element `5^k mod 2N`, a left rotation of the slots.
 //!
 //! This module holds the trait; [`PlainSimulator`] (with its values,
-//! plaintexts, counters and rescale rule) is in `simulator.rs`, the
+//! plaintexts, counters and rescale rule) is in `simulator/`, the
 //! [`NoiseModel`] it injects in `noise.rs`.
 
 mod noise;
