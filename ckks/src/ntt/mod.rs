@@ -49,6 +49,20 @@ impl Engine {
         }
     }
 
+    /// `a·N^{-1}`, canonical: tfhe-ntt's vectorised Shoup product, or
+    /// `n_inv` one word at a time for the fallback (whose plans serve the
+    /// primes tfhe-ntt gets wrong, so none of its code is trusted there).
+    fn normalize(&self, a: &mut [u64], modulus: &Modulus, n_inv: &ShoupConstant) {
+        match self {
+            Self::Tfhe(p) => p.normalize(a),
+            Self::Concrete(_) => {
+                for x in a.iter_mut() {
+                    *x = modulus.mul_shoup(*x, n_inv);
+                }
+            }
+        }
+    }
+
     fn ntt_size(&self) -> usize {
         match self {
             Self::Tfhe(p) => p.ntt_size(),
@@ -161,9 +175,7 @@ impl NttPlan {
     pub fn inverse(&self, a: &mut [u64]) -> Result<()> {
         self.check(a.len())?;
         self.plan.inv(a);
-        for x in a.iter_mut() {
-            *x = self.modulus.mul_shoup(*x, &self.n_inv);
-        }
+        self.plan.normalize(a, &self.modulus, &self.n_inv);
         Ok(())
     }
 }
