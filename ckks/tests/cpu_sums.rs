@@ -2,7 +2,10 @@
 //! term by term: `mul_sum` (products summed in 128 bits, reduced once per
 //! eight terms) must give the sequential modular sum, at FGb's primes and at
 //! 61-bit ones (one Barrett reduction per eight terms) and at 62-bit ones
-//! (two), with every operand at its largest value somewhere.
+//! (two), with every operand at its largest value somewhere: both reductions
+//! run and give the right residues. (The choice between them is not what
+//! this can catch: one Barrett step happens to stay exact past its stated
+//! range for these sums.)
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

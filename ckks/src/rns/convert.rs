@@ -32,10 +32,11 @@ pub struct BaseConverter {
     inv_q: Vec<f64>,
     /// `Q mod p_j` for Shoup multiplication (the `v·Q` correction).
     q_mod_shoup: Vec<ShoupConstant>,
-    /// Whether `Σ_i q_i + k < 2^64`: then a sum of `k` products `y_i·(Q/q_i
-    /// mod p_j)` and the exact conversion's correction `v·(−Q mod p_j)`
-    /// (`v ≤ k`) is below `p_j·2^64`, and one Montgomery reduction finishes
-    /// it.
+    /// Whether `Σ_i q_i < 2^64`: then a sum of `k` products `y_i·(Q/q_i mod
+    /// p_j)` and the exact conversion's correction `v·(−Q mod p_j)` is below
+    /// `p_j·2^64` (each `y_i ≤ q_i − 1` and `v ≤ k`, so the factors, each
+    /// below `p_j`, are taken at most `Σ_i (q_i − 1) + k = Σ_i q_i` times),
+    /// and one Montgomery reduction finishes it.
     narrow_sum: bool,
     /// With `narrow_sum`: `q_hat` times `2^64 mod p_j` (Montgomery form), so
     /// that a Montgomery reduction of the sum gives the canonical residue
@@ -102,10 +103,9 @@ impl BaseConverter {
             .collect();
         let inv_q = from.iter().map(|m| 1.0 / m.value() as f64).collect();
         let q_mod_shoup = to.iter().zip(&q_mod).map(|(pj, &q)| pj.shoup(q)).collect();
-        // The correction `v ≤ k` of the exact conversion joins the sum too.
         let narrow_sum = from
             .iter()
-            .try_fold(from.len() as u64, |acc, m| acc.checked_add(m.value()))
+            .try_fold(0u64, |acc, m| acc.checked_add(m.value()))
             .is_some();
         let q_hat_montgomery = if narrow_sum {
             to.iter()
@@ -348,8 +348,8 @@ fn montgomery_reduce(s: u128, p: u64, p_inv_neg: u64) -> u64 {
 /// method, with `row` and `neg_q = −Q·2^64 mod p` in Montgomery form and
 /// `target = (p, −p^{-1} mod 2^64, neg_q)`. `K` is the digit size `k`
 /// when it is one of the unrolled sizes, else 0 (any `k`, from `row`).
-/// The sum stays below `p·2^64`: each product is below `q_i·p`, the
-/// correction below `k·p` (`v ≤ k`), and `Σ q_i + k < 2^64` (`narrow_sum`).
+/// The sum stays below `p·2^64`: with `y_i ≤ q_i − 1` and `v ≤ k` it is at
+/// most `(p − 1)·Σ q_i`, and `Σ q_i < 2^64` (`narrow_sum`).
 #[inline(always)]
 fn reduce_narrow<const K: usize>(
     out: &mut [u64],
@@ -458,44 +458,63 @@ mod tests {
         }
     }
 
-    /// The exact conversion at the edge of the narrow sum: 61-bit sources,
-    /// seven of them just below `2^64` with their correction (Montgomery,
-    /// `v·(−Q)` inside the sum), eight beyond it (Barrett and a Shoup
-    /// product), every digit size the reduction unrolls and one it does
-    /// not; residues near `q_i − 1` make the correction `v` large.
+    /// The exact conversion on both sides of the narrow sum's bound: 61-bit
+    /// sources, up to eight of them narrow (`Σ q_i < 2^64`, the correction
+    /// `v·(−Q)` inside the Montgomery sum), nine wide (Barrett and a Shoup
+    /// product), every digit size the reduction unrolls and some it does
+    /// not. A third of the coefficients are built from `y_i = q_i − 1 − δ_i`
+    /// (small `δ_i`), `x_i = y_i·(Q/q_i) mod q_i`: then `v = k` and the sum
+    /// is near its largest; the rest are random.
     #[test]
     fn exact_conversion_at_the_narrow_sum_boundary_matches_bigint() {
         let mut rng = seeded_rng(11);
-        for k in [4, 5, 6, 7, 8] {
+        for k in [4, 5, 6, 7, 8, 9] {
             let from = moduli(61, k, 0);
             let to = moduli(60, 3, 0);
             let sum: u128 = from.iter().map(|m| u128::from(m.value())).sum();
             let conv = BaseConverter::new(&from, &to).unwrap();
-            assert_eq!(
-                conv.narrow_sum,
-                sum + k as u128 <= u128::from(u64::MAX),
-                "k = {k}"
-            );
+            assert_eq!(conv.narrow_sum, sum < 1u128 << 64, "k = {k}");
+            assert_eq!(conv.narrow_sum, k <= 8, "k = {k}");
             let (bf, bt) = (
                 RnsBasis::new(from.clone()).unwrap(),
                 RnsBasis::new(to.clone()).unwrap(),
             );
-            let n = BLOCK + 7;
-            let input: Vec<Vec<u64>> = from
+            // (Q/q_i) mod q_i.
+            let q_hat: Vec<u64> = from
                 .iter()
-                .map(|q| {
-                    (0..n)
-                        .map(|c| {
-                            let r = rng.next_u64() % q.value();
-                            if c % 3 == 0 {
-                                q.value() - 1 - r % 1024
-                            } else {
-                                r
-                            }
-                        })
-                        .collect()
+                .enumerate()
+                .map(|(i, mi)| {
+                    from.iter()
+                        .enumerate()
+                        .filter(|&(j, _)| j != i)
+                        .fold(1, |acc, (_, mj)| mi.mul(acc, mi.reduce(mj.value())))
                 })
                 .collect();
+            let n = BLOCK + 7;
+            let mut input = vec![vec![0u64; n]; k];
+            let mut extreme = 0;
+            for c in 0..n {
+                for (i, q) in from.iter().enumerate() {
+                    input[i][c] = if c % 3 == 0 {
+                        let y = q.value() - 1 - rng.next_u64() % 64;
+                        q.mul(y, q_hat[i])
+                    } else {
+                        rng.next_u64() % q.value()
+                    };
+                }
+                // v = round(Σ y_i / q_i), as the conversion computes it.
+                let v: f64 = (0..k)
+                    .map(|i| {
+                        let y = from[i].mul_shoup(input[i][c], &conv.q_hat_inv[i]);
+                        y as f64 * conv.inv_q[i]
+                    })
+                    .sum();
+                extreme += usize::from((v + 0.5) as usize == k);
+            }
+            assert!(
+                extreme >= n / 3,
+                "k = {k}: v = k for {extreme} coefficients"
+            );
             let limbs: Vec<&[u64]> = input.iter().map(Vec::as_slice).collect();
             let mut out = vec![vec![0u64; n]; to.len()];
             let mut outs: Vec<&mut [u64]> = out.iter_mut().map(Vec::as_mut_slice).collect();
