@@ -466,6 +466,10 @@ mod tests {
     /// (small `δ_i`), `x_i = y_i·(Q/q_i) mod q_i`: then `v = k` and the sum
     /// is near its largest; the rest are random.
     #[test]
+    #[expect(
+        clippy::needless_range_loop,
+        reason = "each coefficient is built and checked across all its limbs"
+    )]
     fn exact_conversion_at_the_narrow_sum_boundary_matches_bigint() {
         let mut rng = seeded_rng(11);
         for k in [4, 5, 6, 7, 8, 9] {
