@@ -1,11 +1,8 @@
 //! The CPU backend's fused sums against plain `u128` modular arithmetic,
 //! term by term: `mul_sum` (products summed in 128 bits, reduced once per
 //! eight terms) must give the sequential modular sum, at FGb's primes and at
-//! 61-bit ones (one Barrett reduction per eight terms) and at 62-bit ones
-//! (two), with every operand at its largest value somewhere: both reductions
-//! run and give the right residues. (The choice between them is not what
-//! this can catch: one Barrett step happens to stay exact past its stated
-//! range for these sums.)
+//! 61- and 62-bit ones (where eight products exceed `q·2^64`), with every
+//! operand at its largest value somewhere.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -28,8 +25,8 @@ use rand_core::Rng;
 fn cpu_mul_sum_is_the_sequential_modular_sum() {
     let params = Parameters::from_preset(Preset::FGb).unwrap();
     let n = 1 << 10;
-    // FGb's primes, and two each of 61 and 62 bits, on either side of the
-    // single reduction's bound `8·q ≤ 2^64`.
+    // FGb's primes, and two each of 61 and 62 bits: with 62-bit primes
+    // eight products exceed `q·2^64`.
     let mut all = params.all_moduli();
     for bits in [61, 62] {
         all.extend(

@@ -96,15 +96,26 @@ impl Modulus {
         if a == 0 { 0 } else { self.q - a }
     }
 
-    /// `x mod q` for `x < q · 2^64` (Barrett reduction with a two-word
-    /// constant; the quotient estimate is off by at most one).
+    /// `x mod q` for any 128-bit `x`, by one Barrett step with the two-word
+    /// constant `ratio = ⌊2^128/q⌋ = 2^128/q − δ`, `0 ≤ δ < 1`.
+    ///
+    /// The partial products give `e = ⌊x·ratio / 2^128⌋` exactly (the low
+    /// word's carry is `⌊x0·ratio_lo / 2^64⌋`, and `⌊(A + ⌊B⌋)/2^64⌋ =
+    /// ⌊(A + B)/2^64⌋`), computed modulo 2^64 (the middle sum is added
+    /// modulo 2^128, so that no input can overflow it: a wrap would only
+    /// drop a multiple of 2^64 from `e`). Since
+    /// `x·δ/2^128 < 1`, `e` is `⌊x/q⌋` or one less, so `x − e·q` lies in
+    /// `[0, 2q)`: below 2^63 for `q < 2^62`, hence exact modulo 2^64, and
+    /// one conditional subtraction makes it canonical. (Five
+    /// multiplications; `reduce_wide` once took two such steps.)
     #[inline]
     pub const fn reduce_u128(&self, x: u128) -> u64 {
         let x0 = x as u64;
         let x1 = (x >> 64) as u64;
         let low = ((x0 as u128) * (self.ratio_lo as u128)) >> 64;
-        let mid =
-            (x1 as u128) * (self.ratio_lo as u128) + (x0 as u128) * (self.ratio_hi as u128) + low;
+        let mid = ((x1 as u128) * (self.ratio_lo as u128))
+            .wrapping_add((x0 as u128) * (self.ratio_hi as u128))
+            .wrapping_add(low);
         let quotient = x1
             .wrapping_mul(self.ratio_hi)
             .wrapping_add((mid >> 64) as u64);
@@ -112,11 +123,11 @@ impl Modulus {
         if r >= self.q { r - self.q } else { r }
     }
 
-    /// `x mod q` for any 128-bit `x`.
+    /// `x mod q` for any 128-bit `x`: [`Modulus::reduce_u128`], which
+    /// covers the whole range.
     #[inline]
     pub const fn reduce_wide(&self, x: u128) -> u64 {
-        let hi = self.reduce((x >> 64) as u64);
-        self.reduce_u128(((hi as u128) << 64) | (x as u64 as u128))
+        self.reduce_u128(x)
     }
 
     /// `x mod q` for any word `x`.
@@ -260,6 +271,7 @@ mod tests {
         fn reductions_match_u128(q in moduli(), x in any::<u128>(), y in any::<i64>()) {
             let m = Modulus::new(q).unwrap();
             prop_assert_eq!(u128::from(m.reduce_wide(x)), x % u128::from(q));
+            prop_assert_eq!(u128::from(m.reduce_u128(x)), x % u128::from(q));
             let bounded = x % (u128::from(q) << 64);
             prop_assert_eq!(u128::from(m.reduce_u128(bounded)), bounded % u128::from(q));
             prop_assert_eq!(i128::from(m.reduce_i64(y)), i128::from(y).rem_euclid(i128::from(q)));
@@ -285,6 +297,60 @@ mod tests {
             let big = if negative { -big } else { big };
             let expected: num_bigint::BigInt = ((big % q) + q) % q;
             prop_assert_eq!(num_bigint::BigInt::from(m.reduce_f64(x).unwrap()), expected);
+        }
+    }
+
+    /// One Barrett step over the whole 128-bit range, far past `q·2^64`
+    /// where the quotient estimate may be one short: the largest inputs, multiples of `q` and their neighbours, and every
+    /// `x = a·2^64 + b` with `a, b` near `0`, `q` and `2^64`, for the
+    /// smallest, power-of-two, mid-sized and largest moduli.
+    #[test]
+    fn one_barrett_step_reduces_every_128_bit_value() {
+        let moduli = [
+            2u64,
+            3,
+            1 << 20,
+            (1 << 20) + 7,
+            (1 << 52) - 3,
+            1152921504606584833, // FGb's largest special prime, 2^60 − …
+            (1 << 61) - 1,
+            (1 << 62) - 57,
+            (1 << 62) - 1,
+        ];
+        for q in moduli {
+            let m = Modulus::new(q).unwrap();
+            let wq = u128::from(q);
+            let words = [
+                0,
+                1,
+                2,
+                q - 1,
+                q,
+                q + 1,
+                u64::MAX / 2,
+                u64::MAX - q,
+                u64::MAX - 1,
+                u64::MAX,
+            ];
+            let mut cases: Vec<u128> = vec![
+                u128::MAX,
+                u128::MAX - 1,
+                u128::MAX / wq * wq,
+                u128::MAX / wq * wq - 1,
+            ];
+            for a in words {
+                for b in words {
+                    cases.push(u128::from(a) << 64 | u128::from(b));
+                }
+            }
+            for k in [1u128, 2, 3, 8, 9, 1 << 20, u128::MAX / wq] {
+                let x = k.saturating_mul(wq);
+                cases.extend([x.saturating_sub(1), x, x.saturating_add(1)]);
+            }
+            for x in cases {
+                assert_eq!(u128::from(m.reduce_u128(x)), x % wq, "{x} mod {q}");
+                assert_eq!(u128::from(m.reduce_wide(x)), x % wq, "{x} mod {q}");
+            }
         }
     }
 

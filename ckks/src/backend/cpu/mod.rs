@@ -587,13 +587,11 @@ impl Backend for CpuBackend {
         let (d, kb, ka) = (read(digits, n)?, read(b, n)?, read(a, n)?);
         let out0 = write_limbs(out0, n)?;
         let out1 = write_limbs(out1, n)?;
-        let dnum = digits.len() as u128;
         out0.into_par_iter()
             .zip(out1)
             .zip(moduli)
             .enumerate()
             .for_each(|(limb, ((o0, o1), m))| {
-                let lazy = dnum * u128::from(m.value()) <= u128::from(u64::MAX);
                 fn pick<'a>(v: &[Vec<&'a [u64]>], limb: usize) -> Vec<&'a [u64]> {
                     v.iter()
                         .map(|limbs| limbs.get(limb).copied().unwrap_or_default())
@@ -657,13 +655,9 @@ impl Backend for CpuBackend {
                         }
                     }
                     for ((o, &s), (p, &t)) in o0.iter_mut().zip(&*s0).zip(o1.iter_mut().zip(&*s1)) {
-                        if lazy {
-                            *o = m.reduce_u128(s);
-                            *p = m.reduce_u128(t);
-                        } else {
-                            *o = m.reduce_wide(s);
-                            *p = m.reduce_wide(t);
-                        }
+                        // One Barrett step reduces any 128-bit sum.
+                        *o = m.reduce_u128(s);
+                        *p = m.reduce_u128(t);
                     }
                 }
             });

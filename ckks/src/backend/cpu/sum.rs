@@ -20,12 +20,6 @@ const BLOCK: usize = 512;
 /// sequential modular sum, with `o` read and written once per eight terms
 /// instead of once per term.
 pub(super) fn sum_limb(o: &mut [u64], terms: &[Factors<'_>], accumulate: bool, m: &Modulus) {
-    // The running value and eight products sum to at most
-    // `(q − 1) + 8·(q − 1)² < 8·q² ≤ q·2^64` when `8·q ≤ 2^64` (every prime
-    // up to 61 bits): one Barrett reduction of a value below `q·2^64` then
-    // finishes the sum (five multiplications), else the two of
-    // `reduce_wide` (ten).
-    let narrow = TERMS as u128 * u128::from(m.value()) <= 1u128 << 64;
     let mut sums = [0u128; BLOCK];
     let mut spread = [[0u64; BLOCK]; 2];
     for (start, o) in o.chunks_mut(BLOCK).enumerate().map(|(i, o)| (i * BLOCK, o)) {
@@ -65,14 +59,9 @@ pub(super) fn sum_limb(o: &mut [u64], terms: &[Factors<'_>], accumulate: bool, m
                     _ => {}
                 }
             }
-            if narrow {
-                for (o, &s) in o.iter_mut().zip(&*s) {
-                    *o = m.reduce_u128(s);
-                }
-            } else {
-                for (o, &s) in o.iter_mut().zip(&*s) {
-                    *o = m.reduce_wide(s);
-                }
+            // One Barrett step reduces any 128-bit sum (`Modulus::reduce_u128`).
+            for (o, &s) in o.iter_mut().zip(&*s) {
+                *o = m.reduce_u128(s);
             }
         }
     }
