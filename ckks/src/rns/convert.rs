@@ -46,6 +46,8 @@ pub struct BaseConverter {
     /// the exact conversion's correction `v` inside the sum; empty
     /// otherwise.
     neg_q_montgomery: Vec<u64>,
+    /// `−Q mod p_j`, the same factor for the wide sum.
+    neg_q_mod: Vec<u64>,
     /// `−p_j^{-1} mod 2^64`, for the Montgomery reduction.
     p_inv_neg: Vec<u64>,
 }
@@ -126,6 +128,7 @@ impl BaseConverter {
         } else {
             Vec::new()
         };
+        let neg_q_mod = to.iter().zip(&q_mod).map(|(pj, &q)| pj.neg(q)).collect();
         let p_inv_neg = to
             .iter()
             .map(|pj| inverse_mod_word(pj.value()).wrapping_neg())
@@ -141,6 +144,7 @@ impl BaseConverter {
             narrow_sum,
             q_hat_montgomery,
             neg_q_montgomery,
+            neg_q_mod,
             p_inv_neg,
         })
     }
@@ -271,35 +275,31 @@ impl BaseConverter {
         // Barrett steps and a Shoup product for `v·Q`. The digit size is
         // dispatched once per target, not per coefficient.
         for (j, out) in outs.iter_mut().enumerate() {
-            let (Some(pj), Some(q_mod)) = (self.to.get(j), self.q_mod_shoup.get(j)) else {
+            let Some(pj) = self.to.get(j) else {
                 continue;
             };
+            let (rows, neg_q) = if self.narrow_sum {
+                (&self.q_hat_montgomery, &self.neg_q_montgomery)
+            } else {
+                (&self.q_hat, &self.neg_q_mod)
+            };
+            let (Some(row), Some(&neg_q), Some(&p_inv_neg)) =
+                (rows.get(j), neg_q.get(j), self.p_inv_neg.get(j))
+            else {
+                continue;
+            };
+            let p = pj.value();
+            let v = v.as_deref();
             if self.narrow_sum {
-                let (Some(row), Some(&neg_q), Some(&p_inv_neg)) = (
-                    self.q_hat_montgomery.get(j),
-                    self.neg_q_montgomery.get(j),
-                    self.p_inv_neg.get(j),
-                ) else {
-                    continue;
-                };
-                let target = (pj.value(), p_inv_neg, neg_q);
+                let reduce = |s| montgomery_reduce(s, p, p_inv_neg);
                 match k {
-                    4 => reduce_narrow::<4>(out, &y, row, v.as_deref(), target),
-                    5 => reduce_narrow::<5>(out, &y, row, v.as_deref(), target),
-                    6 => reduce_narrow::<6>(out, &y, row, v.as_deref(), target),
-                    _ => reduce_narrow::<0>(out, &y, row, v.as_deref(), target),
+                    4 => reduce_row::<4>(out, &y, row, v, neg_q, reduce),
+                    5 => reduce_row::<5>(out, &y, row, v, neg_q, reduce),
+                    6 => reduce_row::<6>(out, &y, row, v, neg_q, reduce),
+                    _ => reduce_row::<0>(out, &y, row, v, neg_q, reduce),
                 }
             } else {
-                let Some(row) = self.q_hat.get(j) else {
-                    continue;
-                };
-                for (c, (o, yc)) in out.iter_mut().zip(y.chunks_exact(k)).enumerate() {
-                    let r = pj.reduce_wide(dot(yc, row));
-                    *o = match &v {
-                        Some(v) => pj.sub(r, pj.mul_shoup(v.get(c).copied().unwrap_or(0), q_mod)),
-                        None => r,
-                    };
-                }
+                reduce_row::<0>(out, &y, row, v, neg_q, |s| pj.reduce_wide(s));
             }
         }
     }
@@ -343,20 +343,22 @@ fn montgomery_reduce(s: u128, p: u64, p_inv_neg: u64) -> u64 {
     if t >= p { t - p } else { t }
 }
 
-/// One target's narrow reduction (see `BaseConverter::convert_block`):
-/// `out[c] = Σ_i y[c·k + i]·row_i (+ v[c]·neg_q)` reduced by Montgomery's
-/// method, with `row` and `neg_q = −Q·2^64 mod p` in Montgomery form and
-/// `target = (p, −p^{-1} mod 2^64, neg_q)`. `K` is the digit size `k`
-/// when it is one of the unrolled sizes, else 0 (any `k`, from `row`).
-/// The sum stays below `p·2^64`: with `y_i ≤ q_i − 1` and `v ≤ k` it is at
-/// most `(p − 1)·Σ q_i`, and `Σ q_i < 2^64` (`narrow_sum`).
+/// One target's reduction (see `BaseConverter::convert_block`):
+/// `out[c] = reduce(Σ_i y[c·k + i]·row_i (+ v[c]·neg_q))`, where `neg_q`
+/// is `−Q mod p` in the form of `row` (Montgomery's for the narrow sum,
+/// plain for the wide one) and `reduce` the matching reduction. `K` is the
+/// digit size `k` when it is one of the unrolled sizes, else 0 (any `k`,
+/// from `row`). With `y_i ≤ q_i − 1` and `v ≤ k` the sum is at most
+/// `(p − 1)·Σ q_i`: below `p·2^64` for the narrow sum (`Σ q_i < 2^64`),
+/// and below `2^128` for the wide one while `Σ q_i < 2^66`.
 #[inline(always)]
-fn reduce_narrow<const K: usize>(
+fn reduce_row<const K: usize>(
     out: &mut [u64],
     y: &[u64],
     row: &[u64],
     v: Option<&[u64]>,
-    (p, p_inv_neg, neg_q): (u64, u64, u64),
+    neg_q: u64,
+    reduce: impl Fn(u128) -> u64,
 ) {
     let k = if K == 0 { row.len() } else { K };
     let sum = |yc: &[u64]| {
@@ -369,13 +371,12 @@ fn reduce_narrow<const K: usize>(
     match v {
         Some(v) => {
             for ((o, yc), &vc) in out.iter_mut().zip(y.chunks_exact(k)).zip(v) {
-                let s = sum(yc) + u128::from(vc) * u128::from(neg_q);
-                *o = montgomery_reduce(s, p, p_inv_neg);
+                *o = reduce(sum(yc) + u128::from(vc) * u128::from(neg_q));
             }
         }
         None => {
             for (o, yc) in out.iter_mut().zip(y.chunks_exact(k)) {
-                *o = montgomery_reduce(sum(yc), p, p_inv_neg);
+                *o = reduce(sum(yc));
             }
         }
     }
