@@ -95,3 +95,70 @@ fn cpu_mul_sum_is_the_sequential_modular_sum() {
         }
     }
 }
+
+/// The key switch's inner product over more digits than 128 bits hold
+/// products of: 70 digits at 61-bit primes, every operand at `q − 1` in
+/// part of each limb (70·(q − 1)² passes 2^128), against the sequential
+/// modular sum. No preset comes near (FGb has five digits), but a custom
+/// chain of many small primes may.
+#[test]
+fn cpu_inner_product_of_many_digits_is_the_sequential_modular_sum() {
+    let n = 1 << 10;
+    let all: Vec<Modulus> = PrimeGenerator::new(61, 2 * n as u64)
+        .take(2)
+        .map(|p| Modulus::new(p).unwrap())
+        .collect();
+    let backend: Arc<dyn Backend> = Arc::new(CpuBackend::new(n, &all).unwrap());
+    let moduli: Vec<usize> = (0..all.len()).collect();
+    let mut rng = seeded_rng(0x6);
+    let mut words = || -> Vec<u64> {
+        all.iter()
+            .flat_map(|q| {
+                let q = q.value();
+                (0..n)
+                    .map(|i| if i < n / 4 { q - 1 } else { rng.next_u64() % q })
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let digits = 70;
+    let d: Vec<Vec<u64>> = (0..digits).map(|_| words()).collect();
+    let b: Vec<Vec<u64>> = (0..digits).map(|_| words()).collect();
+    let a: Vec<Vec<u64>> = (0..digits).map(|_| words()).collect();
+    let poly = |w: &[u64]| {
+        RnsPoly::<Ntt>::from_words(&backend, &moduli, MemoryClass::Temporary, w).unwrap()
+    };
+    let (dp, bp, ap): (Vec<_>, Vec<_>, Vec<_>) = (
+        d.iter().map(|w| poly(w)).collect(),
+        b.iter().map(|w| poly(w)).collect(),
+        a.iter().map(|w| poly(w)).collect(),
+    );
+    fn views(ps: &[RnsPoly<Ntt>]) -> Vec<hemem_ckks::backend::Limbs<'_>> {
+        ps.iter().map(|p| p.limbs().unwrap()).collect()
+    }
+    let mut out0 = RnsPoly::<Ntt>::zero(&backend, &moduli, MemoryClass::Temporary).unwrap();
+    let mut out1 = RnsPoly::<Ntt>::zero(&backend, &moduli, MemoryClass::Temporary).unwrap();
+    backend
+        .key_switch_inner_product(
+            &views(&dp),
+            &views(&bp),
+            &views(&ap),
+            out0.limbs_mut().unwrap(),
+            out1.limbs_mut().unwrap(),
+        )
+        .unwrap();
+    let (got0, got1) = (out0.to_words().unwrap(), out1.to_words().unwrap());
+    for (limb, q) in all.iter().enumerate() {
+        let q = u128::from(q.value());
+        for c in 0..n {
+            let i = limb * n + c;
+            let (mut want0, mut want1) = (0u128, 0u128);
+            for t in 0..digits {
+                want0 = (want0 + u128::from(d[t][i]) * u128::from(b[t][i]) % q) % q;
+                want1 = (want1 + u128::from(d[t][i]) * u128::from(a[t][i]) % q) % q;
+            }
+            assert_eq!(u128::from(got0[i]), want0, "limb {limb}, coefficient {c}");
+            assert_eq!(u128::from(got1[i]), want1, "limb {limb}, coefficient {c}");
+        }
+    }
+}

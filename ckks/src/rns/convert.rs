@@ -48,6 +48,10 @@ pub struct BaseConverter {
     neg_q_montgomery: Vec<u64>,
     /// `−Q mod p_j`, the same factor for the wide sum.
     neg_q_mod: Vec<u64>,
+    /// Sources summed between two reductions on the wide path: all of them
+    /// where `p_max·Σ q_i` fits 128 bits (every preset's bases: 64 sources
+    /// of 61 bits would), else as many as `q_max·p_max` allows.
+    wide_group: usize,
     /// `−p_j^{-1} mod 2^64`, for the Montgomery reduction.
     p_inv_neg: Vec<u64>,
 }
@@ -129,6 +133,21 @@ impl BaseConverter {
             Vec::new()
         };
         let neg_q_mod = to.iter().zip(&q_mod).map(|(pj, &q)| pj.neg(q)).collect();
+        // The whole sum is at most `(p − 1)·Σ q_i` (see `reduce_row`); where
+        // that could pass 2^128, groups of `g` sources, whose products are
+        // each below `q_max·p_max`, are summed apart (the correction too).
+        let q_sum: u128 = from.iter().map(|m| u128::from(m.value())).sum();
+        let q_max = from
+            .iter()
+            .map(|m| u128::from(m.value()))
+            .max()
+            .unwrap_or(1);
+        let p_max = to.iter().map(|m| u128::from(m.value())).max().unwrap_or(1);
+        let wide_group = if q_sum.checked_mul(p_max).is_some() {
+            from.len()
+        } else {
+            (u128::MAX / (q_max * p_max)).clamp(1, from.len() as u128) as usize
+        };
         let p_inv_neg = to
             .iter()
             .map(|pj| inverse_mod_word(pj.value()).wrapping_neg())
@@ -145,6 +164,7 @@ impl BaseConverter {
             q_hat_montgomery,
             neg_q_montgomery,
             neg_q_mod,
+            wide_group,
             p_inv_neg,
         })
     }
@@ -267,13 +287,14 @@ impl BaseConverter {
                 })
                 .collect()
         });
-        // Per target, each coefficient's k products summed in registers and
-        // reduced at once: with a narrow sum by Montgomery's method over
-        // factors in Montgomery form (two multiplications where Barrett's
-        // reduction takes five; the same canonical residue), the exact
-        // conversion's `−v·Q` joining the sum as one more term; else by two
-        // Barrett steps and a Shoup product for `v·Q`. The digit size is
-        // dispatched once per target, not per coefficient.
+        // Per target, each coefficient's k products and the exact
+        // conversion's `−v·Q` summed in registers and reduced at once: with
+        // a narrow sum by Montgomery's method over factors in Montgomery
+        // form (two multiplications where Barrett's reduction takes five;
+        // the same canonical residue), else by one Barrett step; a sum that
+        // could pass 2^128 (sources far beyond any preset's) in groups of
+        // sources. The digit size is dispatched once per target, not per
+        // coefficient.
         for (j, out) in outs.iter_mut().enumerate() {
             let Some(pj) = self.to.get(j) else {
                 continue;
@@ -298,8 +319,10 @@ impl BaseConverter {
                     6 => reduce_row::<6>(out, &y, row, v, neg_q, reduce),
                     _ => reduce_row::<0>(out, &y, row, v, neg_q, reduce),
                 }
-            } else {
+            } else if self.wide_group >= k {
                 reduce_row::<0>(out, &y, row, v, neg_q, |s| pj.reduce_wide(s));
+            } else {
+                reduce_row_grouped(out, &y, row, v, neg_q, pj, self.wide_group);
             }
         }
     }
@@ -379,6 +402,31 @@ fn reduce_row<const K: usize>(
                 *o = reduce(sum(yc));
             }
         }
+    }
+}
+
+/// [`reduce_row`] for a wide sum that could pass 2^128: the products of
+/// `group` sources at a time summed and reduced, the partial residues and
+/// the correction added modulo `p`.
+fn reduce_row_grouped(
+    out: &mut [u64],
+    y: &[u64],
+    row: &[u64],
+    v: Option<&[u64]>,
+    neg_q: u64,
+    p: &Modulus,
+    group: usize,
+) {
+    let k = row.len();
+    for (c, (o, yc)) in out.iter_mut().zip(y.chunks_exact(k)).enumerate() {
+        let mut r = yc
+            .chunks(group.max(1))
+            .zip(row.chunks(group.max(1)))
+            .fold(0, |r, (ys, fs)| p.add(r, p.reduce_wide(dot(ys, fs))));
+        if let Some(&vc) = v.and_then(|v| v.get(c)) {
+            r = p.add(r, p.reduce_wide(u128::from(vc) * u128::from(neg_q)));
+        }
+        *o = r;
     }
 }
 
@@ -530,6 +578,67 @@ mod tests {
                 let got: Vec<u64> = out.iter().map(|l| l[c]).collect();
                 assert_eq!(got, bt.decompose(&x), "k = {k}, coefficient {c}");
             }
+        }
+    }
+
+    /// A wide sum that would pass 2^128: 200 sources of 61 bits into 61-bit
+    /// targets (no preset comes near: 64 such sources still fit), summed
+    /// group by group, exact and approximate, against big-integer CRT;
+    /// half the coefficients at their largest `y_i`.
+    #[test]
+    fn conversion_of_very_many_sources_is_reduced_in_groups() {
+        let mut rng = seeded_rng(13);
+        let from = moduli(61, 200, 0);
+        let to = moduli(61, 2, 200);
+        let conv = BaseConverter::new(&from, &to).unwrap();
+        assert!(conv.wide_group < from.len());
+        let (bf, bt) = (
+            RnsBasis::new(from.clone()).unwrap(),
+            RnsBasis::new(to.clone()).unwrap(),
+        );
+        let n = 16;
+        let input: Vec<Vec<u64>> = from
+            .iter()
+            .map(|q| {
+                let inv = conv.q_hat_inv[from.iter().position(|m| m == q).unwrap()].value();
+                (0..n)
+                    .map(|c| {
+                        if c % 2 == 0 {
+                            // y_i = q_i − 1: x_i = y_i·(Q/q_i) mod q_i.
+                            q.mul(q.value() - 1, q.inv(inv).unwrap())
+                        } else {
+                            rng.next_u64() % q.value()
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        let limbs: Vec<&[u64]> = input.iter().map(Vec::as_slice).collect();
+        let mut exact = vec![vec![0u64; n]; to.len()];
+        let mut approx = vec![vec![0u64; n]; to.len()];
+        conv.convert_centered(
+            &limbs,
+            &mut exact.iter_mut().map(Vec::as_mut_slice).collect::<Vec<_>>(),
+        )
+        .unwrap();
+        conv.convert_approx(
+            &limbs,
+            &mut approx.iter_mut().map(Vec::as_mut_slice).collect::<Vec<_>>(),
+        )
+        .unwrap();
+        let q = BigInt::from(bf.product().clone());
+        for c in 0..n {
+            let residues: Vec<u64> = input.iter().map(|l| l[c]).collect();
+            let x = bf.reconstruct_centered(&residues).unwrap();
+            let got: Vec<u64> = exact.iter().map(|l| l[c]).collect();
+            assert_eq!(got, bt.decompose(&x), "exact, coefficient {c}");
+            // The approximate result is x + u·Q, 0 ≤ u < k, for x in [0, Q).
+            let x_pos = BigInt::from(bf.reconstruct(&residues).unwrap());
+            let got: Vec<u64> = approx.iter().map(|l| l[c]).collect();
+            assert!(
+                (0..from.len()).any(|u| bt.decompose(&(&x_pos + BigInt::from(u) * &q)) == got),
+                "approximate, coefficient {c}"
+            );
         }
     }
 
