@@ -30,7 +30,8 @@ pub struct BaseConverter {
     q_mod: Vec<u64>,
     /// `1 / q_i` as `f64`.
     inv_q: Vec<f64>,
-    /// `Q mod p_j` for Shoup multiplication (the `v·Q` correction).
+    /// `Q mod p_j` with its Shoup quotient: the GPU kernels' `v·Q`
+    /// correction (the CPU folds `−Q mod p_j` into its sums instead).
     q_mod_shoup: Vec<ShoupConstant>,
     /// Whether `Σ_i q_i < 2^64`: then a sum of `k` products `y_i·(Q/q_i mod
     /// p_j)` and the exact conversion's correction `v·(−Q mod p_j)` is below
@@ -113,26 +114,21 @@ impl BaseConverter {
             .iter()
             .try_fold(0u64, |acc, m| acc.checked_add(m.value()))
             .is_some();
-        let q_hat_montgomery = if narrow_sum {
+        let neg_q_mod: Vec<u64> = to.iter().zip(&q_mod).map(|(pj, &q)| pj.neg(q)).collect();
+        // The narrow sum's factors in Montgomery form (times 2^64 mod p_j).
+        let (q_hat_montgomery, neg_q_montgomery) = if narrow_sum {
             to.iter()
                 .zip(&q_hat)
-                .map(|(pj, row): (&Modulus, &Vec<u64>)| {
+                .zip(&neg_q_mod)
+                .map(|((pj, row), &neg_q): ((&Modulus, &Vec<u64>), &u64)| {
                     let r = pj.reduce_u128(1u128 << 64);
-                    row.iter().map(|&f| pj.mul(f, r)).collect()
+                    let row: Vec<u64> = row.iter().map(|&f| pj.mul(f, r)).collect();
+                    (row, pj.mul(neg_q, r))
                 })
-                .collect()
+                .unzip()
         } else {
-            Vec::new()
+            (Vec::new(), Vec::new())
         };
-        let neg_q_montgomery = if narrow_sum {
-            to.iter()
-                .zip(&q_mod)
-                .map(|(pj, &q): (&Modulus, &u64)| pj.mul(pj.neg(q), pj.reduce_u128(1u128 << 64)))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let neg_q_mod = to.iter().zip(&q_mod).map(|(pj, &q)| pj.neg(q)).collect();
         // The whole sum is at most `(p − 1)·Σ q_i` (see `reduce_row`); where
         // that could pass 2^128, groups of `g` sources, whose products are
         // each below `q_max·p_max`, are summed apart (the correction too).
@@ -299,19 +295,16 @@ impl BaseConverter {
             let Some(pj) = self.to.get(j) else {
                 continue;
             };
-            let (rows, neg_q) = if self.narrow_sum {
-                (&self.q_hat_montgomery, &self.neg_q_montgomery)
-            } else {
-                (&self.q_hat, &self.neg_q_mod)
-            };
-            let (Some(row), Some(&neg_q), Some(&p_inv_neg)) =
-                (rows.get(j), neg_q.get(j), self.p_inv_neg.get(j))
-            else {
-                continue;
-            };
-            let p = pj.value();
             let v = v.as_deref();
             if self.narrow_sum {
+                let (Some(row), Some(&neg_q), Some(&p_inv_neg)) = (
+                    self.q_hat_montgomery.get(j),
+                    self.neg_q_montgomery.get(j),
+                    self.p_inv_neg.get(j),
+                ) else {
+                    continue;
+                };
+                let p = pj.value();
                 let reduce = |s| montgomery_reduce(s, p, p_inv_neg);
                 match k {
                     4 => reduce_row::<4>(out, &y, row, v, neg_q, reduce),
@@ -319,10 +312,15 @@ impl BaseConverter {
                     6 => reduce_row::<6>(out, &y, row, v, neg_q, reduce),
                     _ => reduce_row::<0>(out, &y, row, v, neg_q, reduce),
                 }
-            } else if self.wide_group >= k {
-                reduce_row::<0>(out, &y, row, v, neg_q, |s| pj.reduce_wide(s));
             } else {
-                reduce_row_grouped(out, &y, row, v, neg_q, pj, self.wide_group);
+                let (Some(row), Some(&neg_q)) = (self.q_hat.get(j), self.neg_q_mod.get(j)) else {
+                    continue;
+                };
+                if self.wide_group >= k {
+                    reduce_row::<0>(out, &y, row, v, neg_q, |s| pj.reduce_wide(s));
+                } else {
+                    reduce_row_grouped(out, &y, row, v, neg_q, pj, self.wide_group);
+                }
             }
         }
     }
@@ -373,7 +371,8 @@ fn montgomery_reduce(s: u128, p: u64, p_inv_neg: u64) -> u64 {
 /// digit size `k` when it is one of the unrolled sizes, else 0 (any `k`,
 /// from `row`). With `y_i ≤ q_i − 1` and `v ≤ k` the sum is at most
 /// `(p − 1)·Σ q_i`: below `p·2^64` for the narrow sum (`Σ q_i < 2^64`),
-/// and below `2^128` for the wide one while `Σ q_i < 2^66`.
+/// and below `2^128` for the wide one wherever `wide_group` covers every
+/// source ([`reduce_row_grouped`] serves the rest).
 #[inline(always)]
 fn reduce_row<const K: usize>(
     out: &mut [u64],
@@ -478,6 +477,13 @@ mod tests {
             .collect()
     }
 
+    /// The residue `x_i` whose scaled value `[x_i·(Q/q_i)^{-1}]_{q_i}` in
+    /// the conversion is `y`: `x_i = y·(Q/q_i) mod q_i`.
+    fn input_for(conv: &BaseConverter, i: usize, y: u64) -> u64 {
+        let q = conv.from[i];
+        q.mul(y, q.inv(conv.q_hat_inv[i].value()).unwrap())
+    }
+
     /// Montgomery's reduction against the big-integer residue, at the
     /// bounds of its range (sums up to `p·2^64 − 1`).
     #[test]
@@ -509,9 +515,9 @@ mod tests {
 
     /// The exact conversion on both sides of the narrow sum's bound: 61-bit
     /// sources, up to eight of them narrow (`Σ q_i < 2^64`, the correction
-    /// `v·(−Q)` inside the Montgomery sum), nine wide (Barrett and a Shoup
-    /// product), every digit size the reduction unrolls and some it does
-    /// not. A third of the coefficients are built from `y_i = q_i − 1 − δ_i`
+    /// `v·(−Q)` inside the Montgomery sum), nine wide (inside the sum too,
+    /// one Barrett step), every digit size the reduction unrolls and some
+    /// it does not. A third of the coefficients are built from `y_i = q_i − 1 − δ_i`
     /// (small `δ_i`), `x_i = y_i·(Q/q_i) mod q_i`: then `v = k` and the sum
     /// is near its largest; the rest are random.
     #[test]
@@ -532,25 +538,13 @@ mod tests {
                 RnsBasis::new(from.clone()).unwrap(),
                 RnsBasis::new(to.clone()).unwrap(),
             );
-            // (Q/q_i) mod q_i.
-            let q_hat: Vec<u64> = from
-                .iter()
-                .enumerate()
-                .map(|(i, mi)| {
-                    from.iter()
-                        .enumerate()
-                        .filter(|&(j, _)| j != i)
-                        .fold(1, |acc, (_, mj)| mi.mul(acc, mi.reduce(mj.value())))
-                })
-                .collect();
             let n = BLOCK + 7;
             let mut input = vec![vec![0u64; n]; k];
             let mut extreme = 0;
             for c in 0..n {
                 for (i, q) in from.iter().enumerate() {
                     input[i][c] = if c % 3 == 0 {
-                        let y = q.value() - 1 - rng.next_u64() % 64;
-                        q.mul(y, q_hat[i])
+                        input_for(&conv, i, q.value() - 1 - rng.next_u64() % 64)
                     } else {
                         rng.next_u64() % q.value()
                     };
@@ -599,13 +593,12 @@ mod tests {
         let n = 16;
         let input: Vec<Vec<u64>> = from
             .iter()
-            .map(|q| {
-                let inv = conv.q_hat_inv[from.iter().position(|m| m == q).unwrap()].value();
+            .enumerate()
+            .map(|(i, q)| {
                 (0..n)
                     .map(|c| {
                         if c % 2 == 0 {
-                            // y_i = q_i − 1: x_i = y_i·(Q/q_i) mod q_i.
-                            q.mul(q.value() - 1, q.inv(inv).unwrap())
+                            input_for(&conv, i, q.value() - 1)
                         } else {
                             rng.next_u64() % q.value()
                         }

@@ -598,12 +598,12 @@ impl Backend for CpuBackend {
                         .collect()
                 }
                 let (dl, bl, al) = (pick(&d, limb), pick(&kb, limb), pick(&ka, limb));
-                // Digits summed between two reductions: `g` products below
-                // `(q − 1)²` and a reduced running value below `q` stay
-                // below 2^128 (64 at a 61-bit prime, 16 at a 62-bit one),
-                // taken even so that a fold falls between two passes.
+                // Passes of two digits between two reductions of the sums:
+                // `2·passes` products below `(q − 1)²` and a reduced running
+                // value below `q` stay below 2^128 (32 passes at a 61-bit
+                // prime, 8 at a 62-bit one; capped where `q` is tiny).
                 let q1 = u128::from(m.value() - 1).max(1);
-                let group = ((u128::MAX - q1) / (q1 * q1)).min(1 << 16) as usize & !1;
+                let passes = ((u128::MAX - q1) / (q1 * q1) / 2).clamp(1, 1 << 16) as usize;
                 const BLOCK: usize = 512;
                 let mut acc0 = [0u128; BLOCK];
                 let mut acc1 = [0u128; BLOCK];
@@ -637,7 +637,7 @@ impl Backend for CpuBackend {
                     for (pass, ((x, y0), y1)) in
                         x.chunks(2).zip(y0.chunks(2)).zip(y1.chunks(2)).enumerate()
                     {
-                        if pass > 0 && (2 * pass) % group.max(2) == 0 {
+                        if pass > 0 && pass % passes == 0 {
                             for s in s0.iter_mut().chain(s1.iter_mut()) {
                                 *s = u128::from(m.reduce_u128(*s));
                             }
