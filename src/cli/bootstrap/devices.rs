@@ -5,17 +5,16 @@
 use std::time::Instant;
 
 use hemem::bench::measure::{peak_rss_bytes, peaks};
-use hemem_bootstrap::linear_transform::{DiagonalStorage, Hoisting};
+use hemem_bootstrap::Bootstrapper;
 use hemem_bootstrap::multi_device::{MultiBootstrapper, Split};
 use hemem_bootstrap::schedule::BootstrapSchedule;
-use hemem_bootstrap::{BootstrapKeys, BootstrapOptions, Bootstrapper};
 use hemem_ckks::prelude::*;
 use hemem_ckks::sampling::Sampler;
-use num_complex::Complex64;
 use serde::Serialize;
 
-use super::super::report::{human_bytes, max_abs_error, precision_bits};
+use super::super::report::{human_bytes, precision_bits};
 use super::Args;
+use super::setup::{self, HeldKeys, Progress};
 
 /// One device's part of the run.
 #[derive(Debug, Serialize)]
@@ -117,12 +116,8 @@ pub fn run(args: &Args, devices: &[DeviceSelection]) -> anyhow::Result<()> {
         Split::Stealing { chunk } => format!("stealing:{chunk}"),
         _ => "even".to_owned(),
     };
-    let progress = |msg: &str| {
-        if !args.json {
-            eprintln!("{msg}");
-        }
-    };
-    progress(&format!(
+    let progress = Progress::new(args);
+    progress.say(&format!(
         "hemem bootstrap: {preset} on {} ({split_name}), policy {}",
         names.join(", "),
         memory.policy.kind().name()
@@ -132,58 +127,32 @@ pub fn run(args: &Args, devices: &[DeviceSelection]) -> anyhow::Result<()> {
         &params,
         args.slots.unwrap_or_else(|| params.slots()),
     )?;
-    let started = Instant::now();
-    let (secret, public, keys, key_setup_ms, key_load_ms) = match &args.keys {
-        Some(path) => {
-            let loaded = super::super::keygen::load(&home, path)?;
-            (
-                loaded.secret,
-                loaded.public,
-                loaded.keys,
-                None,
-                Some(loaded.ms),
-            )
-        }
-        None => {
-            let keygen = KeyGenerator::new(&home)?.with_uniform_prf(args.uniform_prf.into());
-            let secret = keygen.secret_key()?;
-            let public = keygen.public_key(&secret)?;
-            let keys = super::super::progress::with_bar("keys", args.json, |p| {
-                BootstrapKeys::generate_with_progress(&keygen, &secret, &schedule, p)
-            })?;
-            let ms = started.elapsed().as_secs_f64() * 1e3;
-            (secret, public, keys, Some(ms), None)
-        }
-    };
-    progress(&format!(
+    let HeldKeys {
+        secret,
+        public,
+        keys,
+        loaded,
+        generated_ms: key_setup_ms,
+    } = HeldKeys::obtain(args, &home, &schedule, progress)?;
+    progress.say(&format!(
         "  {} keys ({}) on {}; handing them to {} device(s)",
         keys.len(),
         human_bytes(keys.size_bytes() as u64),
         home.device(),
         contexts.len()
     ));
-    let storage: DiagonalStorage = args.diagonals.parse()?;
-    let hoisting: Hoisting = args.hoisting.parse()?;
+    let options = setup::options(args)?;
+    let storage = options.storage;
     let group_started = Instant::now();
-    let group = MultiBootstrapper::new(
-        contexts.clone(),
-        schedule,
-        keys,
-        BootstrapOptions {
-            storage,
-            hoisting,
-            working_reserve: args.fit_reserve,
-            shared_expansions: args.shared_expansions,
-        },
-    )?
-    .with_split(split)?;
+    let group =
+        MultiBootstrapper::new(contexts.clone(), schedule, keys, options)?.with_split(split)?;
     let enc = params.enc_level();
     group.prepare_for_scale(params.default_scale(enc)?)?;
     for c in &contexts {
         c.synchronize()?;
     }
     let group_setup_ms = group_started.elapsed().as_secs_f64() * 1e3;
-    progress(&format!(
+    progress.say(&format!(
         "  group set up in {:.1} s (keys loaded, diagonals encoded on every device)",
         group_setup_ms / 1e3
     ));
@@ -199,16 +168,7 @@ pub fn run(args: &Args, devices: &[DeviceSelection]) -> anyhow::Result<()> {
     let mut values = Vec::with_capacity(batch);
     let mut inputs = Vec::with_capacity(batch);
     for _ in 0..batch {
-        let v: Vec<Complex64> = (0..slots)
-            .map(|_| {
-                if args.complex {
-                    let r = sampler.uniform_f64().sqrt();
-                    Complex64::from_polar(r, 2.0 * std::f64::consts::PI * sampler.uniform_f64())
-                } else {
-                    Complex64::new(2.0 * sampler.uniform_f64() - 1.0, 0.0)
-                }
-            })
-            .collect();
+        let v = setup::random_values(&mut sampler, slots, args.complex);
         let pt = encoder.encode_at(&v, enc, params.default_scale(enc)?, slots)?;
         let ct = encryptor.encrypt(&pt, &public)?;
         inputs.push(evaluator.level_down(&ct, Level(3))?);
@@ -228,7 +188,7 @@ pub fn run(args: &Args, devices: &[DeviceSelection]) -> anyhow::Result<()> {
             c.synchronize()?;
         }
         let ms = t.elapsed().as_secs_f64() * 1e3;
-        progress(&format!(
+        progress.say(&format!(
             "  batch {i}: {batch} bootstraps in {ms:.1} ms ({:.2} per second)",
             batch as f64 / (ms / 1e3)
         ));
@@ -238,23 +198,13 @@ pub fn run(args: &Args, devices: &[DeviceSelection]) -> anyhow::Result<()> {
     let mut err = 0.0f64;
     for (out, want) in outputs.iter().zip(&values) {
         let got = encoder.decode(&decryptor.decrypt(out, &secret)?)?;
-        let e = if args.complex {
-            max_abs_error(&got, want)
-        } else {
-            got.iter()
-                .zip(want)
-                .map(|(a, b)| (a.re - b.re).abs())
-                .fold(0.0, f64::max)
-        };
-        err = err.max(e);
+        err = err.max(setup::slot_error(&got, want, args.complex));
     }
     let output_level = outputs
         .first()
         .map(|o| o.level().get())
         .ok_or_else(|| anyhow::anyhow!("an empty batch came back"))?;
-    let mut sorted = batch_ms.clone();
-    sorted.sort_by(f64::total_cmp);
-    let median_batch_ms = sorted.get(sorted.len() / 2).copied().unwrap_or(0.0);
+    let median_batch_ms = setup::median(&batch_ms);
     let counts = group.bootstrapped_counts();
     let mut per_device = Vec::with_capacity(contexts.len());
     for (index, context) in contexts.iter().enumerate() {
@@ -286,7 +236,7 @@ pub fn run(args: &Args, devices: &[DeviceSelection]) -> anyhow::Result<()> {
         iterations: batch_ms.len(),
         batch,
         key_setup_ms,
-        key_load_ms,
+        key_load_ms: loaded.map(|(ms, _)| ms),
         group_setup_ms,
         median_batch_ms,
         bootstraps_per_second: batch as f64 / (median_batch_ms / 1e3),

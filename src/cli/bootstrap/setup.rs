@@ -1,0 +1,147 @@
+//! What both forms of `hemem bootstrap` (one device, `--devices`) set up
+//! alike: the keys (loaded or generated), the bootstrapper's options, the
+//! random inputs and how their error is measured.
+
+use std::path::Path;
+use std::time::Instant;
+
+use hemem_bootstrap::schedule::BootstrapSchedule;
+use hemem_bootstrap::{BootstrapKeys, BootstrapOptions};
+use hemem_ckks::prelude::*;
+use hemem_ckks::sampling::Sampler;
+use num_complex::Complex64;
+
+use super::super::report::{human_bytes, max_abs_error};
+use super::Args;
+
+/// Status lines on stderr, silent with `--json` (whose stdout is the one
+/// object).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Progress {
+    json: bool,
+}
+
+impl Progress {
+    pub(super) fn new(args: &Args) -> Self {
+        Self { json: args.json }
+    }
+
+    pub(super) fn say(self, msg: &str) {
+        if !self.json {
+            eprintln!("{msg}");
+        }
+    }
+}
+
+/// The keys of a run: the key holder's pair and the bootstrapping keys.
+pub(super) struct HeldKeys {
+    pub secret: SecretKey,
+    pub public: PublicKey,
+    pub keys: BootstrapKeys,
+    /// With `--keys`: milliseconds to load the three files, and the
+    /// bootstrap key file's bytes.
+    pub loaded: Option<(f64, u64)>,
+    /// Without `--keys`: milliseconds to generate them.
+    pub generated_ms: Option<f64>,
+}
+
+impl HeldKeys {
+    /// Loads the keys from `--keys FILE` (made by `hemem keygen` for the
+    /// same preset and slots) or generates them for `schedule` in
+    /// `context`, with a progress bar.
+    pub(super) fn obtain(
+        args: &Args,
+        context: &Context,
+        schedule: &BootstrapSchedule,
+        progress: Progress,
+    ) -> anyhow::Result<Self> {
+        match &args.keys {
+            Some(path) => Self::load(context, path, progress),
+            None => {
+                let started = Instant::now();
+                let keygen = KeyGenerator::new(context)?.with_uniform_prf(args.uniform_prf.into());
+                let secret = keygen.secret_key()?;
+                let public = keygen.public_key(&secret)?;
+                let keys = super::super::progress::with_bar("keys", args.json, |p| {
+                    BootstrapKeys::generate_with_progress(&keygen, &secret, schedule, p)
+                })?;
+                progress.say(&format!(
+                    "  {} keys ({}) generated",
+                    keys.len(),
+                    human_bytes(keys.size_bytes() as u64)
+                ));
+                Ok(Self {
+                    secret,
+                    public,
+                    keys,
+                    loaded: None,
+                    generated_ms: Some(started.elapsed().as_secs_f64() * 1e3),
+                })
+            }
+        }
+    }
+
+    fn load(context: &Context, path: &Path, progress: Progress) -> anyhow::Result<Self> {
+        let loaded = super::super::keygen::load(context, path)?;
+        progress.say(&format!(
+            "  {} keys ({}) loaded from {} in {:.2} s",
+            loaded.keys.len(),
+            human_bytes(loaded.file_bytes),
+            path.display(),
+            loaded.ms / 1e3
+        ));
+        Ok(Self {
+            secret: loaded.secret,
+            public: loaded.public,
+            keys: loaded.keys,
+            loaded: Some((loaded.ms, loaded.file_bytes)),
+            generated_ms: None,
+        })
+    }
+}
+
+/// The bootstrapper's options from `--diagonals`, `--hoisting`,
+/// `--fit-reserve` and `--shared-expansions`.
+pub(super) fn options(args: &Args) -> anyhow::Result<BootstrapOptions> {
+    Ok(BootstrapOptions {
+        storage: args.diagonals.parse()?,
+        hoisting: args.hoisting.parse()?,
+        working_reserve: args.fit_reserve,
+        shared_expansions: args.shared_expansions,
+    })
+}
+
+/// `slots` random inputs: reals uniform in [−1, 1], or with `complex`
+/// complex numbers uniform in the unit disc.
+pub(super) fn random_values(sampler: &mut Sampler, slots: usize, complex: bool) -> Vec<Complex64> {
+    (0..slots)
+        .map(|_| {
+            if complex {
+                let r = sampler.uniform_f64().sqrt();
+                Complex64::from_polar(r, 2.0 * std::f64::consts::PI * sampler.uniform_f64())
+            } else {
+                Complex64::new(2.0 * sampler.uniform_f64() - 1.0, 0.0)
+            }
+        })
+        .collect()
+}
+
+/// The largest error over the slots: of the complex values, or of the real
+/// parts alone for a real bootstrap (whose imaginary parts are not kept).
+pub(super) fn slot_error(got: &[Complex64], want: &[Complex64], complex: bool) -> f64 {
+    if complex {
+        max_abs_error(got, want)
+    } else {
+        got.iter()
+            .zip(want)
+            .map(|(a, b)| (a.re - b.re).abs())
+            .fold(0.0, f64::max)
+    }
+}
+
+/// The median of `values` (the upper one of an even count; 0 for none).
+pub(super) fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied().unwrap_or(0.0)
+}
