@@ -69,8 +69,11 @@ __device__ __forceinline__ u64 sub_mod(u64 a, u64 b, u64 q) {
     return a >= b ? a - b : a + q - b;
 }
 
-// x = hi·2^64 + lo < q·2^64: Barrett with the two-word constant floor(2^128/q)
-// (the estimate is off by at most one).
+// x = hi·2^64 + lo mod q: Barrett with the two-word constant floor(2^128/q);
+// the estimate is off by at most one for every 128-bit x (the same arithmetic
+// as the CPU's Modulus::reduce_u128, where the proof is written), although
+// the callers here still keep to x < q·2^64 or take reduce_wide's two steps,
+// as they did before that proof: one step everywhere awaits a GPU run.
 __device__ __forceinline__ u64 reduce_u128(u64 hi, u64 lo, const ModConst& m) {
     u64 low = __umul64hi(lo, m.ratio_lo);
     // mid = hi·ratio_lo + lo·ratio_hi + low, 128 bits; only its high word matters.
@@ -88,7 +91,7 @@ __device__ __forceinline__ u64 reduce_u128(u64 hi, u64 lo, const ModConst& m) {
     return r >= m.q ? r - m.q : r;
 }
 
-// Any 128-bit value hi·2^64 + lo.
+// Any 128-bit value hi·2^64 + lo, in two steps (one would do: see above).
 __device__ __forceinline__ u64 reduce_wide(u64 hi, u64 lo, const ModConst& m) {
     u64 h = reduce_u128(0, hi, m);
     return reduce_u128(h, lo, m);

@@ -985,7 +985,9 @@ fn convert_one(
     }
     let t = u128::from(target_q);
     if narrow {
-        // One Barrett step is exact only below q·2^64.
+        // The kernel takes one Barrett step for a narrow sum, which its
+        // design bounds by q·2^64 (the step is exact for any 128-bit sum:
+        // `Modulus::reduce_u128`); the bound is checked here.
         assert!(acc >> 64 < t, "narrow sum");
     }
     let mut r = (acc % t) as u64;
