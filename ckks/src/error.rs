@@ -160,6 +160,19 @@ pub enum ParametersError {
         /// The top level.
         max: usize,
     },
+    /// Special primes whose product `P` is smaller than a key-switching
+    /// digit: a key switch's ModDown divides the digits' noise by `P`, so
+    /// with `P` below the largest digit every relinearisation and rotation
+    /// returns noise instead of the message.
+    #[error(
+        "the special primes ({p_bits} bits) are smaller than the largest key-switching digit ({digit_bits} bits): raise the special primes or dnum"
+    )]
+    SpecialModulusTooSmall {
+        /// The bits of `P` (the special primes' sizes summed).
+        p_bits: u32,
+        /// The bits of the largest digit (its primes' sizes summed).
+        digit_bits: u32,
+    },
     /// A Hamming weight outside `1..=N`.
     #[error("Hamming weight {weight} is outside 1..=N (N = {degree})")]
     InvalidHammingWeight {

@@ -93,6 +93,21 @@ pub(super) fn validate(spec: &ParametersSpec) -> Result<()> {
         }
         .into());
     }
+    // Hybrid key switching (Han–Ki, CT-RSA 2020): the digits are runs of
+    // ⌈(L+1)/dnum⌉ consecutive Q primes, and ModDown by P must absorb the
+    // largest digit times the key's error, so P must be at least that
+    // digit (every HEaaN preset's is, by 4 to 20 bits).
+    let alpha = primes.div_ceil(spec.dnum);
+    let p_bits: u32 = spec.p_bits.iter().sum();
+    let digit_bits = spec
+        .q_bits
+        .chunks(alpha)
+        .map(|digit| digit.iter().sum::<u32>())
+        .max()
+        .unwrap_or(0);
+    if p_bits < digit_bits {
+        return Err(ParametersError::SpecialModulusTooSmall { p_bits, digit_bits }.into());
+    }
     let degree = 1usize << spec.log_n;
     if spec.hamming_weight == 0 || spec.hamming_weight > degree {
         return Err(ParametersError::InvalidHammingWeight {

@@ -188,6 +188,8 @@ fn test_presets_need_opt_in_and_custom_parameters_are_checked() {
     let renamed = Parameters::new(spec.clone(), SecurityCheck::Enforce).unwrap();
     assert_eq!(renamed.security().preset, Some(Preset::FGb));
     spec.q_bits.extend([60; 4]);
+    // Six primes a digit now, the top one 356 bits: P must grow with it.
+    spec.p_bits.push(60);
     assert!(matches!(
         Parameters::new(spec.clone(), SecurityCheck::Enforce),
         Err(Error::Parameters(ParametersError::Insecure {
@@ -225,6 +227,23 @@ fn standard_bound(log_n: u32) -> Option<u32> {
 /// What the standard says of a hand-built spec: 128 bits when log QP is
 /// within the bound and the secret is at least as dense as a uniform
 /// ternary one (weight ≥ ⌈2N/3⌉), else nothing.
+/// Whether the special primes' bits reach every key-switching digit's
+/// (runs of `⌈(L+1)/dnum⌉` Q primes), written out independently of
+/// `spec.rs`.
+fn p_covers_every_digit(spec: &ParametersSpec) -> bool {
+    let alpha = spec.q_bits.len().div_ceil(spec.dnum);
+    let p: u32 = spec.p_bits.iter().sum();
+    let mut start = 0;
+    while start < spec.q_bits.len() {
+        let end = (start + alpha).min(spec.q_bits.len());
+        if spec.q_bits[start..end].iter().sum::<u32>() > p {
+            return false;
+        }
+        start = end;
+    }
+    true
+}
+
 fn standard_bits(p: &Parameters) -> u32 {
     let n = p.degree().get();
     let dense = 3 * p.hamming_weight() >= 2 * n;
@@ -302,6 +321,22 @@ fn a_preset_claim_holds_only_for_its_exact_structure() {
                 "the ring degree"
             }
         };
+        if !p_covers_every_digit(&spec) {
+            // A larger Q prime can outgrow P (FTb's digits are single
+            // primes under a 54-bit P): refused whatever the security.
+            for check in [SecurityCheck::AllowInsecure, SecurityCheck::Enforce] {
+                assert!(
+                    matches!(
+                        Parameters::new(spec.clone(), check),
+                        Err(Error::Parameters(
+                            ParametersError::SpecialModulusTooSmall { .. }
+                        ))
+                    ),
+                    "seed {seed}: {preset} with {what} changed"
+                );
+            }
+            continue;
+        }
         let p = Parameters::new(spec.clone(), SecurityCheck::AllowInsecure).unwrap();
         let expected = standard_bits(&p);
         assert_eq!(
@@ -342,10 +377,12 @@ fn custom_parameters_follow_the_ternary_table() {
         let bound = standard_bound(log_n).unwrap();
         // A chain near the bound, on either side of it.
         let target = bound + rng.random_range(0..40) - 20;
+        // One special prime of 40 bits, as large as any Q prime (each its
+        // own digit).
         let mut q_bits = vec![25];
         let mut total = 25;
-        while total + 25 <= target - 25 {
-            let b = rng.random_range(25..=40.min(target - 25 - total));
+        while total + 25 <= target - 40 {
+            let b = rng.random_range(25..=40.min(target - 40 - total));
             q_bits.push(b);
             total += b;
         }
@@ -358,7 +395,7 @@ fn custom_parameters_follow_the_ternary_table() {
             enc_level: q_bits.len() - 1,
             user_primes: q_bits.len(),
             q_bits,
-            p_bits: vec![25],
+            p_bits: vec![40],
             post_bootstrap_level: None,
             hamming_weight,
             insecure_test: false,
@@ -395,6 +432,7 @@ fn bad_descriptions_are_typed_errors() {
         (Box::new(|s| s.dnum = 0), "dnum"),
         (Box::new(|s| s.enc_level = 99), "level"),
         (Box::new(|s| s.hamming_weight = 0), "weight"),
+        (Box::new(|s| s.p_bits = vec![40]), "special primes"),
     ];
     for (mutate, what) in cases {
         let mut spec = base.clone();
@@ -405,6 +443,61 @@ fn bad_descriptions_are_typed_errors() {
                 Err(Error::Parameters(_))
             ),
             "{what}"
+        );
+    }
+}
+
+#[test]
+fn special_primes_smaller_than_a_digit_are_refused() {
+    // One digit of three primes (130 bits) over a 20-bit P: every key switch
+    // would return noise, and the parameters used to be rated 128-bit.
+    let spec = ParametersSpec {
+        name: "small P".into(),
+        log_n: 15,
+        log_slots: 14,
+        q_bits: vec![50, 40, 40],
+        p_bits: vec![20],
+        dnum: 1,
+        enc_level: 2,
+        post_bootstrap_level: None,
+        user_primes: 3,
+        hamming_weight: 1 << 15,
+        insecure_test: false,
+        bootstrap_rotation_keys: None,
+    };
+    for check in [SecurityCheck::Enforce, SecurityCheck::AllowInsecure] {
+        assert!(matches!(
+            Parameters::new(spec.clone(), check),
+            Err(Error::Parameters(ParametersError::SpecialModulusTooSmall {
+                p_bits: 20,
+                digit_bits: 130
+            }))
+        ));
+    }
+    // Three digits of one prime each: the largest, 50 bits, is what P meets.
+    let per_prime = ParametersSpec {
+        dnum: 3,
+        p_bits: vec![50],
+        ..spec.clone()
+    };
+    assert!(Parameters::new(per_prime, SecurityCheck::Enforce).is_ok());
+    let short = ParametersSpec {
+        dnum: 3,
+        p_bits: vec![49],
+        ..spec
+    };
+    assert!(matches!(
+        Parameters::new(short, SecurityCheck::AllowInsecure),
+        Err(Error::Parameters(ParametersError::SpecialModulusTooSmall {
+            p_bits: 49,
+            digit_bits: 50
+        }))
+    ));
+    // Every preset's P covers its largest digit.
+    for preset in Preset::HEAAN.into_iter().chain(Preset::TEST) {
+        assert!(
+            Parameters::from_preset_with(preset, SecurityCheck::AllowInsecure).is_ok(),
+            "{preset}"
         );
     }
 }
