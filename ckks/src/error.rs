@@ -429,6 +429,21 @@ pub enum OperandError {
         /// Bits of the prime dropped.
         prime_bits: u32,
     },
+    /// A scale no message of magnitude one can be read at: below 1 (the
+    /// rounding of a coefficient outweighs a unit of the message) or at
+    /// least `Q_l` (every coefficient reads as less than one half). Such an
+    /// object decrypts to garbage and could not be loaded once saved.
+    #[error(
+        "scale 2^{scale_log2:.2} is outside [1, Q_{level}) at level {level} (Q_{level} = 2^{modulus_log2:.1}): no message of magnitude one fits"
+    )]
+    ScaleOutOfRange {
+        /// The level of the object the scale would label.
+        level: Level,
+        /// `log2` of the scale.
+        scale_log2: f64,
+        /// `log2 Q_l`.
+        modulus_log2: f64,
+    },
     /// More values than slots.
     #[error("{values} values do not fit in {slots} slots")]
     TooManyValues {
@@ -466,6 +481,15 @@ pub enum OperandError {
         flood_log2: f64,
         /// `log2` of the ciphertext's scale.
         scale_log2: f64,
+    },
+    /// A noise-flooding request that would flood nothing, or nothing
+    /// meaningful: a width below one coefficient unit or not a number, or a
+    /// claimed precision that is not a number of bits between 0 and the
+    /// scale's (a result's error is never below one coefficient unit).
+    #[error("noise flooding refused: {reason}")]
+    InvalidFlooding {
+        /// What is wrong with the request.
+        reason: &'static str,
     },
 }
 

@@ -470,6 +470,43 @@ fn flooded_decryption_costs_the_predicted_precision() {
             .map(|_| ()),
         Err(Error::Operand(OperandError::FloodingTooWide { .. }))
     ));
+    // Requests that would flood nothing: widths of zero, below one
+    // coefficient unit, negative or NaN; a precision beyond the scale's
+    // bits (a flood far below the rounding), zero, negative or NaN.
+    let scale_bits = ct.scale().get().log2();
+    let widths = [0.0, 0.5, -1.0, f64::NAN, f64::INFINITY];
+    let claims = [scale_bits + 1.0, 1000.0, 0.0, -3.0, f64::NAN];
+    let requests = widths
+        .iter()
+        .map(|&w| NoiseFlooding {
+            sigma: Some(w),
+            ..NoiseFlooding::default()
+        })
+        .chain(claims.iter().map(|&b| NoiseFlooding {
+            precision_bits: b,
+            ..NoiseFlooding::default()
+        }));
+    for request in requests {
+        assert!(
+            matches!(
+                s.decryptor
+                    .decrypt_flooded(&ct, &s.secret, &request)
+                    .map(|_| ()),
+                Err(Error::Operand(OperandError::InvalidFlooding { .. }))
+            ),
+            "{request:?}"
+        );
+    }
+    // An explicit width of 2^10 units is taken as given.
+    let explicit = NoiseFlooding {
+        sigma: Some(1024.0),
+        ..NoiseFlooding::default()
+    };
+    assert!(
+        s.decryptor
+            .decrypt_flooded(&ct, &s.secret, &explicit)
+            .is_ok()
+    );
 }
 
 #[test]
@@ -1321,10 +1358,21 @@ fn relinearisation_and_rescale_in_one_mod_down_decrypt_to_the_sum() {
         .unwrap();
     assert_eq!(relabelled.scale().get(), t_scale / q);
 
-    // Level 0; an addend at another level; no relinearisation key.
+    // Level 0; an addend at another level; no relinearisation key. At
+    // level 0 the default scales' product passes q_0 and is refused as a
+    // tensor already; relabelled to 2^20, their product fits q_0 and only
+    // the rescale is refused.
     let bottom: Vec<Ciphertext> = cts[..2]
         .iter()
         .map(|c| eval.level_down(c, Level(0)).unwrap())
+        .collect();
+    assert!(matches!(
+        eval.tensor(&bottom[0], &bottom[1]),
+        Err(Error::Operand(OperandError::ScaleOutOfRange { .. }))
+    ));
+    let bottom: Vec<Ciphertext> = bottom
+        .iter()
+        .map(|c| eval.set_scale(c, Scale(2f64.powi(20))).unwrap())
         .collect();
     for result in [
         eval.relinearize_rescale_with(eval.tensor(&bottom[0], &bottom[1]).unwrap(), None),
@@ -1433,7 +1481,8 @@ fn a_constant_product_at_a_lower_level_equals_level_down_then_the_product() {
     for level in 0..=ct.level().0 {
         let level = Level(level);
         for c in [Complex64::new(0.37, 0.0), Complex64::new(-0.8, 0.25)] {
-            let scale = Scale(2f64.powi(20));
+            // Small enough for the product to fit q_0 at level 0.
+            let scale = Scale(2f64.powi(10));
             let one = eval.mult_const_at_level(&ct, c, scale, level).unwrap();
             let two = eval
                 .mult_const_without_rescale(&eval.level_down(&ct, level).unwrap(), c, scale)
@@ -1498,4 +1547,77 @@ fn kept_complex_constants_multiply_as_freshly_encoded_ones() {
             }
         }
     }
+}
+
+/// Every scale the evaluator labels an object with lies in `[1, Q_l)`, the
+/// range the loaders accept: a scale outside it decrypts to garbage (a
+/// product past `Q_l` has wrapped) or reads back as NaN, and a saved
+/// object could never be loaded again.
+#[test]
+fn scales_outside_one_to_q_l_are_refused_where_objects_are_made() {
+    let s = Setup::new(Preset::TestFGb, 131);
+    let eval = s.evaluator(&KeySetRequest::default());
+    let params = s.context.params();
+    let slots = params.slots();
+    let mut rng = seeded_rng(132);
+    let values = unit_disk(&mut rng, slots);
+    let ct = s.encrypt(&values);
+    let level = ct.level();
+    let log_q = params.log_q(level).unwrap();
+    let out_of_range = |r: hemem_ckks::Result<Ciphertext>| {
+        matches!(r, Err(Error::Operand(OperandError::ScaleOutOfRange { .. })))
+    };
+    // Relabelling: below 1, at Q_l, and just below Q_l (accepted, and
+    // saved objects load).
+    for bad in [0.5, 1e-300, 2f64.powf(log_q), 2f64.powf(log_q + 3.0)] {
+        assert!(out_of_range(eval.set_scale(&ct, Scale(bad))), "{bad:e}");
+    }
+    let top = eval.set_scale(&ct, Scale(2f64.powf(log_q - 1.0))).unwrap();
+    let bytes = top.to_bytes().unwrap();
+    assert!(Ciphertext::from_bytes(&s.context, &bytes).is_ok());
+    // Encoding at a scale below 1 (every coefficient would round to 0) or
+    // at Q_l.
+    for bad in [1e-30, 0.25, 2f64.powf(log_q)] {
+        assert!(matches!(
+            s.encoder.encode_at(&values, level, Scale(bad), slots),
+            Err(Error::Operand(OperandError::ScaleOutOfRange { .. }))
+        ));
+    }
+    // Products that are not rescaled: a constant whose scale takes the
+    // product past Q_l, a tensor or a plaintext product whose scales
+    // multiply past Q_0 at level 0.
+    let past = Scale(2f64.powf(log_q - ct.scale().get().log2() + 1.0));
+    assert!(out_of_range(eval.mult_const_without_rescale(
+        &ct,
+        Complex64::new(0.5, 0.0),
+        past
+    )));
+    assert!(out_of_range(eval.mult_const_at_level(
+        &ct,
+        Complex64::new(0.5, 0.0),
+        Scale(2f64.powi(20)),
+        Level(0)
+    )));
+    let bottom = eval.level_down(&ct, Level(0)).unwrap();
+    let q0_bits = params.log_q(Level(0)).unwrap();
+    assert!(bottom.scale().get().log2() * 2.0 >= q0_bits);
+    assert!(matches!(
+        eval.tensor(&bottom, &bottom),
+        Err(Error::Operand(OperandError::ScaleOutOfRange { .. }))
+    ));
+    assert!(out_of_range(eval.mult_without_rescale(&bottom, &bottom)));
+    let plain = s
+        .encoder
+        .encode_at(&values, Level(0), bottom.scale(), slots)
+        .unwrap();
+    assert!(out_of_range(
+        eval.mult_plain_without_rescale(&bottom, &plain)
+    ));
+    assert!(out_of_range(eval.mult_plain_sum(&[(&bottom, &plain)])));
+    // A product at the top level fits, and decrypts to the product.
+    let half = eval
+        .mult_const_without_rescale(&ct, Complex64::new(0.5, 0.0), Scale(2f64.powi(20)))
+        .unwrap();
+    let want: Vec<Complex64> = values.iter().map(|v| v * 0.5).collect();
+    assert!(max_abs_error(&s.decrypt(&half), &want) < 1e-6);
 }

@@ -1147,6 +1147,10 @@ fn objects_are_refused_by_parameters_that_differ_in_any_field() {
             }
             7 => {
                 spec.dnum = 1 + (spec.dnum + pick(primes - 1)) % primes;
+                // FTb's dnum is its prime count: any other pairs primes
+                // beyond its one 54-bit special prime, so P grows to keep
+                // the parameters valid.
+                spec.p_bits = vec![61; spec.q_bits.len().div_ceil(spec.dnum)];
                 "dnum"
             }
             _ => {

@@ -164,10 +164,7 @@ impl Encoder {
             }
             .into());
         }
-        params.q_modulus(level)?;
-        if !(scale.0.is_finite() && scale.0 > 0.0) {
-            return Err(OperandError::InvalidScale.into());
-        }
+        params.check_scale(level, scale)?;
         if values
             .iter()
             .any(|v| !v.re.is_finite() || !v.im.is_finite())

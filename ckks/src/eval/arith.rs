@@ -179,12 +179,12 @@ impl Evaluator {
     /// ModRaised plaintext at scale `q_0` this way.
     ///
     /// # Errors
-    /// [`OperandError::InvalidScale`] for a non-positive or non-finite scale.
+    /// [`OperandError::InvalidScale`] for a non-positive or non-finite
+    /// scale, [`OperandError::ScaleOutOfRange`] outside `[1, Q_l)`
+    /// ([`Parameters::check_scale`](crate::params::Parameters::check_scale)).
     pub fn set_scale(&self, a: &Ciphertext, scale: Scale) -> Result<Ciphertext> {
         self.context.check_same(&a.context)?;
-        if !(scale.0.is_finite() && scale.0 > 0.0) {
-            return Err(OperandError::InvalidScale.into());
-        }
+        self.context.params().check_scale(a.level, scale)?;
         let mut out = self.copy_of(a)?;
         out.scale = scale;
         Ok(out)

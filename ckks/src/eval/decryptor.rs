@@ -77,9 +77,13 @@ impl Decryptor {
     /// operating system: for results that leave the secret-key holder.
     ///
     /// # Errors
-    /// As [`Decryptor::decrypt`]; [`OperandError::FloodingTooWide`] when the
-    /// flood would leave less than two bits of precision (lower the goal or
-    /// raise the scale); [`crate::Error::Entropy`].
+    /// As [`Decryptor::decrypt`]; [`OperandError::InvalidFlooding`] for an
+    /// explicit width below one coefficient unit or not finite, or a
+    /// claimed precision that is not finite or lies outside
+    /// `(0, log2 scale]` (either would add no protection while seeming
+    /// to); [`OperandError::FloodingTooWide`] when the flood would leave
+    /// less than two bits of precision (lower the goal or raise the scale);
+    /// [`crate::Error::Entropy`].
     pub fn decrypt_flooded(
         &self,
         ciphertext: &Ciphertext,
@@ -87,6 +91,24 @@ impl Decryptor {
         flooding: &NoiseFlooding,
     ) -> Result<Plaintext> {
         let n = self.context.params().degree().get();
+        match flooding.sigma {
+            Some(sigma) if !(sigma.is_finite() && sigma >= 1.0) => {
+                return Err(OperandError::InvalidFlooding {
+                    reason: "an explicit width must be finite and at least one coefficient unit",
+                }
+                .into());
+            }
+            None if !(flooding.precision_bits.is_finite()
+                && flooding.precision_bits > 0.0
+                && flooding.precision_bits <= ciphertext.scale.log2()) =>
+            {
+                return Err(OperandError::InvalidFlooding {
+                    reason: "precision_bits must be a number of bits above 0 and at most log2 of the scale",
+                }
+                .into());
+            }
+            _ => {}
+        }
         let sigma = flooding.sigma(n, ciphertext.scale);
         // The flood's slot error is about σ·√N; keep at least two bits.
         if !sigma.is_finite() || sigma * (n as f64).sqrt() * 4.0 >= ciphertext.scale.0 {

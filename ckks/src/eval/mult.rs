@@ -34,9 +34,12 @@ impl Evaluator {
     /// level with scale `Δ_a·Δ_b` (scales may differ).
     ///
     /// # Errors
-    /// Mismatched context, device, level or slots.
+    /// Mismatched context, device, level or slots;
+    /// [`OperandError::ScaleOutOfRange`] for a product scale of `Q_l` or
+    /// more.
     pub fn tensor(&self, a: &Ciphertext, b: &Ciphertext) -> Result<TensoredCiphertext> {
         self.check_pair_any_scale(a, b)?;
+        let scale = self.product_scale(a.level, a.scale, b.scale)?;
         let backend = a.c0.backend();
         let moduli = a.c0.moduli();
         let mut d0 = RnsPoly::<Ntt>::allocate(backend, moduli, MemoryClass::Temporary, false)?;
@@ -57,9 +60,19 @@ impl Evaluator {
             d1,
             d2,
             level: a.level,
-            scale: Scale(a.scale.0 * b.scale.0),
+            scale,
             slots: a.slots,
         })
+    }
+
+    /// The scale `Δ_a·Δ_b` of a product at `level` that is not rescaled
+    /// where it is made, within `[1, Q_l)`
+    /// ([`Parameters::check_scale`](crate::params::Parameters::check_scale)):
+    /// past `Q_l` the product has wrapped and no rescale brings it back.
+    fn product_scale(&self, level: Level, a: Scale, b: Scale) -> Result<Scale> {
+        let product = Scale(a.0 * b.0);
+        self.context.params().check_scale(level, product)?;
+        Ok(product)
     }
 
     /// `a·b`: tensor, relinearise, rescale — the last two in one ModDown
@@ -148,14 +161,17 @@ impl Evaluator {
     /// `a·p` without rescaling: scale `Δ_a·Δ_p`.
     ///
     /// # Errors
-    /// Mismatched context, device, level or slots.
+    /// Mismatched context, device, level or slots;
+    /// [`OperandError::ScaleOutOfRange`] for a product scale of `Q_l` or
+    /// more.
     pub fn mult_plain_without_rescale(&self, a: &Ciphertext, p: &Plaintext) -> Result<Ciphertext> {
         self.check_plain_any_scale(a, p)?;
         if p.is_periodic() {
             return self.mult_plain_sum(&[(a, p)]);
         }
+        let scale = self.product_scale(a.level, a.scale, p.scale)?;
         let mut out = self.map_parts(a, |x, class| x.mul(p.poly()?, class))?;
-        out.scale = Scale(a.scale.0 * p.scale.0);
+        out.scale = scale;
         Ok(out)
     }
 
@@ -228,7 +244,7 @@ impl Evaluator {
             expected: 1,
             actual: 0,
         })?;
-        let scale = Scale(a0.scale.0 * p0.scale.0);
+        let scale = self.product_scale(a0.level, a0.scale, p0.scale)?;
         for &(a, p) in terms {
             self.check_plain_any_scale(a, p)?;
             a0.check_matches(&a.context, a.level, a0.scale, a.slots, a.device())?;
@@ -273,6 +289,7 @@ impl Evaluator {
     ) -> Result<Ciphertext> {
         self.check_level_down(a, level)?;
         check_constant(c, const_scale)?;
+        let scale = self.product_scale(level, a.scale, const_scale)?;
         if level == a.level {
             return self.mult_const_without_rescale(a, c, const_scale);
         }
@@ -283,14 +300,7 @@ impl Evaluator {
         let count = level.primes();
         let [c0, c1] = [&a.c0, &a.c1]
             .map(|x| x.scalar_prefix(BinaryOp::Mul, &scalars, count, self.output_class));
-        Ciphertext::from_parts(
-            &self.context,
-            c0?,
-            c1?,
-            level,
-            Scale(a.scale.0 * const_scale.0),
-            a.slots,
-        )
+        Ciphertext::from_parts(&self.context, c0?, c1?, level, scale, a.slots)
     }
 
     /// `a·c` for a complex constant encoded at `const_scale` (the constant
@@ -298,7 +308,9 @@ impl Evaluator {
     /// not rescaled: scale `Δ_a·const_scale`.
     ///
     /// # Errors
-    /// A ciphertext of another context; a non-finite constant or scale.
+    /// A ciphertext of another context; a non-finite constant or scale;
+    /// [`OperandError::ScaleOutOfRange`] for a product scale of `Q_l` or
+    /// more.
     pub fn mult_const_without_rescale(
         &self,
         a: &Ciphertext,
@@ -307,6 +319,7 @@ impl Evaluator {
     ) -> Result<Ciphertext> {
         self.context.check_same(&a.context)?;
         check_constant(c, const_scale)?;
+        let scale = self.product_scale(a.level, a.scale, const_scale)?;
         let re = (c.re * const_scale.0).round();
         let im = (c.im * const_scale.0).round();
         let mut out = if im == 0.0 {
@@ -319,7 +332,7 @@ impl Evaluator {
                 .get_or_make(key, || self.monomial_pair(a, re, im))?;
             self.map_parts(a, |x, class| x.mul(&poly, class))?
         };
-        out.scale = Scale(a.scale.0 * const_scale.0);
+        out.scale = scale;
         Ok(out)
     }
 

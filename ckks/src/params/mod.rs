@@ -353,6 +353,53 @@ impl Parameters {
         self.fingerprint
     }
 
+    /// `log2 Q_l`: the bits of the product of the Q primes up to `level`.
+    ///
+    /// # Errors
+    /// [`OperandError::LevelOutOfRange`] beyond the chain.
+    pub fn log_q(&self, level: Level) -> Result<f64> {
+        let moduli = self
+            .q
+            .get(..=level.0)
+            .ok_or(OperandError::LevelOutOfRange {
+                level,
+                max: self.max_level(),
+            })?;
+        Ok(moduli.iter().map(|q| (q.value() as f64).log2()).sum())
+    }
+
+    /// Checks that `scale` can label an object at `level`: at least 1 and
+    /// below `Q_l` ([`OperandError::ScaleOutOfRange`] says why), the range
+    /// the loaders accept. Encoding, [`set_scale`] and the products that
+    /// are not rescaled keep to it, so that every object the evaluator
+    /// makes can be decrypted and saved. (A default scale can lie outside:
+    /// FGa's at level 0 is 2^69 over a 60-bit `q_0`, a level only
+    /// bootstrapping's chain reaches.)
+    ///
+    /// [`set_scale`]: crate::eval::Evaluator::set_scale
+    ///
+    /// # Errors
+    /// [`OperandError::LevelOutOfRange`] beyond the chain,
+    /// [`OperandError::InvalidScale`] for a non-finite or non-positive
+    /// scale, [`OperandError::ScaleOutOfRange`].
+    pub fn check_scale(&self, level: Level, scale: Scale) -> Result<()> {
+        let modulus_log2 = self.log_q(level)?;
+        if !(scale.0.is_finite() && scale.0 > 0.0) {
+            return Err(OperandError::InvalidScale.into());
+        }
+        let scale_log2 = scale.0.log2();
+        if scale.0 >= 1.0 && scale_log2 < modulus_log2 {
+            Ok(())
+        } else {
+            Err(OperandError::ScaleOutOfRange {
+                level,
+                scale_log2,
+                modulus_log2,
+            }
+            .into())
+        }
+    }
+
     /// Checks that a rescale at `level` of a ciphertext with scale `scale`
     /// is allowed: the result scale `scale / q_l` must not exceed twice the
     /// dropped prime `q_l` (beyond that, scales grow with each

@@ -39,18 +39,9 @@ fn write_header_fields<W: Write>(
 /// level 0, which can never be rescaled, is refused when its scale reaches
 /// `q_0`.
 fn check_scale(params: &Parameters, level: Level, scale: Scale) -> Result<()> {
-    let log_q: f64 = params
-        .q_moduli()
-        .get(..=level.0)
-        .unwrap_or_default()
-        .iter()
-        .map(|q| (q.value() as f64).log2())
-        .sum();
-    if scale.0 >= 1.0 && scale.0.log2() < log_q {
-        Ok(())
-    } else {
-        Err(SerializationError::ScaleOutOfRange { level: level.0 }.into())
-    }
+    params
+        .check_scale(level, scale)
+        .map_err(|_| SerializationError::ScaleOutOfRange { level: level.0 }.into())
 }
 
 fn read_header_fields<R: Read>(
