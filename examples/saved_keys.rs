@@ -133,6 +133,9 @@ pub fn load_and_compute(
     let secret = SecretKey::load_from_path(&context, dir.join(SECRET_KEY))?;
     let public = PublicKey::load_from_path(&context, dir.join(PUBLIC_KEY))?;
     let keys = BootstrapKeys::load_from_path(&context, dir.join(BOOTSTRAP_KEYS))?;
+    // Each file passed its own checks; a test encryption tells whether the
+    // three come from one key generation.
+    keys.check_match(&context, &secret, &public)?;
     let ct = Ciphertext::load_from_path(&context, dir.join(CIPHERTEXT))?;
 
     let bootstrapper = Bootstrapper::new(&context, BootstrapSchedule::recommended(&params)?, keys)?;

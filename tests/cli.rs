@@ -439,6 +439,32 @@ fn keygen_writes_key_files_that_bootstrap_and_demo_load() {
     std::fs::write(&damaged, &bytes).unwrap();
     std::fs::remove_file(format!("{damaged_path}.secret")).unwrap();
     refused(&args, "secret key");
+
+    // Files of two key generations side by side: each passes its own
+    // checks, the three together are refused before any bootstrap.
+    let other = dir.path().join("other.keys");
+    let other_path = other.to_str().unwrap();
+    let made = hemem(&["keygen", "--preset", "test-FTb", "--out", other_path]);
+    assert!(made.status.success());
+    let mixed = dir.path().join("mixed.keys");
+    let mixed_path = mixed.to_str().unwrap();
+    let mix = |file: &str, public: &str, secret: &str| {
+        std::fs::copy(file, mixed_path).unwrap();
+        std::fs::copy(format!("{public}.public"), format!("{mixed_path}.public")).unwrap();
+        std::fs::copy(format!("{secret}.secret"), format!("{mixed_path}.secret")).unwrap();
+    };
+    let args = ["bootstrap", "--preset", "test-FTb", "--keys", mixed_path];
+    mix(path, path, other_path);
+    refused(&args, "the public key does not belong to this secret key");
+    mix(path, other_path, other_path);
+    refused(
+        &args,
+        "the bootstrap key set does not belong to this secret key",
+    );
+    refused(
+        &["demo", "--preset", "test-FTb", "--keys", mixed_path],
+        "the bootstrap key set does not belong",
+    );
 }
 
 /// Without `--json` the demo prints byte counts for people (`KiB`, `MiB`),

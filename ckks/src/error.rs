@@ -214,6 +214,16 @@ pub enum KeyError {
         /// The key's highest level.
         level: usize,
     },
+    /// Keys that parse and fit the parameters but belong to another
+    /// secret key: a test encryption under them came back as noise (key
+    /// files of different key generations put side by side, say).
+    #[error(
+        "the {what} does not belong to this secret key (a test encryption decrypted to noise); were the files made by different key generations?"
+    )]
+    KeysDoNotMatch {
+        /// Which key failed the test.
+        what: &'static str,
+    },
     /// A switching key for another purpose than the one asked.
     #[error("switching key is for {found}, not {expected}")]
     WrongKey {

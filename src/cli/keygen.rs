@@ -107,7 +107,8 @@ pub struct LoadedKeys {
 ///
 /// # Errors
 /// The file's typed error (other parameters, truncated, corrupted, another
-/// kind, I/O), with the file named.
+/// kind, I/O), with the file named; `KeysDoNotMatch` for files of
+/// different key generations.
 pub fn load(context: &Context, path: &Path) -> anyhow::Result<LoadedKeys> {
     let preset = context.params().name().to_owned();
     let started = Instant::now();
@@ -128,6 +129,17 @@ pub fn load(context: &Context, path: &Path) -> anyhow::Result<LoadedKeys> {
     let public_file = public_path(path);
     let public = PublicKey::load_from_path(context, &public_file)
         .with_context(|| what(&public_file, "public key"))?;
+    // Each file passes its own checks; whether the three belong together
+    // only a test encryption tells.
+    keys.check_match(context, &secret, &public)
+        .with_context(|| {
+            format!(
+                "checking that {}, {} and {} belong together",
+                path.display(),
+                public_file.display(),
+                secret_file.display()
+            )
+        })?;
     context.synchronize()?;
     Ok(LoadedKeys {
         secret,

@@ -6,11 +6,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use hemem_ckks::Context;
-use hemem_ckks::keys::{KeyGenerator, KeyKind, KeySet, KeySetRequest, SecretKey, SwitchingKey};
+use hemem_ckks::encoding::Encoder;
+use hemem_ckks::eval::{Ciphertext, Decryptor, Encryptor, Evaluator};
+use hemem_ckks::keys::{
+    KeyGenerator, KeyKind, KeySet, KeySetRequest, PublicKey, SecretKey, SwitchingKey,
+};
 use hemem_ckks::ntt::GaloisElement;
 use hemem_ckks::params::{Level, Parameters};
 use hemem_ckks::progress::{NoProgress, Progress};
+use hemem_ckks::sampling::Sampler;
+use hemem_ckks::{Context, KeyError};
+use num_complex::Complex64;
 
 use crate::schedule::{BootstrapSchedule, INPUT_LEVEL, SSE_HAMMING_WEIGHT};
 use crate::{Error, Result};
@@ -187,7 +193,61 @@ impl BootstrapKeys {
     pub fn size_bytes(&self) -> usize {
         self.keys.size_bytes() + self.sse.as_ref().map_or(0, SseKeys::size_bytes)
     }
+
+    /// Checks that these keys, `secret` and `public` belong together: an
+    /// encryption of random values under `public` decrypts with `secret`,
+    /// and its square, relinearised with these keys' relinearisation key,
+    /// decrypts to the values' squares. Key files are saved apart (the
+    /// secret key on its own, owner-only); files of different key
+    /// generations parse and pass every format check, but bootstrap to
+    /// noise, so whoever puts them together should check. Costs one
+    /// encryption and one multiplication at the encryption level.
+    ///
+    /// # Errors
+    /// [`KeyError::KeysDoNotMatch`] naming the public key or the bootstrap
+    /// keys; [`KeyError::MissingRelinearizationKey`]; the encryption's and
+    /// multiplication's errors (another context, say).
+    pub fn check_match(
+        &self,
+        context: &Context,
+        secret: &SecretKey,
+        public: &PublicKey,
+    ) -> Result<()> {
+        let slots = context.params().slots();
+        let mut sampler = Sampler::from_os()?;
+        let values: Vec<Complex64> = (0..slots)
+            .map(|_| Complex64::new(2.0 * sampler.uniform_f64() - 1.0, 0.0))
+            .collect();
+        let encoder = Encoder::new(context);
+        let decryptor = Decryptor::new(context);
+        let ct = Encryptor::new(context)?.encrypt(&encoder.encode(&values)?, public)?;
+        let fits = |ct: &Ciphertext, want: &dyn Fn(Complex64) -> Complex64| -> Result<bool> {
+            let got = encoder.decode(&decryptor.decrypt(ct, secret)?)?;
+            Ok(got
+                .iter()
+                .zip(&values)
+                .all(|(g, &v)| (g - want(v)).norm() < MATCH_TOLERANCE))
+        };
+        if !fits(&ct, &|v| v)? {
+            return Err(
+                hemem_ckks::Error::from(KeyError::KeysDoNotMatch { what: "public key" }).into(),
+            );
+        }
+        let square = Evaluator::with_keys(context, Arc::clone(&self.keys)).mult(&ct, &ct)?;
+        if !fits(&square, &|v| v * v)? {
+            return Err(hemem_ckks::Error::from(KeyError::KeysDoNotMatch {
+                what: "bootstrap key set",
+            })
+            .into());
+        }
+        Ok(())
+    }
 }
+
+/// The largest slot error [`BootstrapKeys::check_match`] accepts: keys
+/// that match give errors near 2^-20 and less (every preset), keys that do
+/// not give noise of the modulus' size.
+const MATCH_TOLERANCE: f64 = 1.0 / 256.0;
 
 impl SseKeys {
     /// Bytes of both keys as held.
