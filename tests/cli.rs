@@ -324,6 +324,54 @@ fn unknown_preset_is_a_clean_error() {
     assert!(!err.contains("panicked"), "{err}");
 }
 
+/// Bad flag values are refused before any key is made: zero counts, an
+/// unknown hoisting or storage, output folders that do not exist, a
+/// streaming trace a CPU run cannot record.
+#[test]
+fn bad_flags_are_refused_before_key_setup() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-folder").join("out");
+    let missing = missing.to_str().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (&["bootstrap", "--iterations", "0"], "at least 1"),
+        (&["bootstrap", "--batch", "0"], "at least 1"),
+        (&["bootstrap", "--shared-expansions", "0"], "at least 1"),
+        (&["bench", "ckks", "--iterations", "0"], "at least 1"),
+        (&["bench", "oversub", "--time-limit", "0"], "above 0"),
+        (&["bench", "oversub", "--time-limit", "nan"], "above 0"),
+        (
+            &["bench", "bm-bootstrap", "--iterations", "0"],
+            "at least 1",
+        ),
+        (&["bootstrap", "--hoisting", "foo"], "hoisting"),
+        (&["bootstrap", "--diagonals", "foo"], "diagonal storage"),
+        (&["bootstrap", "--record-trace", missing], "does not exist"),
+        (
+            &["bootstrap", "--streaming-trace", missing],
+            "does not exist",
+        ),
+        (
+            &["bootstrap", "--streaming-trace", "trace.json"],
+            "only the planned policy on a GPU",
+        ),
+        (&["keygen", "--out", missing], "does not exist"),
+        (&["demo", "--record-trace", missing], "does not exist"),
+    ];
+    for &(args, message) in cases {
+        let mut all = args.to_vec();
+        all.extend(match args[..2] {
+            ["bench", "oversub" | "bm-bootstrap"] => ["--presets", "test-FTb"],
+            _ => ["--preset", "test-FTb"],
+        });
+        let out = hemem(&all);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{all:?}");
+        assert!(err.contains(message), "{all:?}: {err}");
+        assert!(!err.contains("generated"), "{all:?} made keys first: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
 #[test]
 fn gpu_selection_fails_cleanly_and_auto_falls_back() {
     // Meaningful on a machine without a GPU (CI); on a GPU machine both run.

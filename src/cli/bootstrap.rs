@@ -17,6 +17,7 @@ use hemem_bootstrap::Bootstrapper;
 use hemem_bootstrap::schedule::BootstrapSchedule;
 use hemem_ckks::prelude::*;
 use hemem_ckks::sampling::{Sampler, SeedPrf};
+use hemem_memory::PolicyKind;
 
 use self::report::{Report, ResidencyFigures};
 use self::runs::{Outcome, Runner};
@@ -35,12 +36,12 @@ pub struct Args {
     #[command(flatten)]
     device: DeviceArgs,
     /// Bootstraps to run (timed one by one).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = super::at_least_one)]
     iterations: usize,
     /// Bootstrap B copies of the input at once, stage by stage
     /// (`Bootstrapper::bootstrap_many`): each key and diagonal serves the
     /// whole batch; times are per ciphertext, bytes moved per batch.
-    #[arg(long, default_value_t = 1, value_name = "B")]
+    #[arg(long, default_value_t = 1, value_name = "B", value_parser = super::at_least_one)]
     batch: usize,
     /// Spread each batch of B different inputs over these devices (GPU
     /// ordinals, or cpu / gpu:N; the same GPU twice is two logical
@@ -51,7 +52,7 @@ pub struct Args {
     devices: Option<Vec<DeviceSelection>>,
     /// With --devices: work stealing in chunks of N inputs instead of even
     /// shares.
-    #[arg(long, value_name = "N", requires = "devices")]
+    #[arg(long, value_name = "N", requires = "devices", value_parser = super::at_least_one)]
     chunk: Option<usize>,
     /// Slot count (a power of two up to N/2; default: all).
     #[arg(long)]
@@ -98,7 +99,7 @@ pub struct Args {
     /// With `--batch`: how many ciphertexts share each expansion of a
     /// compact diagonal (default 2; 1 expands for each ciphertext; more
     /// holds more baby-step rotations at once).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = super::at_least_one)]
     shared_expansions: Option<usize>,
     /// Keep the keys' uniform halves (twice the key bytes) instead of
     /// regenerating them from their seeds in every key switch.
@@ -150,7 +151,18 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .gpu_timeline
         .then(hemem_memory::cuda::cupti::KernelTimeline::enable)
         .transpose()?;
+    let options = setup::options(args)?;
+    if let Some(path) = &args.streaming_trace {
+        super::check_output_path(path, "--streaming-trace")?;
+    }
     let context = Context::with_memory(params.clone(), selection, &memory)?;
+    if args.streaming_trace.is_some()
+        && (context.device() == Device::Cpu || memory.policy.kind() != PolicyKind::Planned)
+    {
+        anyhow::bail!(
+            "--streaming-trace: only the planned policy on a GPU records a phase to write"
+        );
+    }
     let progress = Progress::new(args);
     progress.say(&format!(
         "hemem bootstrap: {preset} on {}, policy {}",
@@ -176,7 +188,6 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
     let key_count = keys.len();
     let constants_started = Instant::now();
-    let options = setup::options(args)?;
     let bootstrapper = super::progress::with_bar("diagonals", args.json, |p| {
         Bootstrapper::with_progress(&context, schedule, keys, options, p)
     })?;

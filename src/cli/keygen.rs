@@ -169,6 +169,7 @@ struct Report {
 /// Runs the command.
 pub fn run(args: &Args) -> anyhow::Result<()> {
     let (preset, params) = super::preset_parameters(&args.preset)?;
+    super::check_output_path(&args.out, "--out")?;
     let selection = args.device.selection()?;
     let memory = MemoryConfig::from_env().context("reading HEMEM_* variables")?;
     let context = Context::with_memory(params.clone(), selection, &memory)?;

@@ -72,6 +72,9 @@ impl MemoryArgs {
         if let Some(path) = &self.record_trace {
             config.record_trace = Some(path.clone());
         }
+        if let Some(path) = &config.record_trace {
+            super::check_output_path(path, "--record-trace")?;
+        }
         let kind = match &self.policy {
             Some(name) => Some(name.parse::<PolicyKind>()?),
             None if self.trace.is_some() => Some(PolicyKind::Profiled),

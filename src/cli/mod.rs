@@ -23,6 +23,44 @@ mod trace;
 use clap::{Parser, Subcommand};
 use hemem_ckks::params::{Parameters, Preset, SecurityCheck};
 
+/// A count that must be at least one (`--iterations`, `--batch`, …): zero
+/// would measure nothing, and a figure divided by it would be made up.
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Checks, before any long work, that `path` can be created: its folder
+/// exists (a mistyped folder would otherwise be found only when the
+/// results are written, after minutes of key generation or bootstraps).
+fn check_output_path(path: &std::path::Path, flag: &str) -> anyhow::Result<()> {
+    let folder = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => std::path::Path::new("."),
+    };
+    if folder.is_dir() {
+        Ok(())
+    } else {
+        anyhow::bail!(
+            "{flag} {}: the folder {} does not exist",
+            path.display(),
+            folder.display()
+        )
+    }
+}
+
+/// A number of seconds above zero and finite (`--time-limit`).
+fn positive_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        Ok(_) => Err("must be a finite number of seconds above 0".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// CKKS homomorphic encryption with a hybrid CPU/GPU memory system.
 #[derive(Debug, Parser)]
 #[command(

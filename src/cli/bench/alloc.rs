@@ -57,10 +57,10 @@ pub struct Args {
     #[arg(long, value_delimiter = ',', default_value = "0,25,50,75,80,85,90,95")]
     pooled: Vec<u32>,
     /// Measured passes per kernel and combination (after one warm-up pass).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = super::super::at_least_one)]
     passes: usize,
     /// Allocate + free pairs timed per size for pooled memory (managed: at most 50).
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = super::super::at_least_one)]
     alloc_iterations: usize,
 }
 

@@ -37,7 +37,7 @@ pub struct Args {
     #[arg(long, default_value = "static")]
     policy: String,
     /// Bootstraps per preset.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = super::super::at_least_one)]
     iterations: usize,
     /// Sweep the profiled policy's cap on peak pooled bytes over these
     /// percentages of the recording's peak live bytes (comma-separated, e.g.

@@ -35,14 +35,14 @@ pub struct Args {
     #[command(flatten)]
     device: DeviceArgs,
     /// Timed repetitions of each operation.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = super::super::at_least_one)]
     iterations: usize,
     /// Policies to compare (comma-separated; GPU only). The first is the
     /// baseline of the ratios.
     #[arg(long, default_value = "device,static,managed,dynamic")]
     policies: String,
     /// Input buffers the NTT rotates over (more than the L2 cache holds).
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = super::super::at_least_one)]
     ntt_buffers: usize,
     /// Operations to run (comma-separated; default all): ntt_forward,
     /// ntt_inverse, tensor, decompose, mult_relin, mult_relin_rescale,

@@ -52,13 +52,13 @@ pub struct Args {
     #[arg(long, default_value_t = 2)]
     warmup: usize,
     /// Timed runs per cell (median, min, max).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = super::super::at_least_one)]
     iterations: usize,
     #[command(flatten)]
     device: DeviceArgs,
     /// Seconds a cell may run before it is killed and marked timeout (a
     /// profiled cell's recording run gets as long again).
-    #[arg(long, default_value_t = 900.0, value_name = "SECONDS")]
+    #[arg(long, default_value_t = 900.0, value_name = "SECONDS", value_parser = super::super::positive_seconds)]
     time_limit: f64,
     /// The results CSV: cells it already holds are skipped (resume); the
     /// markdown report and PNG figures are written beside it.
@@ -92,7 +92,7 @@ pub struct CellArgs {
     op: String,
     #[arg(long, default_value_t = 2)]
     warmup: usize,
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = super::super::at_least_one)]
     iterations: usize,
     #[command(flatten)]
     device: DeviceArgs,

@@ -94,6 +94,7 @@ pub fn run(args: &Args, devices: &[DeviceSelection]) -> anyhow::Result<()> {
     }
     let (preset, params) = super::super::preset_parameters(&args.preset)?;
     let memory = args.memory.config()?;
+    let options = setup::options(args)?;
     if memory.record_trace.is_some() {
         anyhow::bail!(
             "--record-trace records one device's allocations: run without --devices to record one"
@@ -141,7 +142,6 @@ pub fn run(args: &Args, devices: &[DeviceSelection]) -> anyhow::Result<()> {
         home.device(),
         contexts.len()
     ));
-    let options = setup::options(args)?;
     let storage = options.storage;
     let group_started = Instant::now();
     let group =
