@@ -40,8 +40,9 @@ pub enum Error {
     /// A device name that does not parse (`--device`, a config).
     #[error(transparent)]
     Device(#[from] DeviceParseError),
-    /// A file could not be read or written.
-    #[error("{op} {path}: {source}")]
+    /// A file could not be read or written. (The cause is the error's
+    /// `source`, not repeated in its message: `{:#}` prints both.)
+    #[error("{op} {path}")]
     Io {
         /// What was being done (`reading`, `writing`, `creating`).
         op: &'static str,
@@ -51,7 +52,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// A results CSV could not be read or written.
-    #[error("CSV {path}: {source}")]
+    #[error("CSV {path}")]
     Csv {
         /// The file.
         path: PathBuf,
@@ -59,7 +60,7 @@ pub enum Error {
         source: csv::Error,
     },
     /// A plot could not be drawn or written.
-    #[error("plotting {path}: {source}")]
+    #[error("plotting {path}")]
     Plot {
         /// The PNG being drawn.
         path: PathBuf,
@@ -214,6 +215,21 @@ impl Error {
         }
     }
 
+    /// The message with every cause after it, joined by `: ` (as
+    /// `anyhow`'s `{:#}` prints it): the file errors keep their cause in
+    /// `source` only, so a one-line report wants this rather than
+    /// `to_string`.
+    pub fn with_causes(&self) -> String {
+        let mut text = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        while let Some(c) = cause {
+            text.push_str(": ");
+            text.push_str(&c.to_string());
+            cause = c.source();
+        }
+        text
+    }
+
     /// Whether the device budget refused a request
     /// ([`hemem_memory::Error::OverBudget`]).
     pub fn is_over_budget(&self) -> bool {
@@ -320,17 +336,21 @@ mod tests {
             "the embedded plot font does not parse"
         );
         let io = Error::io("reading", std::path::Path::new("x.csv"))(std::io::Error::other("gone"));
-        assert_eq!(io.to_string(), "reading x.csv: gone");
+        // The cause is the source, printed once by a report of the chain.
+        assert_eq!(io.to_string(), "reading x.csv");
+        assert_eq!(io.with_causes(), "reading x.csv: gone");
         let csv = Error::Csv {
             path: "s.csv".into(),
             source: csv::Error::from(std::io::Error::other("full")),
         };
-        assert_eq!(csv.to_string(), "CSV s.csv: full");
+        assert_eq!(csv.to_string(), "CSV s.csv");
+        assert_eq!(csv.with_causes(), "CSV s.csv: full");
         let plot = Error::Plot {
             path: "f.png".into(),
             source: Box::new(std::io::Error::other("no room")),
         };
-        assert_eq!(plot.to_string(), "plotting f.png: no room");
+        assert_eq!(plot.to_string(), "plotting f.png");
+        assert_eq!(plot.with_causes(), "plotting f.png: no room");
         assert_eq!(
             Error::from(hemem_ckks::backend::DeviceParseError { name: "tpu".into() }).to_string(),
             "unknown device \"tpu\" (expected cpu, gpu, gpu:N or auto)"

@@ -9,11 +9,7 @@ fn main() -> std::process::ExitCode {
     match cli::run(args) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            let closed_pipe = e
-                .chain()
-                .filter_map(|c| c.downcast_ref::<std::io::Error>())
-                .any(|io| io.kind() == std::io::ErrorKind::BrokenPipe);
-            if closed_pipe {
+            if e.chain().any(|c| c.is::<cli::StdoutClosed>()) {
                 return std::process::ExitCode::SUCCESS;
             }
             eprintln!("hemem: error: {e:#}");

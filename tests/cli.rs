@@ -612,3 +612,31 @@ fn bootstrap_command_writes_the_recorded_trace() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--record-trace"));
 }
+
+/// Byte counts that add up past 2^64 are an error, not a wrapped total.
+#[test]
+fn trace_analyze_refuses_sizes_that_overflow() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("huge.csv");
+    let max = u64::MAX;
+    std::fs::write(
+        &file,
+        format!(
+            "id,class,bytes,placement,stream,alloc_ns,free_ns\n\
+             1,temporary,{max},host,compute,1,2\n\
+             2,temporary,{max},host,compute,3,4\n"
+        ),
+    )
+    .unwrap();
+    let out = hemem(&[
+        "trace",
+        "analyze",
+        file.to_str().unwrap(),
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("more than 2^64 bytes"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}

@@ -92,11 +92,13 @@ impl Polynomial {
     /// A polynomial in `basis`.
     ///
     /// # Errors
-    /// [`Error::InvalidInterval`] for a Chebyshev interval with `a >= b`,
-    /// [`Error::NonFinite`] for a non-finite coefficient.
+    /// [`Error::InvalidInterval`] for a Chebyshev interval with `a >= b`
+    /// or a width `b − a` that is not finite (its map to `[−1, 1]` would
+    /// send every input to 0), [`Error::NonFinite`] for a non-finite
+    /// coefficient.
     pub fn new(basis: Basis, coefficients: Vec<f64>) -> Result<Self> {
         if let Basis::Chebyshev { a, b } = basis
-            && !(a.is_finite() && b.is_finite() && a < b)
+            && !(a.is_finite() && b.is_finite() && a < b && (b - a).is_finite())
         {
             return Err(Error::InvalidInterval { a, b });
         }
@@ -679,6 +681,12 @@ mod tests {
             Err(Error::InvalidDegree { .. })
         ));
         assert!(Polynomial::chebyshev(1.0, 1.0, vec![1.0]).is_err());
+        // Finite ends whose width overflows: the map to [−1, 1] would be 0.
+        assert!(matches!(
+            Polynomial::chebyshev(-1e308, 1.5e308, vec![0.0, 1.0]),
+            Err(Error::InvalidInterval { .. })
+        ));
+        assert!(Polynomial::chebyshev(-1e307, 1e307, vec![0.0, 1.0]).is_ok());
         assert!(Polynomial::monomial(vec![f64::NAN]).is_err());
         let linear = Polynomial::monomial(vec![0.0, 1.0]).unwrap();
         assert!(evaluate(&sim, &x, &linear, f64::INFINITY).is_err());

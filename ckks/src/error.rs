@@ -93,7 +93,8 @@ pub enum ParametersError {
     },
     /// Parameters below 128-bit security, or a test preset, without opt-in.
     #[error(
-        "insecure parameters refused: log QP = {log_qp} at N = 2^{log_n} exceeds the 128-bit bound {bound:?}; opt in explicitly to use them"
+        "insecure parameters refused: log QP = {log_qp} at N = 2^{log_n} {}; opt in explicitly to use them",
+        bound_text(*.bound)
     )]
     Insecure {
         /// `log2 N`.
@@ -181,6 +182,14 @@ pub enum ParametersError {
         /// The degree.
         degree: usize,
     },
+}
+
+/// [`ParametersError::Insecure`]'s bound in words.
+fn bound_text(bound: Option<u32>) -> String {
+    match bound {
+        Some(bound) => format!("exceeds the 128-bit bound {bound}"),
+        None => "has no 128-bit bound in the security table at this degree".into(),
+    }
 }
 
 /// Why a key could not be used.
@@ -652,7 +661,16 @@ mod tests {
                     bound: Some(106),
                 }
                 .into(),
-                "insecure parameters refused: log QP = 1555 at N = 2^12 exceeds the 128-bit bound Some(106); opt in explicitly to use them",
+                "insecure parameters refused: log QP = 1555 at N = 2^12 exceeds the 128-bit bound 106; opt in explicitly to use them",
+            ),
+            (
+                ParametersError::Insecure {
+                    log_n: 4,
+                    log_qp: 60,
+                    bound: None,
+                }
+                .into(),
+                "insecure parameters refused: log QP = 60 at N = 2^4 has no 128-bit bound in the security table at this degree; opt in explicitly to use them",
             ),
             (
                 ParametersError::SparseSecret {

@@ -234,7 +234,7 @@ fn row(
         }
         Err(e) => {
             row.status = CellStatus::of_error(&e);
-            row.reason = e.to_string();
+            row.reason = e.with_causes();
         }
     }
     row

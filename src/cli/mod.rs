@@ -1,12 +1,37 @@
 //! Argument parsing and dispatch, one module per subcommand.
 
 /// `println!` that returns an error instead of panicking when stdout is
-/// closed (`hemem params | head`).
+/// closed (`hemem params | head`): [`StdoutClosed`], which `main` alone
+/// treats as a normal end.
 macro_rules! out {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        writeln!(std::io::stdout().lock(), $($arg)*)?;
+        writeln!(std::io::stdout().lock(), $($arg)*).map_err($crate::cli::stdout_error)?;
     }};
+}
+
+/// The reader of stdout went away (`hemem params | head`): the output was
+/// not wanted further, so the command ends successfully. Any other broken
+/// pipe (a child process, a file) stays an error.
+#[derive(Debug)]
+pub struct StdoutClosed;
+
+impl std::fmt::Display for StdoutClosed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("stdout was closed")
+    }
+}
+
+impl std::error::Error for StdoutClosed {}
+
+/// A failed write to stdout as the command's error: [`StdoutClosed`] for
+/// a closed pipe, else the I/O error itself.
+pub fn stdout_error(e: std::io::Error) -> anyhow::Error {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        anyhow::Error::new(StdoutClosed)
+    } else {
+        anyhow::Error::new(e).context("writing to stdout")
+    }
 }
 
 mod bench;

@@ -222,7 +222,16 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let report = Report {
         file: args.file.display().to_string(),
         allocations: histogram.total(),
-        bytes: trace.records.iter().map(|r| r.bytes).sum(),
+        bytes: trace
+            .records
+            .iter()
+            .try_fold(0u64, |sum, r| sum.checked_add(r.bytes))
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "{}: the allocations' sizes add up to more than 2^64 bytes",
+                    args.file.display()
+                )
+            })?,
         span_seconds: end.saturating_sub(start) as f64 * 1e-9,
         share_below_1s: histogram.share_below(Duration::from_secs(1)),
         share_below_threshold: histogram.share_below(threshold),

@@ -71,7 +71,7 @@ impl LifetimeHistogram {
                 .unwrap_or(Self::BOUNDS.len());
             if let Some(bucket) = buckets.get_mut(index) {
                 bucket.count += 1;
-                bucket.bytes += r.bytes;
+                bucket.bytes = bucket.bytes.saturating_add(r.bytes);
             }
         }
         Self { buckets, lifetimes }

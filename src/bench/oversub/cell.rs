@@ -689,7 +689,7 @@ pub fn run_cell(cell: &Cell, settings: &CellSettings, traces: &TraceFiles) -> Ce
     let started = Instant::now();
     let mut record = match measure(cell, settings, traces) {
         Ok(record) => record,
-        Err(e) => CellRecord::unmeasured(cell, settings, CellStatus::of_error(&e), e.to_string()),
+        Err(e) => CellRecord::unmeasured(cell, settings, CellStatus::of_error(&e), e.with_causes()),
     };
     record.seconds = started.elapsed().as_secs_f64();
     record
