@@ -640,3 +640,55 @@ fn trace_analyze_refuses_sizes_that_overflow() {
     assert!(err.contains("more than 2^64 bytes"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// A key file does not record its slot count: `bootstrap --keys` finds the
+/// count the keys serve, refuses a `--slots` they do not serve with the
+/// count they do, and the demo (every slot) refuses them.
+#[test]
+fn keys_made_for_fewer_slots_are_recognised() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("s256.keys");
+    let path = file.to_str().unwrap();
+    let made = hemem(&[
+        "keygen", "--preset", "test-FTb", "--slots", "256", "--out", path,
+    ]);
+    assert!(made.status.success());
+    let report = hemem_json(&[
+        "bootstrap",
+        "--preset",
+        "test-FTb",
+        "--keys",
+        path,
+        "--iterations",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(report["slots"], 256, "{report}");
+    assert!(
+        report["precision_bits"].as_f64().unwrap() > 15.0,
+        "{report}"
+    );
+    for (args, message) in [
+        (
+            vec![
+                "bootstrap",
+                "--preset",
+                "test-FTb",
+                "--keys",
+                path,
+                "--slots",
+                "128",
+            ],
+            "serve 256 slots, not 128",
+        ),
+        (
+            vec!["demo", "--preset", "test-FTb", "--keys", path],
+            "made for fewer than the 1024 slots",
+        ),
+    ] {
+        let out = hemem(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(err.contains(message), "{args:?}: {err}");
+    }
+}

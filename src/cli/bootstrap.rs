@@ -174,7 +174,6 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         &params,
         args.slots.unwrap_or_else(|| params.slots()),
     )?;
-    let sse = schedule.choice.sse;
     let started = Instant::now();
     let HeldKeys {
         secret,
@@ -183,6 +182,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         loaded,
         ..
     } = HeldKeys::obtain(args, &context, &schedule, progress)?;
+    let schedule = match loaded {
+        Some(_) => setup::schedule_for_loaded(args, &params, &keys, schedule, progress)?,
+        None => schedule,
+    };
+    let sse = schedule.choice.sse;
     if args.expand_keys {
         keys.expand()?;
     }

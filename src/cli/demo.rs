@@ -110,6 +110,14 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let (secret, public, mut bootstrap_keys, key_load_ms) = match &args.keys {
         Some(path) => {
             let loaded = super::keygen::load(&context, path)?;
+            // The demo bootstraps every slot: keys made for fewer
+            // (`hemem keygen --slots`) lack rotations it needs.
+            if !args.no_bootstrap && !loaded.keys.slot_counts(context.params()).contains(&slots) {
+                anyhow::bail!(
+                    "the keys in {} were made for fewer than the {slots} slots the demo bootstraps: make them without --slots, or run with --no-bootstrap",
+                    path.display()
+                );
+            }
             progress(&format!(
                 "  keys loaded from {} in {:.1} ms",
                 path.display(),

@@ -194,6 +194,28 @@ impl BootstrapKeys {
         self.keys.size_bytes() + self.sse.as_ref().map_or(0, SseKeys::size_bytes)
     }
 
+    /// The slot counts these keys bootstrap under the recommended schedule
+    /// ([`BootstrapSchedule::recommended_for_slots`]), largest first. A key
+    /// set does not record the slot count it was made for, and the keys
+    /// for one count lack rotations (or levels, or the sparse-secret keys)
+    /// that another needs: a caller with keys from a file asks this
+    /// before choosing a schedule, instead of meeting a missing rotation
+    /// key.
+    pub fn slot_counts(&self, params: &Parameters) -> Vec<usize> {
+        let max = params.slots();
+        std::iter::successors(Some(max), |&s| (s > 1).then_some(s / 2))
+            .filter(|&slots| {
+                let Ok(schedule) = BootstrapSchedule::recommended_for_slots(params, slots) else {
+                    return false;
+                };
+                (!schedule.choice.sse || self.sse.is_some())
+                    && key_request(&schedule, params)
+                        .and_then(|request| check_keys(&self.keys, &request, params))
+                        .is_ok()
+            })
+            .collect()
+    }
+
     /// Checks that these keys, `secret` and `public` belong together: an
     /// encryption of random values under `public` decrypts with `secret`,
     /// and its square, relinearised with these keys' relinearisation key,

@@ -135,6 +135,10 @@ pub fn run(args: &Args, devices: &[DeviceSelection]) -> anyhow::Result<()> {
         loaded,
         generated_ms: key_setup_ms,
     } = HeldKeys::obtain(args, &home, &schedule, progress)?;
+    let schedule = match loaded {
+        Some(_) => setup::schedule_for_loaded(args, &params, &keys, schedule, progress)?,
+        None => schedule,
+    };
     progress.say(&format!(
         "  {} keys ({}) on {}; handing them to {} device(s)",
         keys.len(),

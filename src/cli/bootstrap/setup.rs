@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use hemem_bootstrap::schedule::BootstrapSchedule;
 use hemem_bootstrap::{BootstrapKeys, BootstrapOptions};
+use hemem_ckks::params::Parameters;
 use hemem_ckks::prelude::*;
 use hemem_ckks::sampling::Sampler;
 use num_complex::Complex64;
@@ -97,6 +98,48 @@ impl HeldKeys {
             loaded: Some((loaded.ms, loaded.file_bytes)),
             generated_ms: None,
         })
+    }
+}
+
+/// With `--keys`: the schedule for a slot count the loaded keys serve (a
+/// key file does not record the count it was made for): `schedule` where
+/// they serve its count, else, without `--slots`, the largest count they
+/// serve; a `--slots` they do not serve is refused with the counts they
+/// do.
+pub(super) fn schedule_for_loaded(
+    args: &Args,
+    params: &Parameters,
+    keys: &BootstrapKeys,
+    schedule: BootstrapSchedule,
+    progress: Progress,
+) -> anyhow::Result<BootstrapSchedule> {
+    let counts = keys.slot_counts(params);
+    if counts.contains(&schedule.slots()) {
+        return Ok(schedule);
+    }
+    let file = args
+        .keys
+        .as_deref()
+        .map_or_else(String::new, |p| format!(" in {}", p.display()));
+    let served = counts
+        .iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    match (args.slots, counts.first()) {
+        (None, Some(&slots)) => {
+            progress.say(&format!(
+                "  the keys serve {slots} slots (made with --slots {slots}): bootstrapping {slots} slots"
+            ));
+            Ok(BootstrapSchedule::recommended_for_slots(params, slots)?)
+        }
+        (Some(slots), Some(_)) => anyhow::bail!(
+            "the keys{file} serve {served} slots, not {slots}: run with --slots {served}, or make keys for {slots} slots (hemem keygen --slots {slots})"
+        ),
+        (_, None) => anyhow::bail!(
+            "the keys{file} serve no slot count of {}: make them with hemem keygen for this preset",
+            params.name()
+        ),
     }
 }
 
