@@ -268,7 +268,7 @@ pub fn time_runs<S, T>(
 /// Median, minimum and maximum of a set of times.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
-    /// The median (the upper middle value for an even count).
+    /// The median (the mean of the two middle values for an even count).
     pub median: f64,
     /// The smallest value.
     pub min: f64,
@@ -284,8 +284,13 @@ impl Summary {
         }
         let mut sorted = values.to_vec();
         sorted.sort_by(f64::total_cmp);
+        let upper = *sorted.get(sorted.len() / 2)?;
+        let median = match sorted.len() % 2 {
+            0 => (sorted.get(sorted.len() / 2 - 1)? + upper) / 2.0,
+            _ => upper,
+        };
         Some(Self {
-            median: *sorted.get(sorted.len() / 2)?,
+            median,
             min: *sorted.first()?,
             max: *sorted.last()?,
         })
@@ -316,7 +321,7 @@ mod tests {
                 max: 3.0
             })
         );
-        assert_eq!(Summary::of(&[4.0, 1.0]).map(|s| s.median), Some(4.0));
+        assert_eq!(Summary::of(&[4.0, 1.0]).map(|s| s.median), Some(2.5));
         assert_eq!(Summary::of(&[]), None);
         assert_eq!(Summary::of(&[f64::NAN]), None);
     }

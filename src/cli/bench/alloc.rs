@@ -113,9 +113,8 @@ fn config(policy: PolicyConfig, budget: u64) -> MemoryConfig {
     }
 }
 
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(0.0)
+fn median(values: &[f64]) -> f64 {
+    hemem::bench::measure::Summary::of(values).map_or(0.0, |s| s.median)
 }
 
 fn mean(values: &[f64]) -> f64 {
@@ -176,7 +175,7 @@ fn alloc_latency(
                 bytes,
                 iterations: times.len(),
                 mean_us,
-                median_us: median(&mut times),
+                median_us: median(&times),
                 min_us,
             });
         }
@@ -213,7 +212,7 @@ fn copy_latency(device: &GpuDevice, budget: u64) -> anyhow::Result<Vec<CopyRow>>
             device.synchronize(StreamId::Compute)?;
             times.push(t.elapsed().as_secs_f64() * 1e3);
         }
-        let median_ms = median(&mut times);
+        let median_ms = median(&times);
         rows.push(CopyRow {
             placement,
             bytes,
@@ -648,7 +647,7 @@ mod tests {
         assert_eq!(shares(10, 4), vec![3, 3, 2, 2]);
         assert_eq!(shares(0, 3), vec![0, 0, 0]);
         assert_eq!(shares(5, 0), vec![5]);
-        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(mean(&[]), 0.0);
     }
 

@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::time::Instant;
 
+use hemem::bench::measure::Summary;
 use hemem_bootstrap::schedule::BootstrapSchedule;
 use hemem_bootstrap::{BootstrapKeys, BootstrapOptions};
 use hemem_ckks::params::Parameters;
@@ -182,9 +183,7 @@ pub(super) fn slot_error(got: &[Complex64], want: &[Complex64], complex: bool) -
     }
 }
 
-/// The median of `values` (the upper one of an even count; 0 for none).
+/// The median of `values` ([`Summary::of`]; 0 for none).
 pub(super) fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    sorted.get(sorted.len() / 2).copied().unwrap_or(0.0)
+    Summary::of(values).map_or(0.0, |s| s.median)
 }
