@@ -337,6 +337,10 @@ fn bad_flags_are_refused_before_key_setup() {
         (&["bootstrap", "--batch", "0"], "at least 1"),
         (&["bootstrap", "--shared-expansions", "0"], "at least 1"),
         (&["bench", "ckks", "--iterations", "0"], "at least 1"),
+        (
+            &["bench", "ckks", "--device", "cpu", "--policies", "foo"],
+            "unknown memory policy",
+        ),
         (&["bench", "oversub", "--time-limit", "0"], "above 0"),
         (&["bench", "oversub", "--time-limit", "nan"], "above 0"),
         (
@@ -691,4 +695,33 @@ fn keys_made_for_fewer_slots_are_recognised() {
         assert!(!out.status.success(), "{args:?}");
         assert!(err.contains(message), "{args:?}: {err}");
     }
+}
+
+/// `bench ckks --device auto` reports where it ran, and without a GPU runs
+/// once, with no policy comparison and no NTT figure when no NTT ran.
+#[test]
+fn bench_ckks_reports_the_device_auto_chose() {
+    let report = hemem_json(&[
+        "bench",
+        "ckks",
+        "--preset",
+        "test-FTb",
+        "--device",
+        "auto",
+        "--ops",
+        "add",
+        "--iterations",
+        "1",
+        "--json",
+    ]);
+    let device = report["device"].as_str().unwrap();
+    assert!(device == "cpu" || device.starts_with("gpu"), "{report}");
+    let runs = report["runs"].as_array().unwrap();
+    if device == "cpu" {
+        assert_eq!(runs.len(), 1, "{report}");
+    }
+    assert!(
+        runs.iter().all(|r| r.get("ntt_gb_per_s").is_none()),
+        "{report}"
+    );
 }

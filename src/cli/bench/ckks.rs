@@ -95,8 +95,13 @@ const STANDALONE: [&str; 3] = ["ntt_forward", "ntt_inverse", "expand_key"];
 struct PolicyRun {
     policy: String,
     timings: Vec<Timing>,
-    ntt_gb_per_s: f64,
+    /// The forward NTT's bandwidth; absent when `--ops` leaves it out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ntt_gb_per_s: Option<f64>,
     copy_gb_per_s: f64,
+    /// Where the run went (`auto` resolved).
+    #[serde(skip)]
+    device: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -185,7 +190,7 @@ fn run_policy(
 
     // NTT over every top-level limb, rotating over several buffers.
     let q: Vec<usize> = (0..limbs).collect();
-    let mut ntt_gb_per_s = 0.0;
+    let mut ntt_gb_per_s = None;
     for (op, forward) in [("ntt_forward", true), ("ntt_inverse", false)] {
         if !wanted(op) {
             continue;
@@ -218,7 +223,7 @@ fn run_policy(
             }
         })?;
         if forward {
-            ntt_gb_per_s = 2.0 * (limbs * n * 8) as f64 / (t.0 * 1e-3) / 1e9;
+            ntt_gb_per_s = Some(2.0 * (limbs * n * 8) as f64 / (t.0 * 1e-3) / 1e9);
         }
         timings.push(timing(&format!("{op}/{limbs}x2^{}", n.trailing_zeros()), t));
     }
@@ -363,6 +368,7 @@ fn run_policy(
         timings,
         ntt_gb_per_s,
         copy_gb_per_s,
+        device: context.device().to_string(),
     })
 }
 
@@ -378,22 +384,38 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             OPS.join(",")
         );
     }
-    let policies: Vec<Option<&str>> = if matches!(selection, DeviceSelection::Cpu) {
-        vec![None]
+    let asked: Vec<&str> = args.policies.split(',').map(str::trim).collect();
+    for policy in &asked {
+        policy.parse::<PolicyKind>()?;
+    }
+    // The policies place device memory: on the CPU (asked for, or what
+    // `auto` finds without a GPU) one run with the configured policy.
+    let on_gpu = match selection {
+        DeviceSelection::Cpu => false,
+        DeviceSelection::Gpu(_) => true,
+        DeviceSelection::Auto => hemem_memory::GpuDevice::count().is_ok_and(|n| n > 0),
+    };
+    let policies: Vec<Option<&str>> = if on_gpu {
+        asked.into_iter().map(Some).collect()
     } else {
-        args.policies.split(',').map(|p| Some(p.trim())).collect()
+        vec![None]
     };
     let mut runs = Vec::new();
     let mut device = String::from("cpu");
     for policy in policies {
         if !args.json {
             eprintln!(
-                "hemem bench ckks: {preset} on {selection}, policy {}",
+                "hemem bench ckks: {preset} on {}, policy {}",
+                if on_gpu {
+                    selection.to_string()
+                } else {
+                    "cpu".into()
+                },
                 policy.unwrap_or("(configured)")
             );
         }
         let run = run_policy(&params, selection, args, policy)?;
-        device = selection.to_string();
+        device.clone_from(&run.device);
         runs.push(run);
     }
     let report = Report {
@@ -419,12 +441,16 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         "vs first policy"
     );
     for run in &report.runs {
+        let ntt = run.ntt_gb_per_s.map_or_else(String::new, |ntt| {
+            format!(
+                "NTT {ntt:.1} GB/s ({:.0} % of copy), ",
+                100.0 * ntt / run.copy_gb_per_s
+            )
+        });
         out!(
-            "policy {:<8}  NTT {:.1} GB/s, copy {:.1} GB/s ({:.0} % of copy)",
+            "policy {:<8}  {ntt}copy {:.1} GB/s",
             run.policy,
-            run.ntt_gb_per_s,
-            run.copy_gb_per_s,
-            100.0 * run.ntt_gb_per_s / run.copy_gb_per_s
+            run.copy_gb_per_s
         );
         for (t, base) in run.timings.iter().zip(&baseline) {
             out!(
