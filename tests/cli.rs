@@ -725,3 +725,59 @@ fn bench_ckks_reports_the_device_auto_chose() {
         "{report}"
     );
 }
+
+/// On the CPU the `profiled` policy places nothing but still checks the run
+/// against its recording: the recorded run replays, another preset's run
+/// diverges (an error, or with `--on-divergence static` a fallback the
+/// report names).
+#[test]
+fn profiled_replay_is_checked_on_the_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("ftb.csv");
+    let trace = trace.to_str().unwrap();
+    let recorded = hemem(&[
+        "demo",
+        "--preset",
+        "test-FTb",
+        "--no-bootstrap",
+        "--record-trace",
+        trace,
+    ]);
+    assert!(recorded.status.success());
+    let replay = |preset: &str, extra: &[&str]| {
+        let mut args = vec![
+            "demo",
+            "--preset",
+            preset,
+            "--no-bootstrap",
+            "--policy",
+            "profiled",
+            "--trace",
+            trace,
+        ];
+        args.extend(extra);
+        hemem(&args)
+    };
+    let same = replay("test-FTb", &["--json"]);
+    assert!(
+        same.status.success(),
+        "{}",
+        String::from_utf8_lossy(&same.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&same.stdout).unwrap();
+    assert!(report.get("policy_divergence").is_none(), "{report}");
+    let other = replay("test-FGb", &[]);
+    assert!(!other.status.success());
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert!(err.contains("replay diverged"), "{err}");
+    let fallback = replay("test-FGb", &["--on-divergence", "static", "--json"]);
+    assert!(fallback.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&fallback.stdout).unwrap();
+    assert!(
+        report["policy_divergence"]
+            .as_str()
+            .unwrap()
+            .contains("replay diverged"),
+        "{report}"
+    );
+}

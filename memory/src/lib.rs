@@ -118,7 +118,9 @@ pub mod resources;
 mod statistics;
 pub mod trace;
 
-pub use adaptors::{BudgetAdaptor, CachingAdaptor, StatisticsAdaptor, TraceAdaptor, TraceHandle};
+pub use adaptors::{
+    BudgetAdaptor, CachingAdaptor, ReplayCheckAdaptor, StatisticsAdaptor, TraceAdaptor, TraceHandle,
+};
 pub use allocator::{Allocator, PhaseGuard};
 pub use buffer::Buffer;
 pub use class::{MemoryClass, Placement};

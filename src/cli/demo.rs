@@ -68,6 +68,10 @@ struct Report {
     peak_device_bytes_by_class: Option<serde_json::Map<String, serde_json::Value>>,
     memory_policy: String,
     trace_written: Option<String>,
+    /// Where the `profiled` policy's replay first departed from its
+    /// recording (with `--on-divergence static`; placement by class after).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    policy_divergence: Option<String>,
     /// Loading the key files (with `--keys`).
     #[serde(skip_serializing_if = "Option::is_none")]
     key_load_ms: Option<f64>,
@@ -270,6 +274,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         peak_device_bytes_by_class: device_peaks,
         memory_policy: memory.policy.kind().name().to_owned(),
         trace_written,
+        policy_divergence: allocator.policy_divergence().map(|e| e.to_string()),
         key_load_ms,
     };
     if args.json {
@@ -300,6 +305,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         out!("memory policy: {}", report.memory_policy);
         if let Some(path) = &report.trace_written {
             out!("allocation trace written to {path}");
+        }
+        if let Some(divergence) = &report.policy_divergence {
+            out!("the profiled replay left its recording ({divergence}); placed by class after");
         }
     }
     Ok(())

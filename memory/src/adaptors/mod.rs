@@ -4,10 +4,12 @@
 
 mod budget;
 mod caching;
+mod replay_check;
 mod statistics;
 mod trace;
 
 pub use budget::BudgetAdaptor;
 pub use caching::CachingAdaptor;
+pub use replay_check::ReplayCheckAdaptor;
 pub use statistics::StatisticsAdaptor;
 pub use trace::{TraceAdaptor, TraceHandle};

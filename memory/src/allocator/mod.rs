@@ -19,8 +19,8 @@ use crate::statistics::{StatisticsHandle, StatisticsScope};
 use crate::trace::Trace;
 use crate::{
     AllocRequest, AllocationId, Buffer, CachingAdaptor, DeviceError, Error, HostResource,
-    MemoryClass, MemoryConfig, MemoryResource, Oversubscription, Placement, Result, Statistics,
-    StatisticsAdaptor, StreamId,
+    MemoryClass, MemoryConfig, MemoryResource, Oversubscription, Placement, PolicyKind,
+    ReplayCheckAdaptor, Result, Statistics, StatisticsAdaptor, StreamId,
 };
 
 /// The parts a configured allocator keeps beside its chain.
@@ -92,7 +92,8 @@ impl Allocator {
     /// A host allocator for `config`: statistics, and the allocation trace
     /// when `config.record_trace` is set. The policy is built (so a bad
     /// profiled trace is reported) but has nothing to place on the host: a
-    /// CPU run records host allocations.
+    /// CPU run records host allocations, and under `profiled` each request
+    /// is checked against the recording ([`ReplayCheckAdaptor`]).
     ///
     /// # Errors
     /// The policy's errors (a malformed or missing trace for `profiled`).
@@ -105,7 +106,11 @@ impl Allocator {
             StatisticsAdaptor::with_handle(CachingAdaptor::new(host, limit), statistics.clone());
         let traced = TraceAdaptor::new(counted, config.record_trace.is_some());
         let trace = config.record_trace.as_ref().map(|_| traced.handle());
-        let mut allocator = Self::from_parts(Arc::new(traced), statistics);
+        let top: Arc<dyn MemoryResource> = match config.policy.kind() {
+            PolicyKind::Profiled => Arc::new(ReplayCheckAdaptor::new(traced, Arc::clone(&policy))),
+            _ => Arc::new(traced),
+        };
+        let mut allocator = Self::from_parts(top, statistics);
         allocator.parts.policy = Some(policy);
         allocator.parts.trace = trace;
         allocator.parts.trace_path.clone_from(&config.record_trace);
