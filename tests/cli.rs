@@ -781,3 +781,36 @@ fn profiled_replay_is_checked_on_the_cpu() {
         "{report}"
     );
 }
+
+/// Device-memory flags given to a CPU run are named as ignored, not
+/// silently dropped.
+#[test]
+fn device_memory_flags_on_the_cpu_are_named_as_ignored() {
+    let out = hemem(&[
+        "demo",
+        "--preset",
+        "test-FTb",
+        "--no-bootstrap",
+        "--device",
+        "cpu",
+        "--budget",
+        "1MiB",
+        "--eviction",
+        "next-use",
+    ]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("note: --budget, --eviction concern device memory"),
+        "{err}"
+    );
+    let plain = hemem(&[
+        "demo",
+        "--preset",
+        "test-FTb",
+        "--no-bootstrap",
+        "--device",
+        "cpu",
+    ]);
+    assert!(!String::from_utf8_lossy(&plain.stderr).contains("note:"));
+}

@@ -156,6 +156,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         super::check_output_path(path, "--streaming-trace")?;
     }
     let context = Context::with_memory(params.clone(), selection, &memory)?;
+    if context.device() == Device::Cpu
+        && let Some(note) = args.memory.cpu_note()
+    {
+        eprintln!("{note}");
+    }
     if args.streaming_trace.is_some()
         && (context.device() == Device::Cpu || memory.policy.kind() != PolicyKind::Planned)
     {

@@ -97,6 +97,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let memory = args.memory.config()?;
     let selection = args.device.selection()?;
     let context = Context::with_memory(params, selection, &memory)?;
+    if context.device() == Device::Cpu
+        && let Some(note) = args.memory.cpu_note()
+    {
+        eprintln!("{note}");
+    }
     let allocator = context.backend().allocator().clone();
     let slots = context.params().slots();
     let progress = |msg: &str| {

@@ -56,6 +56,39 @@ pub struct MemoryArgs {
 }
 
 impl MemoryArgs {
+    /// On the CPU, what the flags given ask for that a CPU run does not
+    /// do (all its memory is host memory): a note for stderr, so that a
+    /// budget or eviction order given by mistake to a CPU run is not
+    /// silently taken as honoured.
+    pub fn cpu_note(&self) -> Option<String> {
+        let mut ignored = Vec::new();
+        if self.budget.is_some() {
+            ignored.push("--budget");
+        }
+        if self.eviction.is_some() {
+            ignored.push("--eviction");
+        }
+        if self.pool_cap.is_some() {
+            ignored.push("--pool-cap");
+        }
+        if let Some(policy) = &self.policy
+            && !matches!(policy.as_str(), "planned" | "profiled")
+        {
+            ignored.push("--policy");
+        }
+        (!ignored.is_empty()).then(|| {
+            format!(
+                "note: {} {} device memory, which a CPU run does not use: ignored here",
+                ignored.join(", "),
+                if ignored.len() == 1 {
+                    "concerns"
+                } else {
+                    "concern"
+                }
+            )
+        })
+    }
+
     /// The config: `HEMEM_*` variables, then these flags.
     ///
     /// # Errors
