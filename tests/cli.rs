@@ -310,7 +310,7 @@ fn bootstrap_command_spreads_a_batch_over_devices() {
     assert!(text.status.success());
     let stdout = String::from_utf8_lossy(&text.stdout);
     assert!(stdout.contains("bootstraps per second"), "{stdout}");
-    assert!(stdout.contains("device 1 (cpu): 1 bootstraps"), "{stdout}");
+    assert!(stdout.contains("device 1 (cpu): 1 bootstrap,"), "{stdout}");
     let refused = hemem(&["bootstrap", "--preset", "test-FTb", "--devices", "nowhere"]);
     assert!(!refused.status.success());
 }

@@ -276,9 +276,13 @@ fn markdown(rows: &[BmRow], settings: &BmSettings) -> String {
     let mut md = String::from("# BM-bootstrap\n\n");
     let _ = writeln!(
         md,
-        "Every bootstrappable preset in sequence, {} bootstraps each, on {:?}, budget {}; \
+        "Every bootstrappable preset in sequence, {} bootstrap{} each, on {}, budget {}; \
          recording policy {}. Milliseconds per bootstrap, median (min–max); peaks in MiB.\n",
-        settings.iterations, settings.device, settings.budget, settings.policy
+        settings.iterations,
+        if settings.iterations == 1 { "" } else { "s" },
+        settings.device,
+        settings.budget,
+        settings.policy
     );
     let _ = writeln!(
         md,

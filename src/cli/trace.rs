@@ -282,12 +282,16 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<()> {
             human_bytes(b.bytes)
         );
     }
-    out!(
-        "share below 1 s: {:.1} %; below {} s: {:.1} %",
-        100.0 * report.share_below_1s,
-        report.threshold_seconds,
-        100.0 * report.share_below_threshold
-    );
+    if report.threshold_seconds == 1.0 {
+        out!("share below 1 s: {:.1} %", 100.0 * report.share_below_1s);
+    } else {
+        out!(
+            "share below 1 s: {:.1} %; below {} s: {:.1} %",
+            100.0 * report.share_below_1s,
+            report.threshold_seconds,
+            100.0 * report.share_below_threshold
+        );
+    }
     out!(
         "{:>14} {:>14} {:>14}",
         "threshold (s)",

@@ -287,10 +287,11 @@ pub fn run(args: &Args, devices: &[DeviceSelection]) -> anyhow::Result<()> {
                 _ => String::new(),
             };
             out!(
-                "  device {} ({}): {} bootstraps, peak by class summed {}{device_peak}",
+                "  device {} ({}): {} bootstrap{}, peak by class summed {}{device_peak}",
                 d.index,
                 d.device,
                 d.bootstrapped,
+                if d.bootstrapped == 1 { "" } else { "s" },
                 human_bytes(total)
             );
         }

@@ -107,13 +107,14 @@ impl Report {
             return Ok(());
         }
         out!(
-            "{} bootstrap of {} {} slots on {}: median {:.1} ms over {} runs, {:.2} bits (max error {:.3e}), output level {}",
+            "{} bootstrap of {} {} slots on {}: median {:.1} ms over {} run{}, {:.2} bits (max error {:.3e}), output level {}",
             self.preset,
             self.slots,
             if self.complex { "complex" } else { "real" },
             self.device,
             self.median_ms,
             self.iterations,
+            if self.iterations == 1 { "" } else { "s" },
             self.precision_bits,
             self.max_abs_error,
             self.output_level
