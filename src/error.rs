@@ -201,6 +201,26 @@ through!(hemem_memory::Error:
     hemem_memory::TraceError
 );
 
+/// An error and its causes, outermost first, as one line joined by `: `;
+/// a cause whose text already ends the line is left out (an error that
+/// prints its cause as well as returning it as its `source`).
+pub fn join_causes<'a>(
+    chain: impl IntoIterator<Item = &'a (dyn std::error::Error + 'static)>,
+) -> String {
+    let mut text = String::new();
+    for e in chain {
+        let part = e.to_string();
+        if text.ends_with(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
+}
+
 impl Error {
     /// The memory system's error underneath, if this is one (through the
     /// CKKS and bootstrapping layers).
@@ -220,14 +240,13 @@ impl Error {
     /// `source` only, so a one-line report wants this rather than
     /// `to_string`.
     pub fn with_causes(&self) -> String {
-        let mut text = self.to_string();
-        let mut cause = std::error::Error::source(self);
-        while let Some(c) = cause {
-            text.push_str(": ");
-            text.push_str(&c.to_string());
-            cause = c.source();
+        let mut chain = Vec::new();
+        let mut next: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(e) = next {
+            chain.push(e);
+            next = e.source();
         }
-        text
+        join_causes(chain)
     }
 
     /// Whether the device budget refused a request
@@ -351,6 +370,28 @@ mod tests {
         };
         assert_eq!(plot.to_string(), "plotting f.png");
         assert_eq!(plot.with_causes(), "plotting f.png: no room");
+        // A cause the message already ends with is not repeated.
+        #[derive(Debug)]
+        struct Echo(std::io::Error);
+        impl std::fmt::Display for Echo {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "echo: {}", self.0)
+            }
+        }
+        impl std::error::Error for Echo {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let echo = Echo(std::io::Error::other("gone"));
+        assert_eq!(
+            join_causes([&echo as &(dyn std::error::Error + 'static)]),
+            "echo: gone"
+        );
+        assert_eq!(
+            join_causes([&echo as &(dyn std::error::Error + 'static), &echo.0]),
+            "echo: gone"
+        );
         assert_eq!(
             Error::from(hemem_ckks::backend::DeviceParseError { name: "tpu".into() }).to_string(),
             "unknown device \"tpu\" (expected cpu, gpu, gpu:N or auto)"

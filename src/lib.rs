@@ -31,7 +31,7 @@ mod error;
 pub mod inference;
 pub mod plot;
 
-pub use error::{Error, Result};
+pub use error::{Error, Result, join_causes};
 pub use hemem_bootstrap as bootstrap;
 pub use hemem_ckks as ckks;
 pub use hemem_memory as memory;

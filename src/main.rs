@@ -12,7 +12,7 @@ fn main() -> std::process::ExitCode {
             if e.chain().any(|c| c.is::<cli::StdoutClosed>()) {
                 return std::process::ExitCode::SUCCESS;
             }
-            eprintln!("hemem: error: {e:#}");
+            eprintln!("hemem: error: {}", hemem::join_causes(e.chain()));
             std::process::ExitCode::FAILURE
         }
     }

@@ -687,7 +687,7 @@ fn keys_made_for_fewer_slots_are_recognised() {
         ),
         (
             vec!["demo", "--preset", "test-FTb", "--keys", path],
-            "made for fewer than the 1024 slots",
+            "do not bootstrap the 1024 slots",
         ),
     ] {
         let out = hemem(&args);

@@ -316,7 +316,10 @@ fn seeded_key_switch_equals_the_expanded_key() {
     };
     let run = |keys: Arc<KeySet>| {
         let eval = Evaluator::with_keys(&s.context, keys);
-        let lower = eval.rescale(&eval.mult(&top, &top).unwrap()).unwrap();
+        let product = eval.mult(&top, &top).unwrap();
+        let lower = eval
+            .level_down(&product, Level(product.level().0 - 1))
+            .unwrap();
         let mut out = Vec::new();
         for ct in [&top, &lower] {
             out.push(words(&eval.mult(ct, ct).unwrap()));
@@ -1614,6 +1617,28 @@ fn scales_outside_one_to_q_l_are_refused_where_objects_are_made() {
         eval.mult_plain_without_rescale(&bottom, &plain)
     ));
     assert!(out_of_range(eval.mult_plain_sum(&[(&bottom, &plain)])));
+    // Levelling a large scale down past what the smaller modulus holds; a
+    // rescale that would leave a scale below 1; integer coefficients at a
+    // scale below 1.
+    let large = eval
+        .mult_const_without_rescale(&ct, Complex64::new(0.5, 0.0), Scale(2f64.powi(30)))
+        .unwrap();
+    assert!(out_of_range(eval.level_down(&large, Level(0))));
+    assert!(eval.level_down(&large, Level(2)).is_ok());
+    let small = eval.set_scale(&ct, Scale(2f64.powi(20))).unwrap();
+    assert!(out_of_range(eval.rescale(&small)));
+    assert!(
+        eval.rescale_unchecked(&small).is_ok(),
+        "unchecked, as named"
+    );
+    for bad in [0.5, f64::NAN] {
+        assert!(
+            s.encoder
+                .encode_integer_coefficients(&[(0, 1.0)], level, Scale(bad), slots)
+                .is_err(),
+            "{bad}"
+        );
+    }
     // A product at the top level fits, and decrypts to the product.
     let half = eval
         .mult_const_without_rescale(&ct, Complex64::new(0.5, 0.0), Scale(2f64.powi(20)))

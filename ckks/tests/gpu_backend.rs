@@ -1374,7 +1374,10 @@ fn gpu_compressed_key_switch_matches_cpu_logn12() {
         let top = Encryptor::with_seed(ctx, seed32(302))
             .encrypt(&Encoder::new(ctx).encode(&x).unwrap(), &public)
             .unwrap();
-        let lower = eval.rescale(&eval.mult(&top, &top).unwrap()).unwrap();
+        let product = eval.mult(&top, &top).unwrap();
+        let lower = eval
+            .level_down(&product, Level(product.level().0 - 1))
+            .unwrap();
         let mut out = Vec::new();
         for ct in [&top, &lower] {
             out.push(parts(&eval.mult(ct, ct).unwrap()));

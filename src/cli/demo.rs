@@ -123,7 +123,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             // (`hemem keygen --slots`) lack rotations it needs.
             if !args.no_bootstrap && !loaded.keys.slot_counts(context.params()).contains(&slots) {
                 anyhow::bail!(
-                    "the keys in {} were made for fewer than the {slots} slots the demo bootstraps: make them without --slots, or run with --no-bootstrap",
+                    "the keys in {} do not bootstrap the {slots} slots the demo uses (made with hemem keygen --slots, or for other levels): make them without --slots, or run with --no-bootstrap",
                     path.display()
                 );
             }

@@ -106,7 +106,7 @@ impl MemoryArgs {
             config.record_trace = Some(path.clone());
         }
         if let Some(path) = &config.record_trace {
-            super::check_output_path(path, "--record-trace")?;
+            super::check_output_path(path, "--record-trace (or HEMEM_RECORD_TRACE)")?;
         }
         let kind = match &self.policy {
             Some(name) => Some(name.parse::<PolicyKind>()?),

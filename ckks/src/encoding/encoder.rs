@@ -264,6 +264,7 @@ impl Encoder {
         scale: Scale,
         slots: usize,
     ) -> Result<Plaintext> {
+        self.context.params().check_scale(level, scale)?;
         self.encode_coefficients_with(
             coefficients,
             level,

@@ -160,9 +160,12 @@ impl Evaluator {
     /// is added).
     ///
     /// # Errors
-    /// [`OperandError::LevelOutOfRange`] if `level` is above the ciphertext's.
+    /// [`OperandError::LevelOutOfRange`] if `level` is above the ciphertext's;
+    /// [`OperandError::ScaleOutOfRange`] if the scale reaches `Q_level`
+    /// (the message would no longer fit the smaller modulus).
     pub fn level_down(&self, a: &Ciphertext, level: Level) -> Result<Ciphertext> {
         self.check_level_down(a, level)?;
+        self.context.params().check_scale(level, a.scale)?;
         let count = level.primes();
         Ciphertext::from_parts(
             &self.context,

@@ -82,7 +82,9 @@ impl Evaluator {
     /// # Errors
     /// Mismatched operands; [`OperandError::LevelTooLow`] at level 0;
     /// [`OperandError::ScaleOverflow`] when the rescale is not allowed;
-    /// missing relinearisation key.
+    /// [`OperandError::ScaleOutOfRange`] for a product scale of `Q_l` or
+    /// more (possible where `q_l` is large against `Q_{l−1}`); missing
+    /// relinearisation key.
     pub fn mult(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
         self.check_pair_any_scale(a, b)?;
         self.context

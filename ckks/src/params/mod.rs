@@ -370,11 +370,15 @@ impl Parameters {
 
     /// Checks that `scale` can label an object at `level`: at least 1 and
     /// below `Q_l` ([`OperandError::ScaleOutOfRange`] says why), the range
-    /// the loaders accept. Encoding, [`set_scale`] and the products that
-    /// are not rescaled keep to it, so that every object the evaluator
-    /// makes can be decrypted and saved. (A default scale can lie outside:
-    /// FGa's at level 0 is 2^69 over a 60-bit `q_0`, a level only
-    /// bootstrapping's chain reaches.)
+    /// the loaders accept. Encoding, [`set_scale`], `level_down`, the
+    /// checked rescale and the products that are not rescaled keep to it,
+    /// so that what the evaluator's checked operations make can be
+    /// decrypted and saved. Two kinds of operation are left unchecked on
+    /// purpose: `rescale_unchecked` (bootstrapping's SlotToCoeff relabels
+    /// with it, as its name says) and the extended-basis products of double
+    /// hoisting, intermediate values over `Q_l ∪ P` that are never saved.
+    /// (A default scale can lie outside too: FGa's at level 0 is 2^69 over
+    /// a 60-bit `q_0`, a level only bootstrapping's chain reaches.)
     ///
     /// [`set_scale`]: crate::eval::Evaluator::set_scale
     ///
@@ -404,12 +408,12 @@ impl Parameters {
     /// is allowed: the result scale `scale / q_l` must not exceed twice the
     /// dropped prime `q_l` (beyond that, scales grow with each
     /// multiplication instead of staying put, which is how FGa's 48-bit
-    /// scale meets its 45-bit primes below level 4). Level 0 cannot be
-    /// rescaled.
+    /// scale meets its 45-bit primes below level 4), nor fall below 1
+    /// ([`Parameters::check_scale`]'s range). Level 0 cannot be rescaled.
     ///
     /// # Errors
     /// [`OperandError::LevelTooLow`] at level 0, [`OperandError::ScaleOverflow`]
-    /// as described.
+    /// as described, [`OperandError::ScaleOutOfRange`] below 1.
     pub fn check_rescale(&self, level: Level, scale: Scale) -> Result<Scale> {
         if level.0 == 0 {
             return Err(OperandError::LevelTooLow {
@@ -420,6 +424,15 @@ impl Parameters {
         }
         let q = self.q_modulus(level)?;
         let result = scale.0 / q.value() as f64;
+        if result.is_nan() || result < 1.0 {
+            // Below 1 the rounding outweighs a unit of the message.
+            return Err(OperandError::ScaleOutOfRange {
+                level: Level(level.0 - 1),
+                scale_log2: result.log2(),
+                modulus_log2: self.log_q(Level(level.0 - 1))?,
+            }
+            .into());
+        }
         if result > 2.0 * q.value() as f64 {
             return Err(OperandError::ScaleOverflow {
                 level,

@@ -224,9 +224,6 @@ fn standard_bound(log_n: u32) -> Option<u32> {
     }
 }
 
-/// What the standard says of a hand-built spec: 128 bits when log QP is
-/// within the bound and the secret is at least as dense as a uniform
-/// ternary one (weight ≥ ⌈2N/3⌉), else nothing.
 /// Whether the special primes' bits reach every key-switching digit's
 /// (runs of `⌈(L+1)/dnum⌉` Q primes), written out independently of
 /// `spec.rs`.
@@ -244,6 +241,9 @@ fn p_covers_every_digit(spec: &ParametersSpec) -> bool {
     true
 }
 
+/// What the standard says of a hand-built spec: 128 bits when log QP is
+/// within the bound and the secret is at least as dense as a uniform
+/// ternary one (weight ≥ ⌈2N/3⌉), else nothing.
 fn standard_bits(p: &Parameters) -> u32 {
     let n = p.degree().get();
     let dense = 3 * p.hamming_weight() >= 2 * n;

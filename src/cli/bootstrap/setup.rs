@@ -134,8 +134,8 @@ pub(super) fn schedule_for_loaded(
             ));
             Ok(BootstrapSchedule::recommended_for_slots(params, slots)?)
         }
-        (Some(slots), Some(_)) => anyhow::bail!(
-            "the keys{file} serve {served} slots, not {slots}: run with --slots {served}, or make keys for {slots} slots (hemem keygen --slots {slots})"
+        (Some(slots), Some(largest)) => anyhow::bail!(
+            "the keys{file} serve {served} slots, not {slots}: run with --slots {largest}, or make keys for {slots} slots (hemem keygen --slots {slots})"
         ),
         (_, None) => anyhow::bail!(
             "the keys{file} serve no slot count of {}: make them with hemem keygen for this preset",
