@@ -388,6 +388,33 @@ fn bad_input_is_a_typed_error() {
         s.bootstrapper.bootstrap(&foreign),
         Err(Error::Ckks(_))
     ));
+
+    // Keys made in another context, and a schedule made for other
+    // parameters, are refused when the bootstrapper is built (the keys
+    // would switch to noise; the schedule would fail later on a scale).
+    let foreign_keygen = KeyGenerator::with_seed(&other, seed32(11));
+    let foreign_keys = BootstrapKeys::generate(
+        &foreign_keygen,
+        &foreign_keygen.secret_key().unwrap(),
+        &sparse,
+    )
+    .unwrap();
+    assert!(matches!(
+        Bootstrapper::new(&s.context, sparse.clone(), foreign_keys),
+        Err(Error::Ckks(hemem_ckks::Error::Operand(
+            hemem_ckks::OperandError::ContextMismatch
+        )))
+    ));
+    let ftb = Parameters::from_preset_with(Preset::TestFTb, SecurityCheck::AllowInsecure).unwrap();
+    let wrong = BootstrapSchedule::recommended_for_slots(&ftb, 1 << 4).unwrap();
+    let keys = BootstrapKeys::generate(&keygen, &s.secret, &sparse).unwrap();
+    assert!(matches!(
+        Bootstrapper::new(&s.context, wrong, keys),
+        Err(Error::InvalidParameter {
+            name: "schedule",
+            ..
+        })
+    ));
 }
 
 /// A second bootstrapper for the setup `s` of `preset` and `slots`, keeping

@@ -1646,3 +1646,30 @@ fn scales_outside_one_to_q_l_are_refused_where_objects_are_made() {
     let want: Vec<Complex64> = values.iter().map(|v| v * 0.5).collect();
     assert!(max_abs_error(&s.decrypt(&half), &want) < 1e-6);
 }
+
+/// Keys of another context (another key generation) are refused by every
+/// key switch, where they used to return noise.
+#[test]
+fn keys_of_another_context_are_refused() {
+    let s = Setup::new(Preset::TestFGb, 141);
+    let other = Setup::new(Preset::TestFGb, 142);
+    let request = KeySetRequest {
+        relinearization: true,
+        conjugation: true,
+        rotations: vec![1],
+        ..Default::default()
+    };
+    let foreign = other.keygen.key_set(&other.secret, &request).unwrap();
+    let eval = Evaluator::with_keys(&s.context, Arc::new(foreign));
+    let slots = s.context.params().slots();
+    let ct = s.encrypt(&unit_disk(&mut seeded_rng(143), slots));
+    let mismatch = |r: hemem_ckks::Result<Ciphertext>| {
+        matches!(r, Err(Error::Operand(OperandError::ContextMismatch)))
+    };
+    assert!(mismatch(eval.mult(&ct, &ct)));
+    assert!(mismatch(eval.rotate(&ct, 1)));
+    assert!(mismatch(eval.conjugate(&ct)));
+    // The context's own keys work.
+    let own = s.evaluator(&request);
+    assert!(own.rotate(&ct, 1).is_ok());
+}

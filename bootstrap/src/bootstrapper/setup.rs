@@ -137,6 +137,20 @@ impl Bootstrapper {
                 name: params.name().to_owned(),
             });
         }
+        // Keys of another context switch to noise; a schedule for other
+        // parameters fails later with a misleading scale error.
+        if let Some(home) = keys.context() {
+            context.check_same(home)?;
+        }
+        if schedule.name != params.name()
+            || schedule.top_level != params.max_level().0
+            || Some(schedule.post_level) != params.post_bootstrap_level().map(|l| l.0)
+        {
+            return Err(Error::InvalidParameter {
+                name: "schedule",
+                reason: "the schedule was made for other parameters (BootstrapSchedule::recommended_for_slots with this context's)",
+            });
+        }
         if schedule.choice.sse && keys.sse.is_none() {
             return Err(Error::InvalidParameter {
                 name: "keys",

@@ -165,9 +165,15 @@ impl Evaluator {
     /// The evaluation keys.
     ///
     /// # Errors
-    /// [`KeyError::NoKeys`] for an evaluator made without keys.
+    /// [`KeyError::NoKeys`] for an evaluator made without keys;
+    /// [`crate::OperandError::ContextMismatch`] for keys of another context (their
+    /// key switches would return noise).
     pub fn keys(&self) -> Result<&KeySet> {
-        self.keys.as_deref().ok_or_else(|| KeyError::NoKeys.into())
+        let keys = self.keys.as_deref().ok_or(KeyError::NoKeys)?;
+        if let Some(context) = keys.context() {
+            self.context.check_same(context)?;
+        }
+        Ok(keys)
     }
 
     pub(crate) fn check_pair(&self, a: &Ciphertext, b: &Ciphertext) -> Result<()> {

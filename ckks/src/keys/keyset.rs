@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::{KeyKind, SwitchingKey};
+use crate::Context;
 use crate::ntt::GaloisElement;
 use crate::params::{Level, Parameters};
 use crate::{KeyError, Result};
@@ -156,6 +157,13 @@ impl KeySet {
     /// The Galois elements of the rotation keys.
     pub fn rotation_elements(&self) -> Vec<GaloisElement> {
         self.rotations.keys().map(|&g| GaloisElement(g)).collect()
+    }
+
+    /// The context the keys were made in (or loaded into): the first
+    /// key's (a set's keys come from one generation); `None` for an empty
+    /// set.
+    pub fn context(&self) -> Option<&Context> {
+        self.keys().next().map(SwitchingKey::context)
     }
 
     /// All keys, in a fixed order.
