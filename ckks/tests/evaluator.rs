@@ -1639,6 +1639,44 @@ fn scales_outside_one_to_q_l_are_refused_where_objects_are_made() {
             "{bad}"
         );
     }
+    // A constant whose coefficient would wrap around Q_0 (1e5 at scale
+    // 2^42 over a 58-bit q_0), added or multiplied, as the encoder refuses.
+    let level0 = eval.level_down(&ct, Level(0)).unwrap();
+    for c in [Complex64::new(1e5, 0.0), Complex64::new(0.0, -1e5)] {
+        assert!(matches!(
+            eval.add_const(&level0, c),
+            Err(Error::Operand(OperandError::NonFiniteValue))
+        ));
+    }
+    assert!(matches!(
+        eval.mult_const_without_rescale(
+            &level0,
+            Complex64::new(2f64.powi(48), 0.0),
+            Scale(2f64.powi(10))
+        ),
+        Err(Error::Operand(OperandError::NonFiniteValue))
+    ));
+    assert!(eval.add_const(&level0, Complex64::new(0.5, -0.25)).is_ok());
+    // A plaintext over Q_l ∪ P (double hoisting's) is not saved: the
+    // format holds plaintexts over Q_l, and the file could not be loaded.
+    let extended = s
+        .encoder
+        .encode_extended_at_class(&values, level, ct.scale(), slots, MemoryClass::Plaintext)
+        .unwrap();
+    assert!(extended.is_extended());
+    assert!(matches!(
+        extended.to_bytes(),
+        Err(Error::Serialization(
+            hemem_ckks::SerializationError::InvalidField {
+                field: "extended plaintext"
+            }
+        ))
+    ));
+    let plain = s
+        .encoder
+        .encode_at(&values, level, ct.scale(), slots)
+        .unwrap();
+    assert!(Plaintext::from_bytes(&s.context, &plain.to_bytes().unwrap()).is_ok());
     // A product at the top level fits, and decrypts to the product.
     let half = eval
         .mult_const_without_rescale(&ct, Complex64::new(0.5, 0.0), Scale(2f64.powi(20)))

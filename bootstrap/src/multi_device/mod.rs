@@ -355,7 +355,12 @@ impl MultiBootstrapper {
     /// Bootstraps `inputs` (complex slot values) across the devices and
     /// returns the outputs in input order, each in its input's context.
     /// Each device gets its share as [`Split`] says, moves the inputs that
-    /// live elsewhere into its own context (through the host, serialized),
+    /// live elsewhere into its own context (through the host, serialized;
+    /// an input may come from any context of the group's parameters, a
+    /// client's for instance, so it must be encrypted under the secret
+    /// the group's keys were made for: unlike [`Bootstrapper::bootstrap`],
+    /// which refuses any context but its own, the group cannot tell, and
+    /// another secret's input bootstraps to noise),
     /// bootstraps them as one batch ([`Bootstrapper::bootstrap_many`]:
     /// stage by stage, halved when its budget refuses the batch) and moves
     /// the outputs back. The outputs are bit for bit those of

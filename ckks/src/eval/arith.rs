@@ -92,7 +92,9 @@ impl Evaluator {
     /// part adds `Im(c)·Δ·X^{N/2}` (`X^{N/2}` is `i` in every slot).
     ///
     /// # Errors
-    /// A ciphertext of another context; a non-finite constant.
+    /// A ciphertext of another context; [`OperandError::NonFiniteValue`]
+    /// for a constant that is not finite or whose `|c|·Δ` reaches `Q_l / 2`
+    /// (it would wrap around the modulus, as the encoder refuses).
     pub fn add_const(&self, a: &Ciphertext, c: Complex64) -> Result<Ciphertext> {
         self.context.check_same(&a.context)?;
         if !(c.re.is_finite() && c.im.is_finite()) {
@@ -100,6 +102,8 @@ impl Evaluator {
         }
         let params = self.context.params();
         let re = (c.re * a.scale.0).round();
+        self.check_fits(a.level, re)?;
+        self.check_fits(a.level, (c.im * a.scale.0).round())?;
         let moduli =
             params
                 .q_moduli()

@@ -63,7 +63,15 @@ fn read_header_fields<R: Read>(
 }
 
 impl Save for Plaintext {
+    /// # Errors
+    /// [`SerializationError::InvalidField`] (`"extended plaintext"`) for a
+    /// plaintext over `Q_l ∪ P` (double hoisting's diagonals): the format
+    /// holds plaintexts over `Q_l`, and a file that could not be loaded
+    /// back is not written. Write errors.
     fn save<W: Write>(&self, w: W) -> Result<()> {
+        if self.is_extended() {
+            return Err(invalid("extended plaintext"));
+        }
         let mut w = Writer::new(w, Kind::Plaintext, self.context.params().fingerprint())?;
         write_header_fields(&mut w, self.level, self.scale, self.slots)?;
         match &self.form {
