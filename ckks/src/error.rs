@@ -233,6 +233,15 @@ pub enum KeyError {
         /// Which key failed the test.
         what: &'static str,
     },
+    /// A Galois element that is not an automorphism of the ring: even
+    /// (modulo `2N`), so `X ↦ X^g` is not invertible.
+    #[error("Galois element {element} is even modulo 2N = {two_n}: not an automorphism")]
+    InvalidGaloisElement {
+        /// The element given.
+        element: u64,
+        /// `2N`.
+        two_n: u64,
+    },
     /// A switching key for another purpose than the one asked.
     #[error("switching key is for {found}, not {expected}")]
     WrongKey {

@@ -1711,3 +1711,32 @@ fn keys_of_another_context_are_refused() {
     let own = s.evaluator(&request);
     assert!(own.rotate(&ct, 1).is_ok());
 }
+
+/// Galois elements are taken modulo 2N and must be odd: an even one is a
+/// typed error (it made a key that switched to noise), an unreduced one is
+/// filed under its residue, where lookups find it.
+#[test]
+fn galois_keys_take_elements_modulo_two_n_and_refuse_even_ones() {
+    let s = Setup::new(Preset::TestFGb, 151);
+    let n = s.context.params().degree().get() as u64;
+    for even in [0, 2, 2 * n, 2 * n + 6] {
+        assert!(
+            matches!(
+                s.keygen.galois_key(&s.secret, GaloisElement(even)),
+                Err(Error::Key(KeyError::InvalidGaloisElement { .. }))
+            ),
+            "{even}"
+        );
+    }
+    let five = GaloisElement::rotation(1, n as usize);
+    let key = s
+        .keygen
+        .galois_key(&s.secret, GaloisElement(five.0 + 2 * n))
+        .unwrap();
+    assert_eq!(key.kind(), hemem_ckks::keys::KeyKind::Rotation(five));
+    let conj = s
+        .keygen
+        .galois_key(&s.secret, GaloisElement(u64::MAX))
+        .unwrap();
+    assert_eq!(conj.kind(), hemem_ckks::keys::KeyKind::Conjugation);
+}

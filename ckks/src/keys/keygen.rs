@@ -6,7 +6,6 @@ use hemem_memory::MemoryClass;
 
 use super::switching::regenerate_uniform;
 use super::{KeyKind, KeySet, KeySetRequest, PublicKey, SecretKey, SwitchingKey};
-use crate::Result;
 use crate::backend::{BinaryOp, Limbs, LimbsMut, contiguous};
 use crate::context::Context;
 use crate::ntt::GaloisElement;
@@ -14,6 +13,7 @@ use crate::params::{ERROR_STD_DEV, Level};
 use crate::poly::{Coeff, Ntt, RnsPoly};
 use crate::progress::{NoProgress, Progress};
 use crate::sampling::{Sampler, SeedPrf, UniformSeed};
+use crate::{KeyError, Result};
 
 /// Makes keys for a context, drawing randomness from a ChaCha20 stream seeded
 /// from the operating system (or, with the `test-utils` feature, from a fixed
@@ -289,11 +289,13 @@ impl KeyGenerator {
         Ok(key)
     }
 
-    /// The key for the automorphism with Galois element `g`: switches
-    /// `σ_g(s)` to `s`.
+    /// The key for the automorphism with Galois element `g` (taken modulo
+    /// `2N`): switches `σ_g(s)` to `s`.
     ///
     /// # Errors
-    /// [`crate::OperandError::ContextMismatch`]; allocation errors.
+    /// [`crate::OperandError::ContextMismatch`];
+    /// [`KeyError::InvalidGaloisElement`] for an even element; allocation
+    /// errors.
     pub fn galois_key(&self, secret: &SecretKey, g: GaloisElement) -> Result<SwitchingKey> {
         self.galois_key_at(secret, g, self.context.params().max_level())
     }
@@ -310,6 +312,17 @@ impl KeyGenerator {
     ) -> Result<SwitchingKey> {
         self.context.check_same(&secret.context)?;
         let n = self.context.params().degree().get();
+        // Elements are taken modulo 2N (so that a key is filed under the
+        // element lookups ask for), and must be odd.
+        let two_n = 2 * n as u64;
+        let g = GaloisElement(g.0 % two_n);
+        if g.0 % 2 == 0 {
+            return Err(KeyError::InvalidGaloisElement {
+                element: g.0,
+                two_n,
+            }
+            .into());
+        }
         let kind = if g == GaloisElement::conjugation(n) {
             KeyKind::Conjugation
         } else {
