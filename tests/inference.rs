@@ -259,6 +259,37 @@ fn bad_inputs_are_typed_errors() {
     let secret = keygen.secret_key().unwrap();
     let public = keygen.public_key(&secret).unwrap();
 
+    // Weights outside the layers are None, not a panic.
+    let small = Network::random(&NetworkShape::resnet20(1), 2).unwrap();
+    let classes = NetworkShape::resnet20(1).classes;
+    assert!(small.fc_weight(0, 0).is_some());
+    assert_eq!(small.fc_weight(classes, 0), None);
+    assert_eq!(small.fc_weight(100, 100), None);
+    assert!(small.stem().weight(0, 0, 1, -1).is_some());
+    assert_eq!(small.stem().weight(0, 0, 2, 0), None);
+    assert_eq!(small.stem().weight(usize::MAX, 0, 0, 0), None);
+
+    // Shapes whose sizes would overflow are refused, not wrapped.
+    let base = NetworkShape::resnet20(1);
+    for shape in [
+        NetworkShape { stages: 65, ..base },
+        NetworkShape {
+            image_size: 1 << 16,
+            channels: 1 << 32,
+            ..base
+        },
+        NetworkShape {
+            activation_degree: 1 << 40,
+            ..base
+        },
+    ] {
+        assert!(
+            matches!(shape.validate(), Err(Error::InvalidNetwork { .. })),
+            "{shape:?}"
+        );
+    }
+    assert!(base.validate().is_ok());
+
     // Too many channels for the slots.
     let wide = Network::random(&NetworkShape::resnet20(4), 1).unwrap();
     assert!(matches!(

@@ -137,7 +137,7 @@ impl SlotLayout {
                             } else {
                                 (co + k) % c
                             };
-                            conv.weight(co, ci, dy, dx)
+                            conv.weight_at(co, ci, dy, dx)
                         } else {
                             0.0
                         };
@@ -177,7 +177,7 @@ impl SlotLayout {
                     // diag_(−o)[i] multiplies in[i − o].
                     let src = (i + n - o) % n;
                     let value = if self.on_grid(src % b, t, side) {
-                        network.fc_weight(j, (src / b) % c) / area
+                        network.fc_weight_at(j, (src / b) % c) / area
                     } else {
                         0.0
                     };

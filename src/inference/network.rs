@@ -86,12 +86,18 @@ impl NetworkShape {
 
     /// Side of the feature maps of stage `stage` (`⌈size / 2^stage⌉`).
     pub fn side_at(&self, stage: usize) -> usize {
-        self.image_size.div_ceil(1 << stage)
+        u32::try_from(stage)
+            .ok()
+            .and_then(|s| 1usize.checked_shl(s))
+            .map_or(1, |d| self.image_size.div_ceil(d))
     }
 
-    /// Slots one copy of the feature maps takes: `channels × grid²`.
+    /// Slots one copy of the feature maps takes: `channels × grid²`
+    /// (saturating: a shape too large for any ring reports `usize::MAX`).
     pub fn packed_slots(&self) -> usize {
-        self.channels * self.grid() * self.grid()
+        self.channels
+            .saturating_mul(self.grid())
+            .saturating_mul(self.grid())
     }
 
     /// Convolutions, the stem and shortcuts included.
@@ -108,14 +114,21 @@ impl NetworkShape {
         if self.channels == 0 || !self.channels.is_power_of_two() {
             return fail("the channel count must be a power of two");
         }
-        if self.image_size < 4 {
-            return fail("the image must be at least 4×4");
+        if self.image_size < 4 || self.image_size > MAX_IMAGE_SIZE {
+            return fail("the image must be between 4×4 and 2^15×2^15");
+        }
+        if self.channels > MAX_IMAGE_SIZE {
+            return fail("at most 2^15 channels");
         }
         if self.stages == 0 || self.blocks_per_stage == 0 {
             return fail("at least one stage of at least one block");
         }
         // The widest stride keeps 3×3 offsets within a quarter of the grid
-        // block, so that every diagonal index is unique.
+        // block, so that every diagonal index is unique (and, the grid
+        // being at most 2^15, the stride's shift stays in range).
+        if self.stages > MAX_IMAGE_SIZE.ilog2() as usize {
+            return fail("too many stages for the image size");
+        }
         let last = 1usize << (self.stages - 1);
         if 4 * last > self.grid() {
             return fail("too many stages for the image size");
@@ -123,12 +136,21 @@ impl NetworkShape {
         if self.classes == 0 || self.classes > last * last {
             return fail("classes must be between 1 and 4^(stages − 1)");
         }
-        if self.activation_degree == 0 {
-            return fail("the activation must have degree at least 1");
+        if self.activation_degree == 0 || self.activation_degree > MAX_ACTIVATION_DEGREE {
+            return fail("the activation's degree must be between 1 and 1024");
         }
         Ok(())
     }
 }
+
+/// The largest image side and channel count a shape may have: far beyond
+/// what a ring's slots hold (2^16 at most), small enough that no size
+/// derived from them overflows.
+const MAX_IMAGE_SIZE: usize = 1 << 15;
+
+/// The largest activation degree: every doubling costs a level, and no
+/// preset has more than 30.
+const MAX_ACTIVATION_DEGREE: usize = 1024;
 
 /// A convolution's weights, `[out][in][ky][kx]`.
 #[derive(Clone, Debug, PartialEq)]
@@ -167,8 +189,19 @@ impl Conv {
     }
 
     /// The weight from input channel `ci` at kernel offset `(dy, dx)`
-    /// (each in `−r..=r`, `r = kernel / 2`) to output channel `co`.
-    pub fn weight(&self, co: usize, ci: usize, dy: i64, dx: i64) -> f64 {
+    /// (each in `−r..=r`, `r = kernel / 2`) to output channel `co`; `None`
+    /// outside the layer.
+    pub fn weight(&self, co: usize, ci: usize, dy: i64, dx: i64) -> Option<f64> {
+        let r = (self.kernel / 2) as i64;
+        let inside = co < self.out_channels
+            && ci < self.in_channels
+            && (-r..=r).contains(&dy)
+            && (-r..=r).contains(&dx);
+        inside.then(|| self.weight_at(co, ci, dy, dx))
+    }
+
+    /// [`Conv::weight`] for indices inside the layer by construction.
+    pub(crate) fn weight_at(&self, co: usize, ci: usize, dy: i64, dx: i64) -> f64 {
         let r = (self.kernel / 2) as i64;
         let (ky, kx) = ((dy + r) as usize, (dx + r) as usize);
         self.weights[((co * self.in_channels + ci) * self.kernel + ky) * self.kernel + kx]
@@ -195,7 +228,7 @@ impl Conv {
                         for &(dy, dx) in &offsets {
                             let yi = (self.stride * y) as i64 + dy;
                             let xi = (self.stride * x) as i64 + dx;
-                            sum += self.weight(co, ci, dy, dx) * input.at(ci, yi, xi);
+                            sum += self.weight_at(co, ci, dy, dx) * input.at(ci, yi, xi);
                         }
                     }
                     out.values[(co * side + y) * side + x] = sum;
@@ -329,8 +362,14 @@ impl Network {
         &self.blocks
     }
 
-    /// The FC weight from channel `c`'s mean to logit `class`.
-    pub fn fc_weight(&self, class: usize, c: usize) -> f64 {
+    /// The FC weight from channel `c`'s mean to logit `class`; `None`
+    /// outside the layer.
+    pub fn fc_weight(&self, class: usize, c: usize) -> Option<f64> {
+        (class < self.shape.classes && c < self.shape.channels).then(|| self.fc_weight_at(class, c))
+    }
+
+    /// [`Network::fc_weight`] for indices inside the layer by construction.
+    pub(crate) fn fc_weight_at(&self, class: usize, c: usize) -> f64 {
         self.fc[class * self.shape.channels + c]
     }
 
@@ -406,7 +445,7 @@ impl Network {
                 means
                     .iter()
                     .enumerate()
-                    .map(|(c, m)| self.fc_weight(j, c) * m)
+                    .map(|(c, m)| self.fc_weight_at(j, c) * m)
                     .sum()
             })
             .collect();
