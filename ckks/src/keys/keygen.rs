@@ -316,7 +316,7 @@ impl KeyGenerator {
         // element lookups ask for), and must be odd.
         let two_n = 2 * n as u64;
         let g = GaloisElement(g.0 % two_n);
-        if g.0 % 2 == 0 {
+        if g.0.is_multiple_of(2) {
             return Err(KeyError::InvalidGaloisElement {
                 element: g.0,
                 two_n,
