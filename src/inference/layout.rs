@@ -83,7 +83,10 @@ impl SlotLayout {
     }
 
     /// `image` (row-major, `image_size²` pixels) packed into every slot:
-    /// the grid with zeros beyond the image, repeated.
+    /// the grid with zeros beyond the image, repeated. The image is not
+    /// checked here (missing pixels read as 0): check it first with
+    /// [`Network::check_image`](super::Network::check_image), as
+    /// [`super::EncryptedNetwork::encrypt`] does.
     pub fn pack_image(&self, image: &[f64]) -> Vec<Complex64> {
         let (w, size) = (self.grid(), self.shape.image_size);
         (0..self.slots)
@@ -152,7 +155,8 @@ impl SlotLayout {
     }
 
     /// The slot of logit `class` after [`SlotLayout::fc`] and the
-    /// [`SlotLayout::pool_steps`] rotations.
+    /// [`SlotLayout::pool_steps`] rotations, for `class` below the shape's
+    /// class count (beyond it, a slot no logit is in).
     pub fn logit_slot(&self, class: usize) -> usize {
         let t = self.last_stride();
         (class / t) * self.grid() + class % t
