@@ -321,8 +321,11 @@ impl EvaluatePolynomial for Evaluator {
             && scale.0.is_finite()
             && scale.0 > 0.0
         {
-            // The evaluation's last rescale divides by q_{out+1}: the user
-            // rule of `Evaluator::rescale` applies to it.
+            // The result's scale must fit its level (checked first, so that
+            // the error names the scale asked for); the evaluation's last
+            // rescale divides by q_{out+1}: the user rule of
+            // `Evaluator::rescale` applies to it.
+            self.context().params().check_scale(Level(out), scale)?;
             let last = Level(out + 1);
             let q = self.context().params().q_modulus(last)?.value() as f64;
             self.context()

@@ -389,6 +389,15 @@ fn bad_input_is_a_typed_error() {
         Err(Error::Ckks(_))
     ));
 
+    // A scale no input at level 3 can carry is reported as given, not as
+    // the diagonal scale derived from it.
+    match s.bootstrapper.prepare_for_scale(Scale(1e300)) {
+        Err(Error::Ckks(hemem_ckks::Error::Operand(
+            hemem_ckks::OperandError::ScaleOutOfRange { scale_log2, .. },
+        ))) => assert!((scale_log2 - 1e300f64.log2()).abs() < 1e-9, "{scale_log2}"),
+        other => panic!("{other:?}"),
+    }
+
     // Keys made in another context, and a schedule made for other
     // parameters, are refused when the bootstrapper is built (the keys
     // would switch to noise; the schedule would fail later on a scale).

@@ -205,6 +205,17 @@ fn bad_polynomial_evaluations_are_typed_errors() {
             OperandError::ScaleOverflow { .. }
         )))
     ));
+    // A scale the result's level cannot carry is reported as asked.
+    match s
+        .evaluator
+        .evaluate_polynomial_at_scale(&x, &cubic, Scale(1e300))
+    {
+        Err(Error::Ckks(hemem_ckks::Error::Operand(OperandError::ScaleOutOfRange {
+            scale_log2,
+            ..
+        }))) => assert!((scale_log2 - 1e300f64.log2()).abs() < 1e-9),
+        other => panic!("{:?}", other.map(|_| ())),
+    }
     let no_keys = Evaluator::new(&s.context);
     assert!(matches!(
         no_keys.evaluate_polynomial(&x, &cubic),

@@ -96,7 +96,9 @@ impl Bootstrapper {
     /// `BootstrapConstant` memory.
     ///
     /// # Errors
-    /// A scale the schedule cannot absorb; encoding errors.
+    /// `ScaleOutOfRange` for a scale outside `[1, Q_3)` (no input at
+    /// bootstrapping's input level can carry it), reported as given; a
+    /// scale the schedule cannot absorb; encoding errors.
     pub fn prepare_for_scale(&self, scale: hemem_ckks::params::Scale) -> Result<()> {
         self.stc_for(scale.get()).map(|_| ())
     }
@@ -121,6 +123,12 @@ impl Bootstrapper {
             cache.truncate(STC_CACHE_CAPACITY - 1);
         }
         let params = self.context.params();
+        // The input's own scale is checked first, so that an error names
+        // it rather than a diagonal scale derived from it.
+        params.check_scale(
+            hemem_ckks::params::Level(INPUT_LEVEL),
+            hemem_ckks::params::Scale(scale),
+        )?;
         let scales = self.schedule.stc_diagonal_scales(params, scale)?;
         let ops = CkksOps::new(&self.evaluator);
         let encoded = Arc::new(self.schedule.stc_dft()?.encode_hoisted(
