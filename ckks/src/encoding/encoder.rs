@@ -177,26 +177,8 @@ impl Encoder {
             .map(|c| (c.re * scale.0).round())
             .chain(u.iter().map(|c| (c.im * scale.0).round()))
             .collect();
-        self.check_magnitude(rounded.iter().copied(), level)?;
+        params.check_magnitude(level, rounded.iter().copied())?;
         Ok(rounded)
-    }
-
-    /// Refuses coefficients whose magnitude reaches `Q_level / 2`.
-    fn check_magnitude(&self, values: impl IntoIterator<Item = f64>, level: Level) -> Result<()> {
-        let params = self.context.params();
-        let moduli = params
-            .q_moduli()
-            .get(..=level.0)
-            .ok_or(OperandError::LevelOutOfRange {
-                level,
-                max: params.max_level(),
-            })?;
-        let log_q: f64 = moduli.iter().map(|m| (m.value() as f64).log2()).sum();
-        let max = values.into_iter().map(f64::abs).fold(0.0, f64::max);
-        if !max.is_finite() || (max > 0.0 && max.log2() >= log_q - 1.0) {
-            return Err(OperandError::NonFiniteValue.into());
-        }
-        Ok(())
     }
 
     /// Checks that every compact plaintext belongs to this encoder's
@@ -295,7 +277,7 @@ impl Encoder {
             })?;
         let p_moduli = if extended { params.p_moduli() } else { &[] };
         let moduli: Vec<_> = q_moduli.iter().chain(p_moduli).collect();
-        self.check_magnitude(coefficients.iter().map(|&(_, v)| v), level)?;
+        params.check_magnitude(level, coefficients.iter().map(|&(_, v)| v))?;
         let mut words = vec![0u64; moduli.len() * n];
         words
             .par_chunks_mut(n)

@@ -102,8 +102,7 @@ impl Evaluator {
         }
         let params = self.context.params();
         let re = (c.re * a.scale.0).round();
-        self.check_fits(a.level, re)?;
-        self.check_fits(a.level, (c.im * a.scale.0).round())?;
+        params.check_magnitude(a.level, [re, (c.im * a.scale.0).round()])?;
         let moduli =
             params
                 .q_moduli()

@@ -480,21 +480,10 @@ impl Evaluator {
         self.residues_at(a.level, value)
     }
 
-    /// Refuses an integer-valued constant coefficient whose magnitude
-    /// reaches `Q_level / 2`, as the encoder refuses coefficients: reduced
-    /// modulo the primes it would wrap, and the slots read another value.
-    pub(super) fn check_fits(&self, level: Level, value: f64) -> Result<()> {
-        let log_q = self.context.params().log_q(level)?;
-        if !value.is_finite() || (value != 0.0 && value.abs().log2() >= log_q - 1.0) {
-            return Err(OperandError::NonFiniteValue.into());
-        }
-        Ok(())
-    }
-
     /// The residues of the integer-valued `value` modulo the primes of
     /// `level`.
     fn residues_at(&self, level: Level, value: f64) -> Result<Vec<u64>> {
-        self.check_fits(level, value)?;
+        self.context.params().check_magnitude(level, [value])?;
         self.context
             .params()
             .q_moduli()

@@ -368,6 +368,34 @@ impl Parameters {
         Ok(moduli.iter().map(|q| (q.value() as f64).log2()).sum())
     }
 
+    /// Checks that integer-valued coefficients can be held at `level`:
+    /// each finite and of magnitude below `Q_l / 2`. Reduced modulo the
+    /// primes, a larger one would wrap and read as another value. The
+    /// encoder's coefficients and the evaluator's constants both keep to
+    /// it.
+    ///
+    /// # Errors
+    /// [`OperandError::LevelOutOfRange`] beyond the chain,
+    /// [`OperandError::NonFiniteValue`].
+    pub fn check_magnitude(
+        &self,
+        level: Level,
+        values: impl IntoIterator<Item = f64>,
+    ) -> Result<()> {
+        let log_q = self.log_q(level)?;
+        let mut max = 0f64;
+        for v in values {
+            if !v.is_finite() {
+                return Err(OperandError::NonFiniteValue.into());
+            }
+            max = max.max(v.abs());
+        }
+        if max > 0.0 && max.log2() >= log_q - 1.0 {
+            return Err(OperandError::NonFiniteValue.into());
+        }
+        Ok(())
+    }
+
     /// Checks that `scale` can label an object at `level`: at least 1 and
     /// below `Q_l` ([`OperandError::ScaleOutOfRange`] says why), the range
     /// the loaders accept. Encoding, [`set_scale`], `level_down`, the
