@@ -268,7 +268,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             .ok_or_else(|| anyhow::anyhow!("--streaming-trace: no phase was recorded (the planned policy under a budget records one)"))?;
         trace.write(path)?;
     }
-    let batch = args.batch.max(1);
+    let batch = args.batch;
     let report = Report {
         trace_written: allocator
             .write_trace()?

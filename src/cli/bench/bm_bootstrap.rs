@@ -73,7 +73,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         device: args.device.selection()?,
         budget: args.budget.parse::<Budget>()?,
         policy: args.policy.parse::<PolicyKind>()?,
-        iterations: args.iterations.max(1),
+        iterations: args.iterations,
         thresholds: args.thresholds.iter().map(|t| t / 100.0).collect(),
         lifetime_threshold: Duration::try_from_secs_f64(args.lifetime_threshold)
             .context("--lifetime-threshold must be a non-negative number of seconds")?,

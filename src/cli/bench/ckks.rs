@@ -195,7 +195,7 @@ fn run_policy(
         if !wanted(op) {
             continue;
         }
-        let mut polys = (0..args.ntt_buffers.max(1))
+        let mut polys = (0..args.ntt_buffers)
             .map(|_| {
                 let words: Vec<u64> = q
                     .iter()

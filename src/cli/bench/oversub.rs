@@ -158,7 +158,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let settings = CellSettings {
         device: args.device.selection()?,
         warmup: args.warmup,
-        iterations: args.iterations.max(1),
+        iterations: args.iterations,
         cupti: !args.no_cupti,
         on_divergence: divergence(args.on_divergence),
     };
@@ -224,7 +224,7 @@ pub fn run_cell(args: &CellArgs) -> anyhow::Result<()> {
     let settings = CellSettings {
         device: args.device.selection()?,
         warmup: args.warmup,
-        iterations: args.iterations.max(1),
+        iterations: args.iterations,
         cupti: !args.no_cupti,
         on_divergence: divergence(args.on_divergence),
     };

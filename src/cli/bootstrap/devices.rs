@@ -164,7 +164,7 @@ pub fn run(args: &Args, devices: &[DeviceSelection]) -> anyhow::Result<()> {
     // B different random inputs, encrypted on the first device at the
     // encryption level and levelled down to 3 (that level's default scale).
     let slots = group.schedule().slots();
-    let batch = args.batch.max(1);
+    let batch = args.batch;
     let mut sampler = Sampler::from_os()?;
     let encoder = Encoder::new(&home);
     let encryptor = Encryptor::new(&home)?;
@@ -179,9 +179,9 @@ pub fn run(args: &Args, devices: &[DeviceSelection]) -> anyhow::Result<()> {
         values.push(v);
     }
 
-    let mut batch_ms = Vec::with_capacity(args.iterations.max(1));
+    let mut batch_ms = Vec::with_capacity(args.iterations);
     let mut outputs = Vec::new();
-    for i in 0..args.iterations.max(1) {
+    for i in 0..args.iterations {
         let t = Instant::now();
         outputs = if args.complex {
             group.bootstrap_many(&inputs)?

@@ -149,8 +149,8 @@ impl Runner<'_> {
         sampler: &mut Sampler,
     ) -> anyhow::Result<Outcome> {
         let args = self.args;
-        let iterations = args.iterations.max(1);
-        let batch = args.batch.max(1);
+        let iterations = args.iterations;
+        let batch = args.batch;
         let mut measured = Measured::default();
         let mut chain = Vec::new();
         let evaluator = Evaluator::with_keys(self.context, Arc::clone(self.bootstrapper.key_set()));
