@@ -21,10 +21,11 @@ use hemem_memory::PolicyKind;
 
 use self::report::{Report, ResidencyFigures};
 use self::runs::{Outcome, Runner};
-use self::setup::{HeldKeys, Progress};
+use self::setup::HeldKeys;
 use super::device::DeviceArgs;
 use super::keygen::UniformPrf;
 use super::memory::MemoryArgs;
+use super::progress::Status;
 use super::report::precision_bits;
 
 /// Arguments of `hemem bootstrap`.
@@ -168,7 +169,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             "--streaming-trace: only the planned policy on a GPU records a phase to write"
         );
     }
-    let progress = Progress::new(args);
+    let progress = Status::new(args.json);
     progress.say(&format!(
         "hemem bootstrap: {preset} on {}, policy {}",
         context.device(),

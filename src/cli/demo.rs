@@ -104,13 +104,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
     let allocator = context.backend().allocator().clone();
     let slots = context.params().slots();
-    let progress = |msg: &str| {
-        if !args.json {
-            eprintln!("{msg}");
-        }
-    };
+    let progress = super::progress::Status::new(args.json);
 
-    progress(&format!(
+    progress.say(&format!(
         "hemem demo: preset {preset}, {slots} slots, device {}",
         context.device()
     ));
@@ -127,7 +123,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                     path.display()
                 );
             }
-            progress(&format!(
+            progress.say(&format!(
                 "  keys loaded from {} in {:.1} ms",
                 path.display(),
                 loaded.ms
@@ -142,7 +138,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         None => {
             let secret = keygen.secret_key()?;
             let public = keygen.public_key(&secret)?;
-            progress(&format!(
+            progress.say(&format!(
                 "  keys generated in {:.1} ms",
                 started.elapsed().as_secs_f64() * 1e3
             ));
@@ -161,7 +157,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     };
     let t = Instant::now();
     let keys = keygen.key_set(&secret, &request)?;
-    progress(&format!(
+    progress.say(&format!(
         "  {} evaluation keys ({}) in {:.1} ms",
         keys.len(),
         human_bytes(keys.size_bytes() as u64),
@@ -249,7 +245,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             Bootstrapper::with_progress(&context, schedule, keys, BootstrapOptions::default(), p)
         })?;
         bootstrapper.prepare_for_scale(ct.scale())?;
-        progress(&format!(
+        progress.say(&format!(
             "  {count} bootstrapping keys ({made}) and DFT diagonals in {:.1} s",
             t.elapsed().as_secs_f64()
         ));

@@ -177,18 +177,14 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         super::check_output_path(path, "HEMEM_RECORD_TRACE")?;
     }
     let context = Context::with_memory(params.clone(), selection, &memory)?;
-    let progress = |msg: &str| {
-        if !args.json {
-            eprintln!("{msg}");
-        }
-    };
+    let progress = super::progress::Status::new(args.json);
     let schedule = BootstrapSchedule::recommended_for_slots(
         &params,
         args.slots.unwrap_or_else(|| params.slots()),
     )?;
     let slots = schedule.slots();
     let sse = schedule.choice.sse;
-    progress(&format!(
+    progress.say(&format!(
         "hemem keygen: {preset} on {}, {slots} slots, planned {} of keys",
         context.device(),
         human_bytes(BootstrapKeys::planned_bytes(&schedule, &params)?)
@@ -203,7 +199,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     })?;
     context.synchronize()?;
     let keygen_ms = started.elapsed().as_secs_f64() * 1e3;
-    progress(&format!(
+    progress.say(&format!(
         "  {} keys ({}) generated in {:.1} s",
         keys.len(),
         human_bytes(keys.size_bytes() as u64),
@@ -223,7 +219,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .with_context(|| format!("writing {}", secret_file.display()))?;
     let save_ms = started.elapsed().as_secs_f64() * 1e3;
     let key_file_bytes = std::fs::metadata(&args.out)?.len();
-    progress(&format!(
+    progress.say(&format!(
         "  saved in {:.1} s: {} ({}), {}, {} (owner only)",
         save_ms / 1e3,
         args.out.display(),

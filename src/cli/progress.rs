@@ -8,6 +8,27 @@ use std::io::IsTerminal as _;
 use hemem_ckks::progress::Progress;
 use indicatif::{ProgressBar, ProgressStyle};
 
+/// Status lines on standard error, silent with `--json` (whose standard
+/// output is the one object).
+#[derive(Debug, Clone, Copy)]
+pub struct Status {
+    json: bool,
+}
+
+impl Status {
+    /// Lines unless `json`.
+    pub fn new(json: bool) -> Self {
+        Self { json }
+    }
+
+    /// Writes `msg` as a line.
+    pub fn say(self, msg: &str) {
+        if !self.json {
+            eprintln!("{msg}");
+        }
+    }
+}
+
 /// A bar with `message` before it, or a hidden one (every call a no-op)
 /// when `json` is set or standard error is not a terminal.
 pub fn bar(message: &str, json: bool) -> ProgressBar {

@@ -12,9 +12,10 @@ use hemem_ckks::prelude::*;
 use hemem_ckks::sampling::Sampler;
 use serde::Serialize;
 
+use super::super::progress::Status;
 use super::super::report::{human_bytes, precision_bits};
 use super::Args;
-use super::setup::{self, HeldKeys, Progress};
+use super::setup::{self, HeldKeys};
 
 /// One device's part of the run.
 #[derive(Debug, Serialize)]
@@ -117,7 +118,7 @@ pub fn run(args: &Args, devices: &[DeviceSelection]) -> anyhow::Result<()> {
         Split::Stealing { chunk } => format!("stealing:{chunk}"),
         _ => "even".to_owned(),
     };
-    let progress = Progress::new(args);
+    let progress = Status::new(args.json);
     progress.say(&format!(
         "hemem bootstrap: {preset} on {} ({split_name}), policy {}",
         names.join(", "),

@@ -15,8 +15,9 @@ use hemem_memory::cuda::cupti::{KernelTimeline, MemcpyCounters};
 use num_complex::Complex64;
 use serde::Serialize;
 
+use super::super::progress::Status;
 use super::super::report::{human_bytes, precision_bits};
-use super::setup::{Progress, slot_error};
+use super::setup::slot_error;
 use super::{Args, timeline};
 
 /// One bootstrap of a chain.
@@ -136,7 +137,7 @@ pub(super) struct Runner<'a> {
     pub public: &'a PublicKey,
     pub cupti: Option<&'a MemcpyCounters>,
     pub kernels: Option<&'a KernelTimeline>,
-    pub progress: Progress,
+    pub progress: Status,
 }
 
 impl Runner<'_> {

@@ -13,27 +13,9 @@ use hemem_ckks::prelude::*;
 use hemem_ckks::sampling::Sampler;
 use num_complex::Complex64;
 
+use super::super::progress::Status;
 use super::super::report::{human_bytes, max_abs_error};
 use super::Args;
-
-/// Status lines on stderr, silent with `--json` (whose stdout is the one
-/// object).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Progress {
-    json: bool,
-}
-
-impl Progress {
-    pub(super) fn new(args: &Args) -> Self {
-        Self { json: args.json }
-    }
-
-    pub(super) fn say(self, msg: &str) {
-        if !self.json {
-            eprintln!("{msg}");
-        }
-    }
-}
 
 /// The keys of a run: the key holder's pair and the bootstrapping keys.
 pub(super) struct HeldKeys {
@@ -55,7 +37,7 @@ impl HeldKeys {
         args: &Args,
         context: &Context,
         schedule: &BootstrapSchedule,
-        progress: Progress,
+        progress: Status,
     ) -> anyhow::Result<Self> {
         match &args.keys {
             Some(path) => Self::load(context, path, progress),
@@ -83,7 +65,7 @@ impl HeldKeys {
         }
     }
 
-    fn load(context: &Context, path: &Path, progress: Progress) -> anyhow::Result<Self> {
+    fn load(context: &Context, path: &Path, progress: Status) -> anyhow::Result<Self> {
         let loaded = super::super::keygen::load(context, path)?;
         progress.say(&format!(
             "  {} keys ({}) loaded from {} in {:.2} s",
@@ -112,7 +94,7 @@ pub(super) fn schedule_for_loaded(
     params: &Parameters,
     keys: &BootstrapKeys,
     schedule: BootstrapSchedule,
-    progress: Progress,
+    progress: Status,
 ) -> anyhow::Result<BootstrapSchedule> {
     let counts = keys.slot_counts(params);
     if counts.contains(&schedule.slots()) {
