@@ -95,7 +95,7 @@ extern "C" __global__ void mul_sum(u64 out, LimbMap out_map, PtrArray a, LimbMap
             acc_mul(s0, u.x, v.x);
             acc_mul(s1, u.y, v.y);
         }
-        store2(o, c, reduce_wide(s0.hi, s0.lo, m), reduce_wide(s1.hi, s1.lo, m));
+        store2(o, c, reduce_u128(s0.hi, s0.lo, m), reduce_u128(s1.hi, s1.lo, m));
     }
 }
 
@@ -171,7 +171,7 @@ __device__ __forceinline__ void tensor1(u64 u0, u64 u1, u64 v0, u64 v1, const Mo
     Acc128 acc = {0, 0};
     acc_mul(acc, u0, v1);
     acc_mul(acc, u1, v0);
-    e1 = reduce_wide(acc.hi, acc.lo, m);
+    e1 = reduce_u128(acc.hi, acc.lo, m);
     e2 = mul_mod(u1, v1, m);
 }
 
@@ -244,8 +244,8 @@ extern "C" __global__ void key_switch_inner_product(u64 out0, u64 out1, LimbMap 
                 }
             }
         }
-        store2(o0, c, reduce_wide(s0.hi, s0.lo, m), reduce_wide(t0.hi, t0.lo, m));
-        store2(o1, c, reduce_wide(s1.hi, s1.lo, m), reduce_wide(t1.hi, t1.lo, m));
+        store2(o0, c, reduce_u128(s0.hi, s0.lo, m), reduce_u128(t0.hi, t0.lo, m));
+        store2(o1, c, reduce_u128(s1.hi, s1.lo, m), reduce_u128(t1.hi, t1.lo, m));
     }
 }
 

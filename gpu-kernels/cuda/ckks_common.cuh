@@ -69,11 +69,12 @@ __device__ __forceinline__ u64 sub_mod(u64 a, u64 b, u64 q) {
     return a >= b ? a - b : a + q - b;
 }
 
-// x = hi·2^64 + lo mod q: Barrett with the two-word constant floor(2^128/q);
-// the estimate is off by at most one for every 128-bit x (the same arithmetic
-// as the CPU's Modulus::reduce_u128, where the proof is written), although
-// the callers here still keep to x < q·2^64 or take reduce_wide's two steps,
-// as they did before that proof: one step everywhere awaits a GPU run.
+// x = hi·2^64 + lo mod q, fully reduced, for every 128-bit x: Barrett with
+// the two-word constant floor(2^128/q). The quotient estimate is exactly
+// floor(x·floor(2^128/q) / 2^128), which is floor(x/q) or one less, so one
+// conditional subtraction finishes it (the same arithmetic as the CPU's
+// Modulus::reduce_u128, where the proof is written and tested at the
+// 128-bit extremes).
 __device__ __forceinline__ u64 reduce_u128(u64 hi, u64 lo, const ModConst& m) {
     u64 low = __umul64hi(lo, m.ratio_lo);
     // mid = hi·ratio_lo + lo·ratio_hi + low, 128 bits; only its high word matters.
@@ -89,12 +90,6 @@ __device__ __forceinline__ u64 reduce_u128(u64 hi, u64 lo, const ModConst& m) {
     u64 quotient = hi * m.ratio_hi + mid_hi;
     u64 r = lo - quotient * m.q;
     return r >= m.q ? r - m.q : r;
-}
-
-// Any 128-bit value hi·2^64 + lo, in two steps (one would do: see above).
-__device__ __forceinline__ u64 reduce_wide(u64 hi, u64 lo, const ModConst& m) {
-    u64 h = reduce_u128(0, hi, m);
-    return reduce_u128(h, lo, m);
 }
 
 // a·b mod q for a, b < q < 2^62 (one-word Barrett; the estimate is off by at
@@ -142,7 +137,7 @@ __device__ __forceinline__ void acc_mul(Acc128& acc, u64 a, u64 b) {
 // The sum reduced below q, its high word cleared: every 8 products, it keeps
 // a sum of products of words below 2^62 under 2^128.
 __device__ __forceinline__ void acc_fold(Acc128& acc, const ModConst& m) {
-    acc.lo = reduce_wide(acc.hi, acc.lo, m);
+    acc.lo = reduce_u128(acc.hi, acc.lo, m);
     acc.hi = 0;
 }
 

@@ -3,13 +3,15 @@
 //
 // Table layout for a conversion from k source moduli to m targets
 // (u64 words): q_hat_inv[k], q_hat_inv_shoup[k], inv_q[k] (f64 bits),
-// q_mod[m], q_hat[m][k], q_mod_shoup[m] (the last read by the NTT's fused
-// conversion only).
+// neg_q_mod[m] (-Q mod p_j), q_hat[m][k].
 #include "ckks_common.cuh"
 
 // out_j = sum_i y_i * q_hat[j][i] with y_i = x_i * q_hat_inv_i mod q_i; with
 // `exact`, minus v*Q where v = round(sum_i y_i / q_i) in f64, summed in source
-// order with no fused multiply-add (as on the CPU).
+// order with no fused multiply-add (as on the CPU). The correction is folded
+// into the 128-bit sum as v * (-Q mod p_j), as the CPU does, and the sum
+// reduced once: each product is below 2^124, so up to 15 sources (and the
+// correction, v <= k) fit 128 bits; a longer digit folds its sum every 15.
 //
 // Grid: x over coefficients (two per thread), y over the m targets, then
 // `copy_map.count` rows that copy limbs of `copy_src` into `out` (ModUp's
@@ -35,7 +37,7 @@ extern "C" __global__ void base_convert(u64 out, LimbMap out_map, u64 in, LimbMa
     const u64* qhi = table;
     const u64* qhis = table + k;
     const u64* inv_q = table + 2 * k;
-    const u64* q_mod = table + 3 * k;
+    const u64* neg_q_mod = table + 3 * k;
     const u64* q_hat = table + 3 * k + mcount + (size_t)row * k;
     const ModConst m = consts[out_map.mod[row]];
     u64* o = limb_ptr(out, out_map.pos[row], n);
@@ -54,14 +56,18 @@ extern "C" __global__ void base_convert(u64 out, LimbMap out_map, u64 in, LimbMa
             }
             acc_mul(acc0, y0, q_hat[i]);
             acc_mul(acc1, y1, q_hat[i]);
+            if (i % 15u == 14u && i + 1 < k) {
+                acc_fold(acc0, m);
+                acc_fold(acc1, m);
+            }
         }
-        u64 r0 = reduce_wide(acc0.hi, acc0.lo, m);
-        u64 r1 = reduce_wide(acc1.hi, acc1.lo, m);
         if (exact) {
             const u64 v0 = (u64)__dadd_rn(sum0, 0.5), v1 = (u64)__dadd_rn(sum1, 0.5);
-            r0 = sub_mod(r0, mul_mod(reduce_u128(0, v0, m), q_mod[row], m), m.q);
-            r1 = sub_mod(r1, mul_mod(reduce_u128(0, v1, m), q_mod[row], m), m.q);
+            acc_mul(acc0, v0, neg_q_mod[row]);
+            acc_mul(acc1, v1, neg_q_mod[row]);
         }
+        const u64 r0 = reduce_u128(acc0.hi, acc0.lo, m);
+        const u64 r1 = reduce_u128(acc1.hi, acc1.lo, m);
         *reinterpret_cast<ulonglong2*>(o + c) = make_ulonglong2(r0, r1);
     }
 }

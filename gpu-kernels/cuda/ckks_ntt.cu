@@ -355,22 +355,8 @@ __device__ __forceinline__ void fwd_columns(const Parts& parts, const LimbMap& d
             sources[i].q_hat = table[3 * ks + targets + (size_t)row * ks + i];
         }
         __syncthreads();
-        const u64 q_mod = table[3 * ks + row];
-        const u64 q_mod_shoup = table[3 * ks + targets + (size_t)targets * ks + row];
         const bool exact = kind == NTT_CONVERT_EXACT;
         const bool prescaled = (mode & NTT_PRESCALED) != 0;
-        // Sum of the source primes below 2^64: the 128-bit sum is below
-        // q * 2^64 and one Barrett reduction finishes it (the CPU's
-        // narrow_sum).
-        bool narrow = true;
-        {
-            u64 total = 0;
-            for (u32 i = 0; i < ks; ++i) {
-                const u64 q = sources[i].q;
-                total += q;
-                narrow = narrow && total >= q;
-            }
-        }
         // Four points at a time, their loads issued together; converted
         // points go through this thread's own slots of the second exchange
         // buffer (first used after a barrier every thread passes later), so
@@ -409,11 +395,14 @@ __device__ __forceinline__ void fwd_columns(const Parts& parts, const LimbMap& d
             }
 #pragma unroll
             for (int kk = 0; kk < 4; ++kk) {
-                u64 r = narrow ? reduce_u128(acc[kk].hi, acc[kk].lo, m) : reduce_wide(acc[kk].hi, acc[kk].lo, m);
-                if (exact) {
-                    const u64 v = (u64)__dadd_rn(sum[kk], 0.5);
-                    r = sub_mod(r, mul_shoup(v, q_mod, q_mod_shoup, m.q), m.q);
-                }
+                // The exact conversion's correction v·(-Q mod p_j) is folded
+                // into the 128-bit sum, as on the CPU: the sum is below
+                // p·(Σ_i (q_i - 1) + v) with v <= ks <= 16 and every prime
+                // below 2^62, so below 2^128, and one reduction finishes it.
+                // (-Q mod p_j is loaded here, not held across the source
+                // loop: held, it spilled at 64 registers.)
+                if (exact) acc_mul(acc[kk], (u64)__dadd_rn(sum[kk], 0.5), table[3 * ks + row]);
+                const u64 r = reduce_u128(acc[kk].hi, acc[kk].lo, m);
                 smem[smem_index<LOG_M, true>(b0 + (k0 + kk) * d0, sub, log_s)] = r;
             }
         }

@@ -259,9 +259,9 @@ extern "C" __global__ void __launch_bounds__(256)
                 }
             }
         }
-        o0[c0] = reduce_wide(s0.hi, s0.lo, m);
-        o0[c1] = reduce_wide(s1.hi, s1.lo, m);
-        o1[c0] = reduce_wide(t0.hi, t0.lo, m);
-        o1[c1] = reduce_wide(t1.hi, t1.lo, m);
+        o0[c0] = reduce_u128(s0.hi, s0.lo, m);
+        o0[c1] = reduce_u128(s1.hi, s1.lo, m);
+        o1[c0] = reduce_u128(t0.hi, t0.lo, m);
+        o1[c1] = reduce_u128(t1.hi, t1.lo, m);
     }
 }

@@ -30,9 +30,6 @@ pub struct BaseConverter {
     q_mod: Vec<u64>,
     /// `1 / q_i` as `f64`.
     inv_q: Vec<f64>,
-    /// `Q mod p_j` with its Shoup quotient: the GPU kernels' `v·Q`
-    /// correction (the CPU folds `−Q mod p_j` into its sums instead).
-    q_mod_shoup: Vec<ShoupConstant>,
     /// Whether `Σ_i q_i < 2^64`: then a sum of `k` products `y_i·(Q/q_i mod
     /// p_j)` and the exact conversion's correction `v·(−Q mod p_j)` is below
     /// `p_j·2^64` (each `y_i ≤ q_i − 1` and `v ≤ k`, so the factors, each
@@ -47,7 +44,8 @@ pub struct BaseConverter {
     /// the exact conversion's correction `v` inside the sum; empty
     /// otherwise.
     neg_q_montgomery: Vec<u64>,
-    /// `−Q mod p_j`, the same factor for the wide sum.
+    /// `−Q mod p_j`, the same factor for the wide sum (and the GPU
+    /// kernels' sums).
     neg_q_mod: Vec<u64>,
     /// Sources summed between two reductions on the wide path: all of them
     /// where `p_max·Σ q_i` fits 128 bits (every preset's bases: 64 sources
@@ -109,7 +107,6 @@ impl BaseConverter {
             })
             .collect();
         let inv_q = from.iter().map(|m| 1.0 / m.value() as f64).collect();
-        let q_mod_shoup = to.iter().zip(&q_mod).map(|(pj, &q)| pj.shoup(q)).collect();
         let narrow_sum = from
             .iter()
             .try_fold(0u64, |acc, m| acc.checked_add(m.value()))
@@ -155,7 +152,6 @@ impl BaseConverter {
             q_hat,
             q_mod,
             inv_q,
-            q_mod_shoup,
             narrow_sum,
             q_hat_montgomery,
             neg_q_montgomery,
@@ -195,9 +191,11 @@ impl BaseConverter {
         &self.inv_q
     }
 
-    /// `Q mod p_j` with its Shoup quotient (the `v·Q` correction).
-    pub fn q_mod_shoup(&self) -> &[ShoupConstant] {
-        &self.q_mod_shoup
+    /// `−Q mod p_j`: the exact conversion's correction `v·Q` is subtracted
+    /// by adding `v·(−Q mod p_j)` to each target's sum before its one
+    /// reduction (on the CPU and in the GPU kernels alike).
+    pub fn neg_q_mod(&self) -> &[u64] {
+        &self.neg_q_mod
     }
 
     fn check(&self, input: &[&[u64]], output: &[&mut [u64]]) -> Result<usize> {

@@ -946,10 +946,10 @@ fn rows16_exchanges_are_conflict_free_where_it_matters() {
 
 /// `fwd_columns`' conversion of one coefficient `e` for target row `row`
 /// of a table of `targets` rows, from the kernel's table words (same reads,
-/// same arithmetic: 128-bit accumulation reduced once, by one Barrett step
-/// when the sources' primes sum below 2^64; the f64 sum in source order
-/// without fused multiply-add; the `v·Q` correction by Shoup). With
-/// `prescaled` the sources hold `y_i` already.
+/// same arithmetic: the f64 sum in source order without fused
+/// multiply-add; the products and the exact conversion's correction
+/// `v·(−Q mod p_j)` accumulated in 128 bits, which must not overflow, and
+/// reduced once). With `prescaled` the sources hold `y_i` already.
 #[allow(clippy::too_many_arguments, reason = "the kernel's arguments")]
 fn convert_one(
     table: &[u64],
@@ -963,10 +963,7 @@ fn convert_one(
     e: usize,
 ) -> u64 {
     let ks = sources.len();
-    let narrow = source_q
-        .iter()
-        .try_fold(0u64, |acc, &q| acc.checked_add(q))
-        .is_some();
+    assert!(ks <= 16, "the kernel stages at most 16 sources");
     let mut acc = 0u128;
     let mut sum = 0f64;
     for i in 0..ks {
@@ -981,28 +978,19 @@ fn convert_one(
         if exact {
             sum += y as f64 * inv_q;
         }
-        acc += u128::from(y) * u128::from(q_hat);
+        acc = acc
+            .checked_add(u128::from(y) * u128::from(q_hat))
+            .expect("the kernel's 128-bit sum overflows");
     }
-    let t = u128::from(target_q);
-    if narrow {
-        // The kernel takes one Barrett step for a narrow sum, which its
-        // design bounds by q·2^64 (the step is exact for any 128-bit sum:
-        // `Modulus::reduce_u128`); the bound is checked here.
-        assert!(acc >> 64 < t, "narrow sum");
-    }
-    let mut r = (acc % t) as u64;
     if exact {
         let v = (sum + 0.5) as u64;
-        let q_mod = table[3 * ks + row];
-        let q_mod_shoup = table[3 * ks + targets + targets * ks + row];
-        assert_eq!(
-            q_mod_shoup,
-            ((u128::from(q_mod) << 64) / t) as u64,
-            "table layout"
-        );
-        r = sub_mod(r, mul_shoup(v, q_mod, q_mod_shoup, target_q), target_q);
+        let neg_q = table[3 * ks + row];
+        assert!(neg_q < target_q, "table layout");
+        acc = acc
+            .checked_add(u128::from(v) * u128::from(neg_q))
+            .expect("the kernel's 128-bit sum overflows");
     }
-    r
+    (acc % u128::from(target_q)) as u64
 }
 
 /// `fwd_columns`' NTT_SPREAD: the centred lift of `v` (modulo `p`) into `q`.
@@ -1300,15 +1288,19 @@ fn fused_conversion_prologue_matches_convert_then_ntt() {
     for log_n in [10u32, 12, 16] {
         let n = 1usize << log_n;
         let g = NttGeometry::new(log_n).unwrap();
-        // ModUp-like (5 sources of 42 bits to 3 targets of 58 bits) and
-        // ModDown-like (5 special primes of 60 bits to 42-bit primes).
-        for (exact, from_bits, to_bits) in [(false, 42u32, 58u32), (true, 60, 42)] {
+        // ModUp-like (5 sources of 42 bits to 3 targets of 58 bits),
+        // ModDown-like (5 special primes of 60 bits to 42-bit primes), and
+        // the widest sum the kernel takes (16 sources of 61 bits, whose
+        // products and correction `convert_one` checks stay below 2^128).
+        for (exact, from_bits, to_bits, count) in
+            [(false, 42u32, 58u32, 5), (true, 60, 42, 5), (true, 61, 61, 16)]
+        {
             let from: Vec<Modulus> = PrimeGenerator::new(from_bits, 2 * n as u64)
-                .take(5)
+                .take(count)
                 .map(|q| Modulus::new(q).unwrap())
                 .collect();
             let to: Vec<Modulus> = PrimeGenerator::new(to_bits, 2 * n as u64)
-                .skip(7)
+                .skip(count + 2)
                 .take(3)
                 .map(|q| Modulus::new(q).unwrap())
                 .collect();

@@ -183,11 +183,6 @@ fn reduce_u128(hi: u64, lo: u64, m: &ModConst) -> u64 {
     if r >= m.q { r - m.q } else { r }
 }
 
-fn reduce_wide(hi: u64, lo: u64, m: &ModConst) -> u64 {
-    let h = reduce_u128(0, hi, m);
-    reduce_u128(h, lo, m)
-}
-
 #[derive(Clone, Copy, Default)]
 struct Acc128 {
     lo: u64,
@@ -358,7 +353,7 @@ fn key_switch_inner_product_seeded(
                                 acc_mul(&mut t[l][1], dv1, a1);
                                 if j & 7 == 7 {
                                     for acc in s[l].iter_mut().chain(t[l].iter_mut()) {
-                                        acc.lo = reduce_wide(acc.hi, acc.lo, &m);
+                                        acc.lo = reduce_u128(acc.hi, acc.lo, &m);
                                         acc.hi = 0;
                                     }
                                 }
@@ -369,8 +364,8 @@ fn key_switch_inner_product_seeded(
                         let (c0, c1) = cs[l];
                         for (i, c) in [c0, c1].into_iter().enumerate() {
                             let at = o + c as usize;
-                            out0[at] = reduce_wide(s[l][i].hi, s[l][i].lo, &m);
-                            out1[at] = reduce_wide(t[l][i].hi, t[l][i].lo, &m);
+                            out0[at] = reduce_u128(s[l][i].hi, s[l][i].lo, &m);
+                            out1[at] = reduce_u128(t[l][i].hi, t[l][i].lo, &m);
                             writes[at] += 1;
                         }
                     }

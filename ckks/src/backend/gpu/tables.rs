@@ -105,9 +105,9 @@ pub(super) fn y_scale_words(n: usize, from: &[Modulus]) -> Result<Vec<u64>> {
     Ok(scale_pairs(from, &values))
 }
 
-/// The words of a conversion's kernel table (`3k + m + m·k + m`:
-/// q_hat_inv, its Shoup quotients, 1/q_i as f64 bits, Q mod p_j, q_hat row
-/// by target, then the Shoup quotients of Q mod p_j) and of its
+/// The words of a conversion's kernel table (`3k + m + m·k`: q_hat_inv,
+/// its Shoup quotients, 1/q_i as f64 bits, −Q mod p_j, then q_hat row by
+/// target) and of its
 /// `(P^{-1} mod p_j, shoup)` pairs.
 pub(super) fn conversion_words(from: &[Modulus], to: &[Modulus]) -> Result<(Vec<u64>, Vec<u64>)> {
     let converter = BaseConverter::new(from, to)?;
@@ -115,11 +115,10 @@ pub(super) fn conversion_words(from: &[Modulus], to: &[Modulus]) -> Result<(Vec<
     words.extend(converter.q_hat_inv().iter().map(|w| w.value()));
     words.extend(converter.q_hat_inv().iter().map(|w| w.quotient()));
     words.extend(converter.inv_q().iter().map(|x| x.to_bits()));
-    words.extend_from_slice(converter.q_mod());
+    words.extend_from_slice(converter.neg_q_mod());
     for row in converter.q_hat() {
         words.extend_from_slice(row);
     }
-    words.extend(converter.q_mod_shoup().iter().map(|w| w.quotient()));
     let inverses = to
         .iter()
         .zip(converter.q_mod())
