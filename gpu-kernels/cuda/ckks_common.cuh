@@ -92,6 +92,17 @@ __device__ __forceinline__ u64 reduce_u128(u64 hi, u64 lo, const ModConst& m) {
     return r >= m.q ? r - m.q : r;
 }
 
+// x·2^-64 mod q, fully reduced, for x = hi·2^64 + lo < q·2^64 (Montgomery's
+// reduction; p_inv_neg = -q^-1 mod 2^64): the low words of x and m·q add to
+// 0 mod 2^64, with a carry unless lo is 0, and (x + m·q)/2^64 < 2q. Two
+// multiplications where Barrett's reduce_u128 takes seven; the same as the
+// CPU's montgomery_reduce (ckks/src/rns/convert.rs).
+__device__ __forceinline__ u64 montgomery_reduce(u64 hi, u64 lo, u64 q, u64 p_inv_neg) {
+    const u64 m = lo * p_inv_neg;
+    const u64 t = hi + __umul64hi(m, q) + (lo != 0 ? 1ull : 0ull);
+    return t >= q ? t - q : t;
+}
+
 // a·b mod q for a, b < q < 2^62 (one-word Barrett; the estimate is off by at
 // most two).
 __device__ __forceinline__ u64 mul_mod(u64 a, u64 b, const ModConst& m) {
@@ -139,6 +150,13 @@ __device__ __forceinline__ void acc_mul(Acc128& acc, u64 a, u64 b) {
 __device__ __forceinline__ void acc_fold(Acc128& acc, const ModConst& m) {
     acc.lo = reduce_u128(acc.hi, acc.lo, m);
     acc.hi = 0;
+}
+
+// A conversion's sum finished: by Montgomery's reduction where the table's
+// factors are in Montgomery form (p_inv_neg != 0: the sources' primes sum
+// below 2^64, so the sum is below q·2^64), else by Barrett's.
+__device__ __forceinline__ u64 reduce_sum(const Acc128& acc, const ModConst& m, u64 p_inv_neg) {
+    return p_inv_neg != 0 ? montgomery_reduce(acc.hi, acc.lo, m.q, p_inv_neg) : reduce_u128(acc.hi, acc.lo, m);
 }
 
 __device__ __forceinline__ u64* limb_ptr(u64 base, u32 position, u32 n) {

@@ -3,7 +3,9 @@
 //
 // Table layout for a conversion from k source moduli to m targets
 // (u64 words): q_hat_inv[k], q_hat_inv_shoup[k], inv_q[k] (f64 bits),
-// neg_q_mod[m] (-Q mod p_j), q_hat[m][k].
+// neg_q_mod[m] (-Q mod p_j), q_hat[m][k], p_inv_neg[m] (-p_j^-1 mod 2^64
+// where the sources' primes sum below 2^64 and the two factors before it
+// are in Montgomery form, else 0).
 #include "ckks_common.cuh"
 
 // out_j = sum_i y_i * q_hat[j][i] with y_i = x_i * q_hat_inv_i mod q_i; with
@@ -11,7 +13,8 @@
 // order with no fused multiply-add (as on the CPU). The correction is folded
 // into the 128-bit sum as v * (-Q mod p_j), as the CPU does, and the sum
 // reduced once: each product is below 2^124, so up to 15 sources (and the
-// correction, v <= k) fit 128 bits; a longer digit folds its sum every 15.
+// correction, v <= k) fit 128 bits; a longer digit folds its sum every 15
+// (a fold never increases the sum, so a narrow sum stays below p_j·2^64).
 //
 // Grid: x over coefficients (two per thread), y over the m targets, then
 // `copy_map.count` rows that copy limbs of `copy_src` into `out` (ModUp's
@@ -39,6 +42,7 @@ extern "C" __global__ void base_convert(u64 out, LimbMap out_map, u64 in, LimbMa
     const u64* inv_q = table + 2 * k;
     const u64* neg_q_mod = table + 3 * k;
     const u64* q_hat = table + 3 * k + mcount + (size_t)row * k;
+    const u64 p_inv_neg = table[3 * k + mcount + (size_t)mcount * k + row];
     const ModConst m = consts[out_map.mod[row]];
     u64* o = limb_ptr(out, out_map.pos[row], n);
     for (u32 c = first; c < n; c += step) {
@@ -66,8 +70,8 @@ extern "C" __global__ void base_convert(u64 out, LimbMap out_map, u64 in, LimbMa
             acc_mul(acc0, v0, neg_q_mod[row]);
             acc_mul(acc1, v1, neg_q_mod[row]);
         }
-        const u64 r0 = reduce_u128(acc0.hi, acc0.lo, m);
-        const u64 r1 = reduce_u128(acc1.hi, acc1.lo, m);
+        const u64 r0 = reduce_sum(acc0, m, p_inv_neg);
+        const u64 r1 = reduce_sum(acc1, m, p_inv_neg);
         *reinterpret_cast<ulonglong2*>(o + c) = make_ulonglong2(r0, r1);
     }
 }

@@ -293,6 +293,10 @@ __device__ __forceinline__ void fwd_columns(const Parts& parts, const LimbMap& d
                                             const ModConst* __restrict__ consts, const u64* __restrict__ tw,
                                             u32 log_c, u32 log_s, u64 conv_in, const LimbMap& conv_map, u32 mode) {
     __shared__ ConvSource sources[HEMEM_MAX_SOURCES];
+    // The target's -p^-1 mod 2^64 (0: a wide sum, reduced by Barrett),
+    // staged with the sources: read from the table in the epilogue it
+    // spilled at 64 registers.
+    __shared__ u64 conv_p_inv_neg;
     extern __shared__ u64 smem[];
     u32 sub, j;
     thread_coords<LOG_M, true>(log_s, sub, j);
@@ -353,6 +357,7 @@ __device__ __forceinline__ void fwd_columns(const Parts& parts, const LimbMap& d
             sources[i].qhis = table[ks + i];
             sources[i].inv_q = table[2 * ks + i];
             sources[i].q_hat = table[3 * ks + targets + (size_t)row * ks + i];
+            if (i == 0) conv_p_inv_neg = table[3 * ks + targets + (size_t)targets * ks + row];
         }
         __syncthreads();
         const bool exact = kind == NTT_CONVERT_EXACT;
@@ -401,8 +406,10 @@ __device__ __forceinline__ void fwd_columns(const Parts& parts, const LimbMap& d
                 // below 2^62, so below 2^128, and one reduction finishes it.
                 // (-Q mod p_j is loaded here, not held across the source
                 // loop: held, it spilled at 64 registers.)
+                // With the table's factors in Montgomery form (p_inv_neg
+                // != 0: a narrow sum) one Montgomery reduction finishes it.
                 if (exact) acc_mul(acc[kk], (u64)__dadd_rn(sum[kk], 0.5), table[3 * ks + row]);
-                const u64 r = reduce_u128(acc[kk].hi, acc[kk].lo, m);
+                const u64 r = reduce_sum(acc[kk], m, conv_p_inv_neg);
                 smem[smem_index<LOG_M, true>(b0 + (k0 + kk) * d0, sub, log_s)] = r;
             }
         }

@@ -55,6 +55,18 @@ pub struct BaseConverter {
     p_inv_neg: Vec<u64>,
 }
 
+/// A narrow conversion's factors in Montgomery form
+/// ([`BaseConverter::montgomery_form`]).
+#[derive(Clone, Copy, Debug)]
+pub struct MontgomeryForm<'a> {
+    /// `q_hat[j][i]·2^64 mod p_j`.
+    pub q_hat: &'a [Vec<u64>],
+    /// `−Q·2^64 mod p_j`.
+    pub neg_q_mod: &'a [u64],
+    /// `−p_j^{-1} mod 2^64`.
+    pub p_inv_neg: &'a [u64],
+}
+
 /// Coefficients converted together: the `k` scaled inputs and one target's
 /// 128-bit sums of a block stay in L1.
 const BLOCK: usize = 256;
@@ -196,6 +208,20 @@ impl BaseConverter {
     /// reduction (on the CPU and in the GPU kernels alike).
     pub fn neg_q_mod(&self) -> &[u64] {
         &self.neg_q_mod
+    }
+
+    /// Where the sources' primes sum below 2^64 (a narrow sum): each
+    /// target's `q_hat` row and `−Q mod p_j` in Montgomery form (times
+    /// `2^64 mod p_j`), and `−p_j^{-1} mod 2^64`, so that one Montgomery
+    /// reduction of a target's sum gives the canonical residue (what the
+    /// CPU and the GPU kernels take instead of a Barrett step); `None` for a
+    /// wide sum.
+    pub fn montgomery_form(&self) -> Option<MontgomeryForm<'_>> {
+        self.narrow_sum.then_some(MontgomeryForm {
+            q_hat: &self.q_hat_montgomery,
+            neg_q_mod: &self.neg_q_montgomery,
+            p_inv_neg: &self.p_inv_neg,
+        })
     }
 
     fn check(&self, input: &[&[u64]], output: &[&mut [u64]]) -> Result<usize> {

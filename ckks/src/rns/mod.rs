@@ -8,4 +8,4 @@ mod basis;
 mod convert;
 
 pub use basis::{CrtToFloat, RnsBasis};
-pub use convert::BaseConverter;
+pub use convert::{BaseConverter, MontgomeryForm};

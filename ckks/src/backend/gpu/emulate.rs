@@ -949,7 +949,10 @@ fn rows16_exchanges_are_conflict_free_where_it_matters() {
 /// same arithmetic: the f64 sum in source order without fused
 /// multiply-add; the products and the exact conversion's correction
 /// `v·(−Q mod p_j)` accumulated in 128 bits, which must not overflow, and
-/// reduced once). With `prescaled` the sources hold `y_i` already.
+/// reduced once: by Montgomery's reduction where the table holds
+/// `−p_j^{-1}` (its factors then in Montgomery form, and the sum below
+/// `p_j·2^64`), else exactly). With `prescaled` the sources hold `y_i`
+/// already.
 #[allow(clippy::too_many_arguments, reason = "the kernel's arguments")]
 fn convert_one(
     table: &[u64],
@@ -990,7 +993,22 @@ fn convert_one(
             .checked_add(u128::from(v) * u128::from(neg_q))
             .expect("the kernel's 128-bit sum overflows");
     }
-    (acc % u128::from(target_q)) as u64
+    let t = u128::from(target_q);
+    let p_inv_neg = table[3 * ks + targets + targets * ks + row];
+    if p_inv_neg == 0 {
+        return (acc % t) as u64;
+    }
+    assert_eq!(
+        target_q.wrapping_mul(p_inv_neg),
+        u64::MAX,
+        "table layout: −p^-1 mod 2^64"
+    );
+    assert!(acc >> 64 < t, "a narrow sum is below p·2^64");
+    // ckks_common.cuh's montgomery_reduce.
+    let (hi, lo) = ((acc >> 64) as u64, acc as u64);
+    let m = lo.wrapping_mul(p_inv_neg);
+    let r = hi + ((u128::from(m) * t) >> 64) as u64 + u64::from(lo != 0);
+    if r >= target_q { r - target_q } else { r }
 }
 
 /// `fwd_columns`' NTT_SPREAD: the centred lift of `v` (modulo `p`) into `q`.
@@ -1292,9 +1310,11 @@ fn fused_conversion_prologue_matches_convert_then_ntt() {
         // ModDown-like (5 special primes of 60 bits to 42-bit primes), and
         // the widest sum the kernel takes (16 sources of 61 bits, whose
         // products and correction `convert_one` checks stay below 2^128).
-        for (exact, from_bits, to_bits, count) in
-            [(false, 42u32, 58u32, 5), (true, 60, 42, 5), (true, 61, 61, 16)]
-        {
+        for (exact, from_bits, to_bits, count) in [
+            (false, 42u32, 58u32, 5),
+            (true, 60, 42, 5),
+            (true, 61, 61, 16),
+        ] {
             let from: Vec<Modulus> = PrimeGenerator::new(from_bits, 2 * n as u64)
                 .take(count)
                 .map(|q| Modulus::new(q).unwrap())

@@ -105,19 +105,34 @@ pub(super) fn y_scale_words(n: usize, from: &[Modulus]) -> Result<Vec<u64>> {
     Ok(scale_pairs(from, &values))
 }
 
-/// The words of a conversion's kernel table (`3k + m + m·k`: q_hat_inv,
-/// its Shoup quotients, 1/q_i as f64 bits, −Q mod p_j, then q_hat row by
-/// target) and of its
-/// `(P^{-1} mod p_j, shoup)` pairs.
+/// The words of a conversion's kernel table (`3k + m + m·k + m`: q_hat_inv,
+/// its Shoup quotients, 1/q_i as f64 bits, −Q mod p_j, q_hat row by target,
+/// then −p_j^{-1} mod 2^64) and of its `(P^{-1} mod p_j, shoup)` pairs.
+/// Where the sources' primes sum below 2^64, −Q mod p_j and the q_hat rows
+/// are in Montgomery form and the kernels finish each sum with one
+/// Montgomery reduction; elsewhere the last words are 0 (never a valid
+/// −p_j^{-1}, which is odd) and the kernels take a Barrett step.
 pub(super) fn conversion_words(from: &[Modulus], to: &[Modulus]) -> Result<(Vec<u64>, Vec<u64>)> {
     let converter = BaseConverter::new(from, to)?;
     let mut words = Vec::new();
     words.extend(converter.q_hat_inv().iter().map(|w| w.value()));
     words.extend(converter.q_hat_inv().iter().map(|w| w.quotient()));
     words.extend(converter.inv_q().iter().map(|x| x.to_bits()));
-    words.extend_from_slice(converter.neg_q_mod());
-    for row in converter.q_hat() {
-        words.extend_from_slice(row);
+    match converter.montgomery_form() {
+        Some(form) => {
+            words.extend_from_slice(form.neg_q_mod);
+            for row in form.q_hat {
+                words.extend_from_slice(row);
+            }
+            words.extend_from_slice(form.p_inv_neg);
+        }
+        None => {
+            words.extend_from_slice(converter.neg_q_mod());
+            for row in converter.q_hat() {
+                words.extend_from_slice(row);
+            }
+            words.extend(std::iter::repeat_n(0, to.len()));
+        }
     }
     let inverses = to
         .iter()
