@@ -17,11 +17,11 @@ for r in $(seq "$rounds"); do
     f="$OUT/ab/$b-$preset-$tag-$r.json"
     # shellcheck disable=SC2086 # AB_ARGS is a list of arguments
     timeout 300 ".gpu/bin/$b" bootstrap --preset "$preset" --device gpu $args --iterations "${AB_ITER:-9}" --json >"$f" 2>/dev/null
-    python3 - "$f" "$b" "$r" "$args" <<'PY'
+    python3 - "$f" "$b" "$r" "$args" "$preset" <<'PY'
 import json, statistics, sys
 r = json.load(open(sys.argv[1]))
 t = r['bootstrap_ms'][1:] or r['bootstrap_ms']
-print(sys.argv[2], sys.argv[4], 'round', sys.argv[3], 'median', round(statistics.median(t), 2),
+print(sys.argv[5], sys.argv[2], sys.argv[4], 'round', sys.argv[3], 'median', round(statistics.median(t), 2),
       [round(x, 1) for x in t], 'GB', [round(x / 1e9, 2) for x in r['to_device_bytes'][1:]],
       'bits', round(r['precision_bits'], 2),
       'prepare ms', [round(d.get('prepare', 0), 1) for d in r.get('driver_ms', [])[1:]],
