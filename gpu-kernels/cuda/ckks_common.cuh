@@ -138,11 +138,15 @@ struct Acc128 {
     u64 hi;
 };
 
+// acc += a·b, the carry out of the low word taken by the high word's
+// multiply-add (PTX's mad.lo.cc / madc.hi: the hardware's carry flag, where
+// a comparison and a select took three more instructions). The callers
+// keep the sum below 2^128.
 __device__ __forceinline__ void acc_mul(Acc128& acc, u64 a, u64 b) {
-    u64 lo = a * b;
-    u64 hi = __umul64hi(a, b);
-    acc.lo += lo;
-    acc.hi += hi + (acc.lo < lo ? 1ull : 0ull);
+    asm("mad.lo.cc.u64 %0, %2, %3, %0;\n\t"
+        "madc.hi.u64 %1, %2, %3, %1;"
+        : "+l"(acc.lo), "+l"(acc.hi)
+        : "l"(a), "l"(b));
 }
 
 // The sum reduced below q, its high word cleared: every 8 products, it keeps
