@@ -196,13 +196,17 @@ pub enum DeviceError {
         ordinal: usize,
     },
     /// A driver call failed. The message names the `CUresult` without asking
-    /// the driver, so it formats even where libcuda is missing.
-    #[error("CUDA driver call {op} failed: {:?}", source.0)]
+    /// the driver, so it formats even where libcuda is missing. The
+    /// driver's error is kept as a field, not as the error's source: its
+    /// own message repeats the same code (and asks the driver for a
+    /// description), so a report that prints every cause would say it
+    /// twice.
+    #[error("CUDA driver call {op} failed: {:?}", error.0)]
     Driver {
         /// The driver function.
         op: &'static str,
         /// The driver's error.
-        source: DriverError,
+        error: DriverError,
     },
     /// A CUPTI call failed (the unified-memory counters used by the tests).
     #[error("CUPTI call {op} failed with code {code}")]
@@ -492,13 +496,37 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 /// Wraps a driver error with the call that produced it.
 pub(crate) fn driver(op: &'static str) -> impl FnOnce(DriverError) -> Error {
-    move |source| DeviceError::Driver { op, source }.into()
+    move |error| DeviceError::Driver { op, error }.into()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use cudarc::driver::sys::CUresult;
+
+    /// A driver error's report names its code once: the driver's own error,
+    /// whose message repeats the code (and asks the driver for a
+    /// description), is not in the chain of causes.
+    #[test]
+    fn driver_errors_name_their_code_once() {
+        let error: Error = DeviceError::Driver {
+            op: "cuMemAlloc",
+            error: DriverError(CUresult::CUDA_ERROR_OUT_OF_MEMORY),
+        }
+        .into();
+        let mut causes = Vec::new();
+        let mut cause: Option<&dyn std::error::Error> = Some(&error);
+        while let Some(e) = cause {
+            causes.push(e.to_string());
+            cause = e.source();
+        }
+        let text = causes.join(": ");
+        assert_eq!(
+            text.matches("CUDA_ERROR_OUT_OF_MEMORY").count(),
+            1,
+            "{text}"
+        );
+    }
 
     #[test]
     fn error_strings() {
@@ -654,7 +682,7 @@ mod tests {
             (
                 DeviceError::Driver {
                     op: "cuMemAllocManaged",
-                    source: DriverError(CUresult::CUDA_ERROR_OUT_OF_MEMORY),
+                    error: DriverError(CUresult::CUDA_ERROR_OUT_OF_MEMORY),
                 }
                 .into(),
                 "CUDA driver call cuMemAllocManaged failed: CUDA_ERROR_OUT_OF_MEMORY",

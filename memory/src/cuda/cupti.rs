@@ -356,9 +356,9 @@ impl UnifiedMemoryCounters {
             // CUPTI answers NOT_READY on some drivers until the driver API is
             // initialised; cuInit creates no context, so the counters still
             // see every context this process makes.
-            cudarc::driver::result::init().map_err(|source| DeviceError::Driver {
+            cudarc::driver::result::init().map_err(|error| DeviceError::Driver {
                 op: "cuInit",
-                source,
+                error,
             })?;
             configure_and_enable(&mut config)?;
         }

@@ -310,8 +310,8 @@ impl MemoryResource for ManagedResource {
             .gpu
             .allocate_managed(request.bytes)
             .map_err(|e| match e {
-                Error::Device(DeviceError::Driver { source, .. })
-                    if source.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY =>
+                Error::Device(DeviceError::Driver { error, .. })
+                    if error.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY =>
                 {
                     Error::OutOfMemory {
                         requested: request.bytes,
