@@ -532,6 +532,14 @@ mod tests {
     fn error_strings() {
         let cases: Vec<(Error, &str)> = vec![
             (
+                SerializationError::WrongKind {
+                    expected: crate::serialize::Kind::Parameters.name(),
+                    found: crate::serialize::Kind::Ciphertext.name(),
+                }
+                .into(),
+                "expected a serialized parameter set, found a ciphertext",
+            ),
+            (
                 KeyError::KeyLevelTooLow {
                     kind: "rotation",
                     needed: 5,

@@ -54,7 +54,7 @@ impl Kind {
     /// A name for errors.
     pub const fn name(self) -> &'static str {
         match self {
-            Self::Parameters => "parameters",
+            Self::Parameters => "parameter set",
             Self::SecretKey => "secret key",
             Self::PublicKey => "public key",
             Self::SwitchingKey => "switching key",
