@@ -814,3 +814,18 @@ fn device_memory_flags_on_the_cpu_are_named_as_ignored() {
     ]);
     assert!(!String::from_utf8_lossy(&plain.stderr).contains("note:"));
 }
+
+/// A negative size reaches the size parser, which names it, whether it is
+/// written `--budget -3GiB` or `--budget=-3GiB` (clap took the first for
+/// an unknown flag `-3`).
+#[test]
+fn negative_sizes_are_named_by_the_size_parser() {
+    for args in [&["--budget", "-3GiB"][..], &["--budget=-3GiB"][..]] {
+        let mut all = vec!["demo", "--preset", "test-FTb", "--no-bootstrap"];
+        all.extend_from_slice(args);
+        let out = hemem(&all);
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("invalid byte size \"-"), "{args:?}: {err}");
+    }
+}

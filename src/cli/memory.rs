@@ -29,7 +29,9 @@ pub struct MemoryArgs {
     policy: Option<String>,
     /// Device budget, e.g. 4GiB, or auto (default: HEMEM_DEVICE_BUDGET, else
     /// the GPU's free memory minus 512 MiB). GPU runs only.
-    #[arg(long)]
+    // A value that starts with '-' (a negative size) reaches the size
+    // parser, which names it, instead of being taken for a flag.
+    #[arg(long, allow_hyphen_values = true)]
     budget: Option<String>,
     /// Eviction order under the budget: lru or next-use (default:
     /// HEMEM_EVICTION, else lru, the fastest measured). GPU runs only.
@@ -42,10 +44,15 @@ pub struct MemoryArgs {
     #[arg(long, value_name = "FILE")]
     record_trace: Option<PathBuf>,
     /// Profiled policy: allocations living less than this many seconds are pooled.
-    #[arg(long, default_value_t = 1.0, value_name = "SECONDS")]
+    #[arg(
+        long,
+        default_value_t = 1.0,
+        value_name = "SECONDS",
+        allow_negative_numbers = true
+    )]
     lifetime_threshold: f64,
     /// Profiled policy: cap on peak pooled bytes (default: the budget).
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     pool_cap: Option<String>,
     /// Profiled policy: what a divergence from the recording does.
     #[arg(long, value_enum, default_value_t = OnDivergence::Error)]
