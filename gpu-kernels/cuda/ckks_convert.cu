@@ -12,9 +12,11 @@
 // `exact`, minus v*Q where v = round(sum_i y_i / q_i) in f64, summed in source
 // order with no fused multiply-add (as on the CPU). The correction is folded
 // into the 128-bit sum as v * (-Q mod p_j), as the CPU does, and the sum
-// reduced once: each product is below 2^124, so up to 15 sources (and the
-// correction, v <= k) fit 128 bits; a longer digit folds its sum every 15
-// (a fold never increases the sum, so a narrow sum stays below p_j·2^64).
+// reduced once: it is below p_j·(Σ_i (q_i - 1) + v) with v <= k, so below
+// 2^128 for the at most 16 sources the launcher accepts (MAX_SOURCES). The
+// fold after the 15th source is a guard beyond that bound, never needed
+// within it (a fold never increases the sum, so a narrow sum stays below
+// p_j·2^64 either way).
 //
 // Grid: x over coefficients (two per thread), y over the m targets, then
 // `copy_map.count` rows that copy limbs of `copy_src` into `out` (ModUp's

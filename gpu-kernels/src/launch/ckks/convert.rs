@@ -34,7 +34,7 @@ pub struct CopyRows<'a> {
 /// # Safety
 /// The addresses must hold their maps' limbs and be usable on `stream`;
 /// `table` must address the conversion tables for exactly these source and
-/// target moduli (`3k + m + m·k` words); outputs must not alias inputs, and
+/// target moduli (`3k + 2m + m·k` words: `ckks_convert.cu`'s layout); outputs must not alias inputs, and
 /// copied limbs must not overlap converted ones.
 #[allow(clippy::too_many_arguments, reason = "operands, tables and the mode")]
 pub unsafe fn base_convert_async(
