@@ -985,7 +985,24 @@ fn convert_one(
             .checked_add(u128::from(y) * u128::from(q_hat))
             .expect("the kernel's 128-bit sum overflows");
     }
-    if exact {
+    finish_sum(table, ks, targets, row, target_q, acc, exact.then_some(sum))
+}
+
+/// The end of a conversion's sum in both kernels (`fwd_columns` and
+/// `base_convert`): with the exact conversion's f64 sum, the correction
+/// `v·(−Q mod p_j)` added (checked below 2^128), then `reduce_sum`: a
+/// Montgomery reduction where the table holds `−p_j^{-1}` (the sum checked
+/// below `p_j·2^64`), else an exact reduction (Barrett's step is exact).
+fn finish_sum(
+    table: &[u64],
+    ks: usize,
+    targets: usize,
+    row: usize,
+    target_q: u64,
+    mut acc: u128,
+    sum: Option<f64>,
+) -> u64 {
+    if let Some(sum) = sum {
         let v = (sum + 0.5) as u64;
         let neg_q = table[3 * ks + row];
         assert!(neg_q < target_q, "table layout");
@@ -1009,6 +1026,108 @@ fn convert_one(
     let m = lo.wrapping_mul(p_inv_neg);
     let r = hi + ((u128::from(m) * t) >> 64) as u64 + u64::from(lo != 0);
     if r >= target_q { r - target_q } else { r }
+}
+
+/// `ckks_convert.cu`'s `base_convert` for coefficient `e` of target `row`:
+/// the sources scaled by Shoup, the f64 sum in source order, the products
+/// accumulated in 128 bits (checked) and folded (reduced below `p_j`) after
+/// the 15th source when more follow, then [`finish_sum`].
+#[allow(clippy::too_many_arguments, reason = "the kernel's arguments")]
+fn base_convert_one(
+    table: &[u64],
+    sources: &[Vec<u64>],
+    source_q: &[u64],
+    targets: usize,
+    row: usize,
+    target_q: u64,
+    exact: bool,
+    e: usize,
+) -> u64 {
+    let k = sources.len();
+    let mut acc = 0u128;
+    let mut sum = 0f64;
+    for i in 0..k {
+        let (qhi, qhis, inv_q) = (table[i], table[k + i], f64::from_bits(table[2 * k + i]));
+        let q_hat = table[3 * k + targets + row * k + i];
+        let y = mul_shoup(sources[i][e], qhi, qhis, source_q[i]);
+        if exact {
+            sum += y as f64 * inv_q;
+        }
+        acc = acc
+            .checked_add(u128::from(y) * u128::from(q_hat))
+            .expect("the kernel's 128-bit sum overflows");
+        if i % 15 == 14 && i + 1 < k {
+            acc %= u128::from(target_q);
+        }
+    }
+    finish_sum(table, k, targets, row, target_q, acc, exact.then_some(sum))
+}
+
+#[test]
+fn base_convert_matches_the_cpu_conversions() {
+    let n = 1usize << 10;
+    // Narrow sums (Montgomery) and wide ones (Barrett), 1 to 16 sources
+    // (the launcher's MAX_SOURCES, where the kernel folds once), exact and
+    // approximate, every input at its largest value for one coefficient.
+    for (count, from_bits, to_bits) in [
+        (1usize, 50u32, 60u32),
+        (5, 42, 58),
+        (5, 61, 61),
+        (15, 58, 40),
+        (16, 59, 61),
+        (16, 61, 61),
+    ] {
+        let from: Vec<Modulus> = PrimeGenerator::new(from_bits, 2 * n as u64)
+            .take(count)
+            .map(|q| Modulus::new(q).unwrap())
+            .collect();
+        let to: Vec<Modulus> = PrimeGenerator::new(to_bits, 2 * n as u64)
+            .skip(count + 2)
+            .take(3)
+            .map(|q| Modulus::new(q).unwrap())
+            .collect();
+        let (table, _) = conversion_words(&from, &to).unwrap();
+        let mut rng = seeded_rng(u64::from(from_bits) * 100 + count as u64);
+        let mut inputs: Vec<Vec<u64>> = from
+            .iter()
+            .map(|m| (0..n).map(|_| rng.next_u64() % m.value()).collect())
+            .collect();
+        for (limb, m) in inputs.iter_mut().zip(&from) {
+            limb[0] = m.value() - 1;
+        }
+        let refs: Vec<&[u64]> = inputs.iter().map(Vec::as_slice).collect();
+        let converter = BaseConverter::new(&from, &to).unwrap();
+        let source_q: Vec<u64> = from.iter().map(Modulus::value).collect();
+        for exact in [false, true] {
+            let mut expected = vec![vec![0u64; n]; to.len()];
+            let mut outs: Vec<&mut [u64]> = expected.iter_mut().map(Vec::as_mut_slice).collect();
+            if exact {
+                converter.convert_centered(&refs, &mut outs).unwrap();
+            } else {
+                converter.convert_approx(&refs, &mut outs).unwrap();
+            }
+            for (row, m) in to.iter().enumerate() {
+                let got: Vec<u64> = (0..n)
+                    .map(|e| {
+                        base_convert_one(
+                            &table,
+                            &inputs,
+                            &source_q,
+                            to.len(),
+                            row,
+                            m.value(),
+                            exact,
+                            e,
+                        )
+                    })
+                    .collect();
+                assert_eq!(
+                    got, expected[row],
+                    "{count} sources of {from_bits} bits to {to_bits}, exact {exact}"
+                );
+            }
+        }
+    }
 }
 
 /// `fwd_columns`' NTT_SPREAD: the centred lift of `v` (modulo `p`) into `q`.
