@@ -11,6 +11,11 @@ typedef unsigned int u32;
 #define HEMEM_MAX_LIMBS 64
 #define HEMEM_MAX_DIGITS 16
 #define HEMEM_MAX_SOURCES 16
+// A conversion sums up to HEMEM_MAX_SOURCES products y_i·q_hat below
+// (2^62)^2 and its correction v·(-Q mod p) with v <= HEMEM_MAX_SOURCES in
+// 128 bits with no intermediate reduction (base_convert, fwd_columns): 16
+// sources is the most that bound allows.
+static_assert(HEMEM_MAX_SOURCES <= 16, "a conversion's 128-bit sum would overflow");
 #define HEMEM_MAX_PARTS 16
 
 // Constants of one modulus (global index), uploaded once per context.

@@ -13,10 +13,7 @@
 // order with no fused multiply-add (as on the CPU). The correction is folded
 // into the 128-bit sum as v * (-Q mod p_j), as the CPU does, and the sum
 // reduced once: it is below p_j·(Σ_i (q_i - 1) + v) with v <= k, so below
-// 2^128 for the at most 16 sources the launcher accepts (MAX_SOURCES). The
-// fold after the 15th source is a guard beyond that bound, never needed
-// within it (a fold never increases the sum, so a narrow sum stays below
-// p_j·2^64 either way).
+// 2^128 for the at most HEMEM_MAX_SOURCES (16) sources the launcher accepts.
 //
 // Grid: x over coefficients (two per thread), y over the m targets, then
 // `copy_map.count` rows that copy limbs of `copy_src` into `out` (ModUp's
@@ -62,10 +59,6 @@ extern "C" __global__ void base_convert(u64 out, LimbMap out_map, u64 in, LimbMa
             }
             acc_mul(acc0, y0, q_hat[i]);
             acc_mul(acc1, y1, q_hat[i]);
-            if (i % 15u == 14u && i + 1 < k) {
-                acc_fold(acc0, m);
-                acc_fold(acc1, m);
-            }
         }
         if (exact) {
             const u64 v0 = (u64)__dadd_rn(sum0, 0.5), v1 = (u64)__dadd_rn(sum1, 0.5);

@@ -106,8 +106,7 @@ fn finish_sum(
 
 /// `ckks_convert.cu`'s `base_convert` for coefficient `e` of target `row`:
 /// the sources scaled by Shoup, the f64 sum in source order, the products
-/// accumulated in 128 bits (checked) and folded (reduced below `p_j`) after
-/// the 15th source when more follow, then [`finish_sum`].
+/// accumulated in 128 bits (checked), then [`finish_sum`].
 #[allow(clippy::too_many_arguments, reason = "the kernel's arguments")]
 fn base_convert_one(
     table: &[u64],
@@ -132,9 +131,6 @@ fn base_convert_one(
         acc = acc
             .checked_add(u128::from(y) * u128::from(q_hat))
             .expect("the kernel's 128-bit sum overflows");
-        if i % 15 == 14 && i + 1 < k {
-            acc %= u128::from(target_q);
-        }
     }
     finish_sum(table, k, targets, row, target_q, acc, exact.then_some(sum))
 }
@@ -143,8 +139,8 @@ fn base_convert_one(
 fn base_convert_matches_the_cpu_conversions() {
     let n = 1usize << 10;
     // Narrow sums (Montgomery) and wide ones (Barrett), 1 to 16 sources
-    // (the launcher's MAX_SOURCES, where the kernel folds once), exact and
-    // approximate, every input at its largest value for one coefficient.
+    // (the launcher's MAX_SOURCES), exact and approximate, every input at
+    // its largest value for one coefficient.
     for (count, from_bits, to_bits) in [
         (1usize, 50u32, 60u32),
         (5, 42, 58),
