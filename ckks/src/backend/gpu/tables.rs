@@ -118,21 +118,15 @@ pub(super) fn conversion_words(from: &[Modulus], to: &[Modulus]) -> Result<(Vec<
     words.extend(converter.q_hat_inv().iter().map(|w| w.value()));
     words.extend(converter.q_hat_inv().iter().map(|w| w.quotient()));
     words.extend(converter.inv_q().iter().map(|x| x.to_bits()));
-    match converter.montgomery_form() {
-        Some(form) => {
-            words.extend_from_slice(form.neg_q_mod);
-            for row in form.q_hat {
-                words.extend_from_slice(row);
-            }
-            words.extend_from_slice(form.p_inv_neg);
-        }
-        None => {
-            words.extend_from_slice(converter.neg_q_mod());
-            for row in converter.q_hat() {
-                words.extend_from_slice(row);
-            }
-            words.extend(std::iter::repeat_n(0, to.len()));
-        }
+    let (neg_q_mod, q_hat, p_inv_neg) = match converter.montgomery_form() {
+        Some(form) => (form.neg_q_mod, form.q_hat, Some(form.p_inv_neg)),
+        None => (converter.neg_q_mod(), converter.q_hat(), None),
+    };
+    words.extend_from_slice(neg_q_mod);
+    words.extend(q_hat.iter().flatten());
+    match p_inv_neg {
+        Some(p_inv_neg) => words.extend_from_slice(p_inv_neg),
+        None => words.extend(std::iter::repeat_n(0, to.len())),
     }
     let inverses = to
         .iter()
