@@ -135,6 +135,53 @@ fn base_convert_one(
     finish_sum(table, k, targets, row, target_q, acc, exact.then_some(sum))
 }
 
+/// `n` random residues modulo each of `moduli`.
+fn random_limbs(rng: &mut impl Rng, moduli: &[Modulus], n: usize) -> Vec<Vec<u64>> {
+    moduli
+        .iter()
+        .map(|m| (0..n).map(|_| rng.next_u64() % m.value()).collect())
+        .collect()
+}
+
+/// `count` NTT-friendly primes of `from_bits` for degree `n` and three
+/// targets of `to_bits`, distinct from the sources where the sizes agree.
+fn conversion_bases(
+    n: usize,
+    count: usize,
+    from_bits: u32,
+    to_bits: u32,
+) -> (Vec<Modulus>, Vec<Modulus>) {
+    let primes = |bits, skip, take| -> Vec<Modulus> {
+        PrimeGenerator::new(bits, 2 * n as u64)
+            .skip(skip)
+            .take(take)
+            .map(|q| Modulus::new(q).unwrap())
+            .collect()
+    };
+    (primes(from_bits, 0, count), primes(to_bits, count + 2, 3))
+}
+
+/// The CPU's conversion of `inputs` from `from` to `to`: centred and exact,
+/// or approximate.
+fn cpu_conversion(
+    from: &[Modulus],
+    to: &[Modulus],
+    inputs: &[Vec<u64>],
+    exact: bool,
+) -> Vec<Vec<u64>> {
+    let refs: Vec<&[u64]> = inputs.iter().map(Vec::as_slice).collect();
+    let n = refs.first().map_or(0, |limb| limb.len());
+    let mut expected = vec![vec![0u64; n]; to.len()];
+    let mut outs: Vec<&mut [u64]> = expected.iter_mut().map(Vec::as_mut_slice).collect();
+    let converter = BaseConverter::new(from, to).unwrap();
+    if exact {
+        converter.convert_centered(&refs, &mut outs).unwrap();
+    } else {
+        converter.convert_approx(&refs, &mut outs).unwrap();
+    }
+    expected
+}
+
 #[test]
 fn base_convert_matches_the_cpu_conversions() {
     let n = 1usize << 10;
@@ -149,35 +196,16 @@ fn base_convert_matches_the_cpu_conversions() {
         (16, 59, 61),
         (16, 61, 61),
     ] {
-        let from: Vec<Modulus> = PrimeGenerator::new(from_bits, 2 * n as u64)
-            .take(count)
-            .map(|q| Modulus::new(q).unwrap())
-            .collect();
-        let to: Vec<Modulus> = PrimeGenerator::new(to_bits, 2 * n as u64)
-            .skip(count + 2)
-            .take(3)
-            .map(|q| Modulus::new(q).unwrap())
-            .collect();
+        let (from, to) = conversion_bases(n, count, from_bits, to_bits);
         let (table, _) = conversion_words(&from, &to).unwrap();
         let mut rng = seeded_rng(u64::from(from_bits) * 100 + count as u64);
-        let mut inputs: Vec<Vec<u64>> = from
-            .iter()
-            .map(|m| (0..n).map(|_| rng.next_u64() % m.value()).collect())
-            .collect();
+        let mut inputs = random_limbs(&mut rng, &from, n);
         for (limb, m) in inputs.iter_mut().zip(&from) {
             limb[0] = m.value() - 1;
         }
-        let refs: Vec<&[u64]> = inputs.iter().map(Vec::as_slice).collect();
-        let converter = BaseConverter::new(&from, &to).unwrap();
         let source_q: Vec<u64> = from.iter().map(Modulus::value).collect();
         for exact in [false, true] {
-            let mut expected = vec![vec![0u64; n]; to.len()];
-            let mut outs: Vec<&mut [u64]> = expected.iter_mut().map(Vec::as_mut_slice).collect();
-            if exact {
-                converter.convert_centered(&refs, &mut outs).unwrap();
-            } else {
-                converter.convert_approx(&refs, &mut outs).unwrap();
-            }
+            let expected = cpu_conversion(&from, &to, &inputs, exact);
             for (row, m) in to.iter().enumerate() {
                 let got: Vec<u64> = (0..n)
                     .map(|e| {
@@ -265,10 +293,7 @@ fn batched_decomposition_matches_mod_up() {
         let qp: Vec<Modulus> = q.iter().chain(&p_moduli).copied().collect();
         let tables: Vec<_> = qp.iter().map(|&m| tables_of(n, m)).collect();
         let mut rng = seeded_rng(7000 + u64::from(log_n));
-        let c: Vec<Vec<u64>> = q
-            .iter()
-            .map(|m| (0..n).map(|_| rng.next_u64() % m.value()).collect())
-            .collect();
+        let c = random_limbs(&mut rng, &q, n);
         let parts = q_count.div_ceil(alpha);
         let (per, total) = (alpha as u32, q_count as u32);
         // The inverse with the digits' y scales.
@@ -387,10 +412,7 @@ fn prescaled_mod_down_and_spread_match_the_cpu() {
         let mut rng = seeded_rng(9000 + u64::from(log_n));
         for part in 0..2u32 {
             assert_eq!(part_span(5, 10, part), 5);
-            let x_p: Vec<Vec<u64>> = p_moduli
-                .iter()
-                .map(|m| (0..n).map(|_| rng.next_u64() % m.value()).collect())
-                .collect();
+            let x_p = random_limbs(&mut rng, &p_moduli, n);
             let y: Vec<Vec<u64>> = x_p
                 .iter()
                 .enumerate()
@@ -506,33 +528,11 @@ fn fused_conversion_prologue_matches_convert_then_ntt() {
             (true, 60, 42, 5),
             (true, 61, 61, 16),
         ] {
-            let from: Vec<Modulus> = PrimeGenerator::new(from_bits, 2 * n as u64)
-                .take(count)
-                .map(|q| Modulus::new(q).unwrap())
-                .collect();
-            let to: Vec<Modulus> = PrimeGenerator::new(to_bits, 2 * n as u64)
-                .skip(count + 2)
-                .take(3)
-                .map(|q| Modulus::new(q).unwrap())
-                .collect();
+            let (from, to) = conversion_bases(n, count, from_bits, to_bits);
             let (table, _) = conversion_words(&from, &to).unwrap();
             let mut rng = seeded_rng(u64::from(log_n) + 1000 * u64::from(exact));
-            let inputs: Vec<Vec<u64>> = from
-                .iter()
-                .map(|m| (0..n).map(|_| rng.next_u64() % m.value()).collect())
-                .collect();
-            let refs: Vec<&[u64]> = inputs.iter().map(Vec::as_slice).collect();
-            let mut expected = vec![vec![0u64; n]; to.len()];
-            {
-                let mut outs: Vec<&mut [u64]> =
-                    expected.iter_mut().map(Vec::as_mut_slice).collect();
-                let converter = BaseConverter::new(&from, &to).unwrap();
-                if exact {
-                    converter.convert_centered(&refs, &mut outs).unwrap();
-                } else {
-                    converter.convert_approx(&refs, &mut outs).unwrap();
-                }
-            }
+            let inputs = random_limbs(&mut rng, &from, n);
+            let expected = cpu_conversion(&from, &to, &inputs, exact);
             let source_q: Vec<u64> = from.iter().map(Modulus::value).collect();
             for (row, m) in to.iter().enumerate() {
                 let plan = NttPlan::new(n, *m).unwrap();
