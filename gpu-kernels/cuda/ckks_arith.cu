@@ -76,7 +76,7 @@ extern "C" __global__ void mul_sum(u64 out, LimbMap out_map, PtrArray a, LimbMap
     u64* o = limb_ptr(out, out_map.pos[limb], n);
     const u32 count = min(terms, (u32)HEMEM_MAX_SUM_TERMS);
     FOR_PAIRS(c, n) {
-        Acc128 s0 = {0ull, 0ull}, s1 = {0ull, 0ull};
+        Acc128 s0 = acc_zero(), s1 = acc_zero();
         if (accumulate) {
             const ulonglong2 v = load2(o, c);
             s0.lo = v.x;
@@ -95,7 +95,7 @@ extern "C" __global__ void mul_sum(u64 out, LimbMap out_map, PtrArray a, LimbMap
             acc_mul(s0, u.x, v.x);
             acc_mul(s1, u.y, v.y);
         }
-        store2(o, c, reduce_u128(s0.hi, s0.lo, m), reduce_u128(s1.hi, s1.lo, m));
+        store2(o, c, acc_reduce(s0, m), acc_reduce(s1, m));
     }
 }
 
@@ -168,10 +168,10 @@ extern "C" __global__ void copy_limbs(u64 dst, LimbMap dst_map, u64 src, LimbMap
 __device__ __forceinline__ void tensor1(u64 u0, u64 u1, u64 v0, u64 v1, const ModConst& m, u64& e0, u64& e1,
                                         u64& e2) {
     e0 = mul_mod(u0, v0, m);
-    Acc128 acc = {0, 0};
+    Acc128 acc = acc_zero();
     acc_mul(acc, u0, v1);
     acc_mul(acc, u1, v0);
-    e1 = reduce_u128(acc.hi, acc.lo, m);
+    e1 = acc_reduce(acc, m);
     e2 = mul_mod(u1, v1, m);
 }
 
@@ -215,7 +215,7 @@ extern "C" __global__ void key_switch_inner_product(u64 out0, u64 out1, LimbMap 
     FOR_PAIRS(c, n) {
         const u32 src0 = rotate ? galois_source(c, galois, log_n) : c;
         const u32 src1 = rotate ? galois_source(c + 1, galois, log_n) : c + 1;
-        Acc128 s0 = {0, 0}, s1 = {0, 0}, t0 = {0, 0}, t1 = {0, 0};
+        Acc128 s0 = acc_zero(), s1 = acc_zero(), t0 = acc_zero(), t1 = acc_zero();
 #pragma unroll
         for (u32 j = 0; j < HEMEM_MAX_DIGITS; ++j) {
             if (j < count) {
@@ -244,8 +244,8 @@ extern "C" __global__ void key_switch_inner_product(u64 out0, u64 out1, LimbMap 
                 }
             }
         }
-        store2(o0, c, reduce_u128(s0.hi, s0.lo, m), reduce_u128(t0.hi, t0.lo, m));
-        store2(o1, c, reduce_u128(s1.hi, s1.lo, m), reduce_u128(t1.hi, t1.lo, m));
+        store2(o0, c, acc_reduce(s0, m), acc_reduce(t0, m));
+        store2(o1, c, acc_reduce(s1, m), acc_reduce(t1, m));
     }
 }
 

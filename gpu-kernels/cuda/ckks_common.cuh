@@ -137,27 +137,63 @@ __device__ __forceinline__ u64 mul_shoup(u64 a, u64 w, u64 w_shoup, u64 q) {
     return r >= q ? r - q : r;
 }
 
-// 128-bit accumulator.
+// A sum of products of words, kept lazily as lo + mid·2^32 + hi·2^64 (each
+// a 64-bit word). acc_mul adds a·b as its four 32-bit partial products:
+// a0·b0 into lo, its carry and a1·b1 into hi, a0·b1 and a1·b0 into mid,
+// their carries into hi's upper half. That is four IMAD.WIDE.U32 and one
+// carry addition where the 128-bit multiply-add (mad.lo.cc / madc.hi on
+// 64-bit words) took about fifteen instructions: ptxas builds the low and
+// high products separately, a0·b0 twice. The words are combined once, when
+// the sum is reduced (acc_words). The callers keep the sum's value below
+// 2^128, so hi never overflows: hi·2^64 is at most the value. Any words a, b
+// below 2^64 are allowed.
 struct Acc128 {
     u64 lo;
+    u64 mid;
     u64 hi;
 };
 
-// acc += a·b, the carry out of the low word taken by the high word's
-// multiply-add (PTX's mad.lo.cc / madc.hi: the hardware's carry flag, where
-// a comparison and a select took three more instructions). The callers
-// keep the sum below 2^128.
+__device__ __forceinline__ Acc128 acc_zero() { return Acc128{0ull, 0ull, 0ull}; }
+
+// acc += a·b.
 __device__ __forceinline__ void acc_mul(Acc128& acc, u64 a, u64 b) {
-    asm("mad.lo.cc.u64 %0, %2, %3, %0;\n\t"
-        "madc.hi.u64 %1, %2, %3, %1;"
-        : "+l"(acc.lo), "+l"(acc.hi)
+    asm("{\n\t.reg .u32 a0, a1, b0, b1, h0, h1;\n\t.reg .u64 t;\n\t"
+        "mov.b64 {a0, a1}, %3;\n\t"
+        "mov.b64 {b0, b1}, %4;\n\t"
+        "mul.wide.u32 t, a0, b0;\n\t"
+        "add.cc.u64 %0, %0, t;\n\t"
+        "mul.wide.u32 t, a1, b1;\n\t"
+        "addc.u64 %2, %2, t;\n\t"
+        "mov.b64 {h0, h1}, %2;\n\t"
+        "mul.wide.u32 t, a0, b1;\n\t"
+        "add.cc.u64 %1, %1, t;\n\t"
+        "addc.u32 h1, h1, 0;\n\t"
+        "mul.wide.u32 t, a1, b0;\n\t"
+        "add.cc.u64 %1, %1, t;\n\t"
+        "addc.u32 h1, h1, 0;\n\t"
+        "mov.b64 %2, {h0, h1};\n\t}"
+        : "+l"(acc.lo), "+l"(acc.mid), "+l"(acc.hi)
         : "l"(a), "l"(b));
 }
 
-// The sum reduced below q, its high word cleared: every 8 products, it keeps
-// a sum of products of words below 2^62 under 2^128.
+// The sum's value as two words: hi·2^64 + lo.
+__device__ __forceinline__ void acc_words(const Acc128& acc, u64& hi, u64& lo) {
+    lo = acc.lo + (acc.mid << 32);
+    hi = acc.hi + (acc.mid >> 32) + (lo < acc.lo ? 1ull : 0ull);
+}
+
+// The sum mod q, fully reduced.
+__device__ __forceinline__ u64 acc_reduce(const Acc128& acc, const ModConst& m) {
+    u64 hi, lo;
+    acc_words(acc, hi, lo);
+    return reduce_u128(hi, lo, m);
+}
+
+// The sum reduced below q, its other words cleared: every 8 products, it
+// keeps a sum of products of words below 2^62 under 2^128.
 __device__ __forceinline__ void acc_fold(Acc128& acc, const ModConst& m) {
-    acc.lo = reduce_u128(acc.hi, acc.lo, m);
+    acc.lo = acc_reduce(acc, m);
+    acc.mid = 0;
     acc.hi = 0;
 }
 
@@ -165,7 +201,9 @@ __device__ __forceinline__ void acc_fold(Acc128& acc, const ModConst& m) {
 // factors are in Montgomery form (p_inv_neg != 0: the sources' primes sum
 // below 2^64, so the sum is below q·2^64), else by Barrett's.
 __device__ __forceinline__ u64 reduce_sum(const Acc128& acc, const ModConst& m, u64 p_inv_neg) {
-    return p_inv_neg != 0 ? montgomery_reduce(acc.hi, acc.lo, m.q, p_inv_neg) : reduce_u128(acc.hi, acc.lo, m);
+    u64 hi, lo;
+    acc_words(acc, hi, lo);
+    return p_inv_neg != 0 ? montgomery_reduce(hi, lo, m.q, p_inv_neg) : reduce_u128(hi, lo, m);
 }
 
 __device__ __forceinline__ u64* limb_ptr(u64 base, u32 position, u32 n) {

@@ -45,7 +45,7 @@ extern "C" __global__ void base_convert(u64 out, LimbMap out_map, u64 in, LimbMa
     const ModConst m = consts[out_map.mod[row]];
     u64* o = limb_ptr(out, out_map.pos[row], n);
     for (u32 c = first; c < n; c += step) {
-        Acc128 acc0 = {0, 0}, acc1 = {0, 0};
+        Acc128 acc0 = acc_zero(), acc1 = acc_zero();
         double sum0 = 0.0, sum1 = 0.0;
         for (u32 i = 0; i < k; ++i) {
             const u64 q = consts[in_map.mod[i]].q;

@@ -370,19 +370,23 @@ __device__ __forceinline__ void fwd_columns(const Parts& parts, const LimbMap& d
         for (int k0 = 0; k0 < 8; k0 += 4) {
             Acc128 acc[4];
             double sum[4];
+            // Word offsets of the four points in a limb (n <= 2^17): one
+            // register each, and one IMAD.WIDE per load where 64-bit byte
+            // offsets took two registers and two additions.
+            u32 at[4];
 #pragma unroll
             for (int kk = 0; kk < 4; ++kk) {
-                acc[kk].lo = 0;
-                acc[kk].hi = 0;
+                acc[kk] = acc_zero();
                 sum[kk] = 0.0;
+                at[kk] = ((b0 + (k0 + kk) * d0) << log_c) + c;
             }
 #pragma unroll 1
             for (u32 i = 0; i < ks; ++i) {
                 const ConvSource& s = sources[i];
-                const u64* limb = s.limb + c;
                 u64 y[4];
+                // The sources are another launch's output, read-only here.
 #pragma unroll
-                for (int kk = 0; kk < 4; ++kk) y[kk] = limb[(size_t)(b0 + (k0 + kk) * d0) << log_c];
+                for (int kk = 0; kk < 4; ++kk) y[kk] = __ldg(s.limb + at[kk]);
                 if (!prescaled) {
                     const u64 q = s.q, qhi = s.qhi, qhis = s.qhis;
 #pragma unroll

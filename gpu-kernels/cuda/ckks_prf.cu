@@ -205,8 +205,10 @@ __device__ __forceinline__ u32 pick4(u32 i, u32 w0, u32 w1, u32 w2, u32 w3) {
 // cover whole 32-byte sectors. The digit loop is unrolled to
 // HEMEM_MAX_DIGITS so the pointer arrays are read from the parameter bank
 // with constant offsets. n is a multiple of 64 (whole warps share the loop's
-// exit, as the shuffles need).
-extern "C" __global__ void __launch_bounds__(256)
+// exit, as the shuffles need). Three blocks per SM (80 registers, no
+// spill): with acc_mul's lazy words the compiler otherwise takes 104 and
+// fits only two.
+extern "C" __global__ void __launch_bounds__(256, 3)
     key_switch_inner_product_seeded(u64 out0, u64 out1, LimbMap out_map, PtrArray digits, LimbMap digit_map,
                                     PtrArray b, LimbMap key_map, Seed seed, u32 count,
                                     const ModConst* __restrict__ consts, u32 n, u64 galois, u32 log_n) {
@@ -227,7 +229,7 @@ extern "C" __global__ void __launch_bounds__(256)
     const u32 step = (gridDim.x * blockDim.x) >> 2;
     for (u32 w = (blockIdx.x * blockDim.x + threadIdx.x) >> 2; w < blocks; w += step) {
         const u32 c0 = w * 8 + first, c1 = c0 + 4;
-        Acc128 s0 = {0, 0}, s1 = {0, 0}, t0 = {0, 0}, t1 = {0, 0};
+        Acc128 s0 = acc_zero(), s1 = acc_zero(), t0 = acc_zero(), t1 = acc_zero();
 #pragma unroll
         for (u32 j = 0; j < HEMEM_MAX_DIGITS; ++j) {
             if (j < count) {
@@ -259,9 +261,9 @@ extern "C" __global__ void __launch_bounds__(256)
                 }
             }
         }
-        o0[c0] = reduce_u128(s0.hi, s0.lo, m);
-        o0[c1] = reduce_u128(s1.hi, s1.lo, m);
-        o1[c0] = reduce_u128(t0.hi, t0.lo, m);
-        o1[c1] = reduce_u128(t1.hi, t1.lo, m);
+        o0[c0] = acc_reduce(s0, m);
+        o0[c1] = acc_reduce(s1, m);
+        o1[c0] = acc_reduce(t0, m);
+        o1[c1] = acc_reduce(t1, m);
     }
 }

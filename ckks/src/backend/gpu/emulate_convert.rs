@@ -12,6 +12,7 @@
 use rand_core::Rng;
 
 use super::emulate::{Global, Twiddle, forward, inverse, mul_shoup};
+use super::emulate_acc::LazyAcc;
 use super::tables::{conversion_words, twiddle_tables, y_scale_words};
 use crate::ntt::{NttPlan, TwiddleTables, forward_staged, inverse_staged};
 use crate::rns::BaseConverter;
@@ -24,7 +25,7 @@ use hemem_gpu_kernels::launch::ckks::ntt::NttGeometry;
 /// of a table of `targets` rows, from the kernel's table words (same reads,
 /// same arithmetic: the f64 sum in source order without fused
 /// multiply-add; the products and the exact conversion's correction
-/// `v·(−Q mod p_j)` accumulated in 128 bits, which must not overflow, and
+/// `v·(−Q mod p_j)` accumulated in 128 bits (the kernel's lazy words, [`LazyAcc`]), which must not overflow, and
 /// reduced once: by Montgomery's reduction where the table holds
 /// `−p_j^{-1}` (its factors then in Montgomery form, and the sum below
 /// `p_j·2^64`), else exactly). With `prescaled` the sources hold `y_i`
@@ -44,6 +45,7 @@ fn convert_one(
     let ks = sources.len();
     assert!(ks <= 16, "the kernel stages at most 16 sources");
     let mut acc = 0u128;
+    let mut lazy = LazyAcc::default();
     let mut sum = 0f64;
     for i in 0..ks {
         let (qhi, qhis, inv_q) = (table[i], table[ks + i], f64::from_bits(table[2 * ks + i]));
@@ -60,22 +62,32 @@ fn convert_one(
         acc = acc
             .checked_add(u128::from(y) * u128::from(q_hat))
             .expect("the kernel's 128-bit sum overflows");
+        lazy.mul_add(y, q_hat);
     }
-    finish_sum(table, ks, targets, row, target_q, acc, exact.then_some(sum))
+    finish_sum(
+        table,
+        ks,
+        targets,
+        row,
+        target_q,
+        (acc, lazy),
+        exact.then_some(sum),
+    )
 }
 
 /// The end of a conversion's sum in both kernels (`fwd_columns` and
 /// `base_convert`): with the exact conversion's f64 sum, the correction
-/// `v·(−Q mod p_j)` added (checked below 2^128), then `reduce_sum`: a
-/// Montgomery reduction where the table holds `−p_j^{-1}` (the sum checked
-/// below `p_j·2^64`), else an exact reduction (Barrett's step is exact).
+/// `v·(−Q mod p_j)` added (checked below 2^128), the kernel's lazy words
+/// checked against the exact sum, then `reduce_sum`: a Montgomery
+/// reduction where the table holds `−p_j^{-1}` (the sum checked below
+/// `p_j·2^64`), else an exact reduction (Barrett's step is exact).
 fn finish_sum(
     table: &[u64],
     ks: usize,
     targets: usize,
     row: usize,
     target_q: u64,
-    mut acc: u128,
+    (mut acc, mut lazy): (u128, LazyAcc),
     sum: Option<f64>,
 ) -> u64 {
     if let Some(sum) = sum {
@@ -85,7 +97,9 @@ fn finish_sum(
         acc = acc
             .checked_add(u128::from(v) * u128::from(neg_q))
             .expect("the kernel's 128-bit sum overflows");
+        lazy.mul_add(v, neg_q);
     }
+    assert_eq!(lazy.value(), acc, "the kernel's lazy sum");
     let t = u128::from(target_q);
     let p_inv_neg = table[3 * ks + targets + targets * ks + row];
     if p_inv_neg == 0 {
@@ -120,6 +134,7 @@ fn base_convert_one(
 ) -> u64 {
     let k = sources.len();
     let mut acc = 0u128;
+    let mut lazy = LazyAcc::default();
     let mut sum = 0f64;
     for i in 0..k {
         let (qhi, qhis, inv_q) = (table[i], table[k + i], f64::from_bits(table[2 * k + i]));
@@ -131,8 +146,17 @@ fn base_convert_one(
         acc = acc
             .checked_add(u128::from(y) * u128::from(q_hat))
             .expect("the kernel's 128-bit sum overflows");
+        lazy.mul_add(y, q_hat);
     }
-    finish_sum(table, k, targets, row, target_q, acc, exact.then_some(sum))
+    finish_sum(
+        table,
+        k,
+        targets,
+        row,
+        target_q,
+        (acc, lazy),
+        exact.then_some(sum),
+    )
 }
 
 /// `n` random residues modulo each of `moduli`.

@@ -22,6 +22,7 @@ use hemem_gpu_kernels::launch::ckks::prf::Seed;
 use rand_core::Rng;
 
 use super::args::launch_seed;
+use super::emulate_acc::LazyAcc;
 use crate::backend::{Backend, CpuBackend, Limbs, LimbsMut};
 use crate::ntt::GaloisElement;
 use crate::sampling::{SeedPrf, UniformSeed};
@@ -183,17 +184,10 @@ fn reduce_u128(hi: u64, lo: u64, m: &ModConst) -> u64 {
     if r >= m.q { r - m.q } else { r }
 }
 
-#[derive(Clone, Copy, Default)]
-struct Acc128 {
-    lo: u64,
-    hi: u64,
-}
-
-fn acc_mul(acc: &mut Acc128, a: u64, b: u64) {
-    let lo = a.wrapping_mul(b);
-    let hi = umul64hi(a, b);
-    acc.lo = acc.lo.wrapping_add(lo);
-    acc.hi = acc.hi.wrapping_add(hi).wrapping_add(u64::from(acc.lo < lo));
+/// `acc_reduce`: the lazy sum's value reduced by `reduce_u128`.
+fn acc_reduce(acc: LazyAcc, m: &ModConst) -> u64 {
+    let v = acc.value();
+    reduce_u128((v >> 64) as u64, v as u64, m)
 }
 
 fn galois_source(j: u32, galois: u64, log_n: u32) -> u32 {
@@ -320,8 +314,8 @@ fn key_switch_inner_product_seeded(
                         let c0 = w * 8 + quad_first(l as u32);
                         (c0, c0 + 4)
                     });
-                    let mut s = [[Acc128::default(); 2]; 4];
-                    let mut t = [[Acc128::default(); 2]; 4];
+                    let mut s = [[LazyAcc::default(); 2]; 4];
+                    let mut t = [[LazyAcc::default(); 2]; 4];
                     for j in 0..MAX_DIGITS {
                         if j < count {
                             let dj = &digits[j as usize][dp..];
@@ -347,14 +341,13 @@ fn key_switch_inner_product_seeded(
                                 if a1 >= m.q {
                                     a1 = retry_coefficient(seed, base, u64::from(c1), m.q, mask);
                                 }
-                                acc_mul(&mut s[l][0], dv0, b0);
-                                acc_mul(&mut s[l][1], dv1, b1);
-                                acc_mul(&mut t[l][0], dv0, a0);
-                                acc_mul(&mut t[l][1], dv1, a1);
+                                s[l][0].mul_add(dv0, b0);
+                                s[l][1].mul_add(dv1, b1);
+                                t[l][0].mul_add(dv0, a0);
+                                t[l][1].mul_add(dv1, a1);
                                 if j & 7 == 7 {
                                     for acc in s[l].iter_mut().chain(t[l].iter_mut()) {
-                                        acc.lo = reduce_u128(acc.hi, acc.lo, &m);
-                                        acc.hi = 0;
+                                        *acc = LazyAcc::from_word(acc_reduce(*acc, &m));
                                     }
                                 }
                             }
@@ -364,8 +357,8 @@ fn key_switch_inner_product_seeded(
                         let (c0, c1) = cs[l];
                         for (i, c) in [c0, c1].into_iter().enumerate() {
                             let at = o + c as usize;
-                            out0[at] = reduce_u128(s[l][i].hi, s[l][i].lo, &m);
-                            out1[at] = reduce_u128(t[l][i].hi, t[l][i].lo, &m);
+                            out0[at] = acc_reduce(s[l][i], &m);
+                            out1[at] = acc_reduce(t[l][i], &m);
                             writes[at] += 1;
                         }
                     }

@@ -16,6 +16,8 @@ mod caches;
 #[cfg(test)]
 mod emulate;
 #[cfg(test)]
+mod emulate_acc;
+#[cfg(test)]
 mod emulate_convert;
 #[cfg(test)]
 mod emulate_prf;
