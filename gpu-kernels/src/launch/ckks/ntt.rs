@@ -328,9 +328,12 @@ pub enum ForwardEpilogue<'a> {
 ///
 /// # Safety
 /// Every address must hold every limb position of its map (`N` words
-/// each; a compact source `N >> log_gap` words), usable on `stream` until the kernels complete, with no concurrent
-/// access; sources other than a part's own destination limbs must not
-/// overlap any destination; distinct parts' destinations must not overlap;
+/// each; a compact source `N >> log_gap` words), usable on `stream` until
+/// the kernels complete, with no concurrent access; sources other than a
+/// part's own destination limbs must not overlap any destination (a
+/// conversion's sources in particular: the kernel reads them through the
+/// read-only data cache, `__ldg`, which does not see the launch's own
+/// writes); distinct parts' destinations must not overlap;
 /// `consts` and `twiddles` must address the context's modulus table and
 /// twiddle tables (4·N words per modulus) covering every modulus index of
 /// the maps; conversion tables must match their sources and targets; the
