@@ -124,7 +124,7 @@ fn primitives(name: &str, preset: Preset, rows: NttRows) {
     let params = cpu_ctx.params().clone();
     let n = params.degree().get();
     let level = params.max_level();
-    let qp = params.qp_indices(level);
+    let qp = params.qp_indices(level).expect("a level of the chain");
     let total = qp.len();
     let p_count = params.p_moduli().len();
     let q_count = level.primes();
@@ -266,7 +266,7 @@ fn primitives(name: &str, preset: Preset, rows: NttRows) {
     }
     // ModDown from Q_l ∪ P at two levels.
     for l in [q_count - 1, 3.min(q_count - 1)] {
-        let qp_l = params.qp_indices(Level(l));
+        let qp_l = params.qp_indices(Level(l)).expect("a level of the chain");
         let positions: Vec<usize> = (0..=l).chain(q_count..total).collect();
         let q: Vec<usize> = (0..=l).collect();
         let mut out = poisoned(&cpu, &gpu, l + 1);
@@ -287,7 +287,7 @@ fn primitives(name: &str, preset: Preset, rows: NttRows) {
     // ModDown with the addition after it (relinearisation, rotations).
     {
         let l = q_count - 1;
-        let qp_l = params.qp_indices(Level(l));
+        let qp_l = params.qp_indices(Level(l)).expect("a level of the chain");
         let positions: Vec<usize> = (0..=l).chain(q_count..total).collect();
         let q: Vec<usize> = (0..=l).collect();
         let mut out = poisoned(&cpu, &gpu, l + 1);
@@ -377,7 +377,7 @@ fn primitives(name: &str, preset: Preset, rows: NttRows) {
         (q_count - 1, [true, false]),
         (3.min(q_count - 1), [true, true]),
     ] {
-        let qp_l = params.qp_indices(Level(l));
+        let qp_l = params.qp_indices(Level(l)).expect("a level of the chain");
         let positions: Vec<usize> = (0..=l).chain(q_count..total).collect();
         let q: Vec<usize> = (0..=l).collect();
         let (mut o0, mut o1) = (poisoned(&cpu, &gpu, l + 1), poisoned(&cpu, &gpu, l + 1));
@@ -412,7 +412,7 @@ fn primitives(name: &str, preset: Preset, rows: NttRows) {
         );
     }
     for l in [q_count - 1, (q_count / 2) | 1] {
-        let qp_l = params.qp_indices(Level(l));
+        let qp_l = params.qp_indices(Level(l)).expect("a level of the chain");
         let q: Vec<usize> = (0..=l).collect();
         let digits = params.digits_at(Level(l));
         let mut outs: Vec<Pair> = (0..digits)
@@ -1502,7 +1502,7 @@ fn compact_expansion(name: &str, preset: Preset) {
     let params = cpu_ctx.params().clone();
     let n = params.degree().get();
     let level = params.max_level();
-    let q = params.q_indices(level);
+    let q = params.q_indices(level).expect("a level of the chain");
     let limbs = q.len();
     // One part, coefficient form, at every gap down to a single slot.
     for (i, log_gap) in [0u32, 1, 3, n.trailing_zeros() - 1].into_iter().enumerate() {
@@ -1670,7 +1670,9 @@ fn periodic_products(name: &str, preset: Preset) {
     let gpu = Arc::clone(gpu_ctx.backend());
     let params = cpu_ctx.params().clone();
     let n = params.degree().get();
-    let q = params.q_indices(params.max_level());
+    let q = params
+        .q_indices(params.max_level())
+        .expect("a level of the chain");
     let limbs = q.len();
     let all: Vec<usize> = (0..limbs).collect();
     let mut periodic = Vec::new();

@@ -366,7 +366,15 @@ fn key_sets_stream_in_compact_form_bit_identical() {
     let b_bytes: usize = w
         .keys
         .keys()
-        .map(|k| k.digits() * params.qp_indices(k.level()).len() * n * 8)
+        .map(|k| {
+            k.digits()
+                * params
+                    .qp_indices(k.level())
+                    .expect("a level of the chain")
+                    .len()
+                * n
+                * 8
+        })
         .sum();
     assert!(file.len() > b_bytes && file.len() < b_bytes + b_bytes / 100);
     // Several frames: words straddle frame boundaries.
@@ -709,6 +717,7 @@ fn key_records_with_valid_checksums_are_checked_field_by_field() {
         .context
         .params()
         .qp_indices(small.keys().next().unwrap().level())
+        .expect("a level of the chain")
         .len();
     let first_word = 58 + 4 * limbs;
     assert_eq!(
@@ -1211,7 +1220,12 @@ fn full_keys_uniform_halves_must_match_their_seed() {
     // @45, uniform flag @49, then `digits` b polynomials and as many a ones,
     // each a limb count, the modulus indices and the residues.
     let digits = full.digits();
-    let limbs = w.context.params().qp_indices(full.level()).len();
+    let limbs = w
+        .context
+        .params()
+        .qp_indices(full.level())
+        .expect("a level of the chain")
+        .len();
     let n = w.context.params().degree().get();
     let poly = 4 + 4 * limbs + 8 * limbs * n;
     let first_a_word = 50 + digits * poly + 4 + 4 * limbs;

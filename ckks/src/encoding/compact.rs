@@ -310,9 +310,9 @@ impl CompactPlaintext {
             // Expanded where the words are: a host copy expands on the host.
             let backend = &head.backend;
             let indices = if extended {
-                context.params().qp_indices(head.level)
+                context.params().qp_indices(head.level)?
             } else {
-                context.params().q_indices(head.level)
+                context.params().q_indices(head.level)?
             };
             let buffers: Vec<&Buffer> = now.iter().map(|c| &c.words).collect();
             let gap = context.params().degree().get() / (2 * head.period);

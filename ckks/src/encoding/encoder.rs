@@ -293,9 +293,9 @@ impl Encoder {
                 Ok::<(), crate::Error>(())
             })?;
         let indices = if extended {
-            params.qp_indices(level)
+            params.qp_indices(level)?
         } else {
-            params.q_indices(level)
+            params.q_indices(level)?
         };
         let poly = RnsPoly::<Coeff>::from_words(self.context.backend(), &indices, class, &words)?;
         let poly = poly.into_ntt()?;

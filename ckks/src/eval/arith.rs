@@ -230,7 +230,7 @@ impl Evaluator {
         }
         let params = self.context.params();
         params.q_modulus(level)?;
-        let moduli = params.q_indices(level);
+        let moduli = params.q_indices(level)?;
         let raise = |p: &RnsPoly<crate::poly::Ntt>| -> Result<RnsPoly<crate::poly::Ntt>> {
             let coeff = p.clone_as(MemoryClass::Temporary)?.into_coeff()?;
             let mut out =

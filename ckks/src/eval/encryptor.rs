@@ -78,7 +78,7 @@ impl Encryptor {
         let level = plaintext.level;
         let q_count = level.primes();
         let p_count = params.p_moduli().len();
-        let qp = params.qp_indices(level);
+        let qp = params.qp_indices(level)?;
         // Positions of Q_l ∪ P in the key's Q_L ∪ P layout: the same indices.
         let key_positions = qp.clone();
 
@@ -116,7 +116,7 @@ impl Encryptor {
         pm.scalar_assign(BinaryOp::Mul, &params.p_mod_q(level))?;
         backend.binary_assign(BinaryOp::Add, c0.prefix_mut(q_count)?, pm.limbs()?)?;
 
-        let q_indices = params.q_indices(level);
+        let q_indices = params.q_indices(level)?;
         let mut d0 = RnsPoly::<Ntt>::allocate(backend, &q_indices, MemoryClass::Ciphertext, false)?;
         let mut d1 = RnsPoly::<Ntt>::allocate(backend, &q_indices, MemoryClass::Ciphertext, false)?;
         backend.mod_down_pair(
@@ -149,7 +149,7 @@ impl Encryptor {
         let backend = self.context.backend();
         let n = params.degree().get();
         let level = plaintext.level;
-        let q = params.q_indices(level);
+        let q = params.q_indices(level)?;
         let (a, e) = {
             let mut s = self.sampler();
             let a = RnsPoly::<Ntt>::uniform(backend, &q, MemoryClass::Ciphertext, &mut s)?;

@@ -140,7 +140,7 @@ impl Evaluator {
     ) -> Result<Vec<ExtendedCiphertext>> {
         self.context.check_same(&a.context)?;
         let params = self.context.params();
-        let qp = params.qp_indices(a.level);
+        let qp = params.qp_indices(a.level)?;
         let q_count = a.level.primes();
         let scalars = params.p_mod_q(a.level);
         let slots = a.slots as i64;
@@ -289,7 +289,7 @@ impl Evaluator {
                 .direct_rotation_key(k, a.slots)?
                 .ok_or(KeyError::MissingRotationKey { step: steps })?;
             let backend = a.c1.backend();
-            let q = params.q_indices(a.level);
+            let q = params.q_indices(a.level)?;
             let mut c1 = RnsPoly::<Ntt>::allocate(backend, &q, MemoryClass::Temporary, false)?;
             backend.mod_down(a.c1.limbs()?, params.p_moduli().len(), c1.limbs_mut()?)?;
             let decomposition = decompose(params, &c1, a.level)?;
@@ -319,7 +319,7 @@ impl Evaluator {
         self.context.check_same(&a.context)?;
         let params = self.context.params();
         let backend = a.c0.backend();
-        let q = params.q_indices(a.level);
+        let q = params.q_indices(a.level)?;
         let mut c0 = RnsPoly::<Ntt>::allocate(backend, &q, self.output_class, false)?;
         let mut c1 = RnsPoly::<Ntt>::allocate(backend, &q, self.output_class, false)?;
         backend.mod_down_pair(

@@ -49,7 +49,7 @@ pub(crate) fn decompose(
             actual: c.limb_count(),
         });
     }
-    let qp = params.qp_indices(level);
+    let qp = params.qp_indices(level)?;
     let mut digits = (0..params.digits_at(level))
         .map(|_| RnsPoly::<Ntt>::allocate(backend, &qp, MemoryClass::Temporary, false))
         .collect::<Result<Vec<_>>>()?;
@@ -92,7 +92,7 @@ pub(crate) fn inner_product(
     galois: Option<GaloisElement>,
 ) -> Result<(RnsPoly<Ntt>, RnsPoly<Ntt>)> {
     let level = decomposition.level;
-    let qp = params.qp_indices(level);
+    let qp = params.qp_indices(level)?;
     let first = decomposition.digits.first().ok_or(Error::EmptyBasis)?;
     let backend = first.backend();
     let count = decomposition.digits.len();
@@ -159,7 +159,7 @@ pub(crate) fn apply_key(
 ) -> Result<(RnsPoly<Ntt>, RnsPoly<Ntt>)> {
     let (acc0, acc1) = inner_product(params, decomposition, key, galois)?;
     let backend = acc0.backend();
-    let q = params.q_indices(decomposition.level);
+    let q = params.q_indices(decomposition.level)?;
     let p_count = params.p_moduli().len();
     let mut k0 = RnsPoly::<Ntt>::allocate(backend, &q, class, false)?;
     let mut k1 = RnsPoly::<Ntt>::allocate(backend, &q, class, false)?;

@@ -194,7 +194,7 @@ impl Evaluator {
         drop((d0, d1));
         // Q_l ∪ P is q_0 … q_{l−1}, then q_l next to P: dividing by the
         // last K + 1 limbs' primes divides by P·q_l.
-        let kept = params.q_indices(lower);
+        let kept = params.q_indices(lower)?;
         let mut c0 = RnsPoly::<Ntt>::allocate(&backend, &kept, self.output_class, false)?;
         let mut c1 = RnsPoly::<Ntt>::allocate(&backend, &kept, self.output_class, false)?;
         backend.mod_down_pair(

@@ -217,7 +217,7 @@ impl Evaluator {
             let (acc0, acc1) = inner_product(params, decomposition, key, Some(g))?;
             switched.push(Some((c0, acc0, acc1)));
         }
-        let q = params.q_indices(decomposition.level);
+        let q = params.q_indices(decomposition.level)?;
         let backend = a.c0.backend();
         let mut parts: Vec<RnsPoly<Ntt>> = Vec::with_capacity(2 * steps.len());
         for _ in switched.iter().flatten() {

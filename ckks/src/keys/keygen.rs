@@ -145,7 +145,7 @@ impl KeyGenerator {
         let moduli: Vec<usize> = self
             .context
             .params()
-            .qp_indices(self.context.params().max_level());
+            .qp_indices(self.context.params().max_level())?;
         let mut sampler = self.sampler();
         let (b, a) = self.rlwe_sample(secret, &moduli, MemoryClass::EvaluationKey, &mut sampler)?;
         Ok(PublicKey {
@@ -172,7 +172,7 @@ impl KeyGenerator {
         params.q_modulus(level)?;
         let backend = self.context.backend();
         let n = params.degree().get();
-        let moduli = params.qp_indices(level);
+        let moduli = params.qp_indices(level)?;
         let alpha = params.alpha();
         let digits = params.digits_at(level);
         // P mod q_i, the gadget factor on digit j's own primes.

@@ -222,9 +222,11 @@ impl SwitchingKey {
     }
 
     /// The global moduli indices of the key's limbs, `Q_level ∪ P`, in
-    /// storage order.
+    /// storage order (a key's level is within its context's chain).
     pub fn moduli(&self) -> Vec<usize> {
-        self.context.params().qp_indices(self.level)
+        (0..=self.level.0)
+            .chain(self.context.params().p_indices())
+            .collect()
     }
 
     /// For a key switch at `level`: the storage positions of `Q_level ∪ P`

@@ -12,9 +12,10 @@ impl Level {
         self.0
     }
 
-    /// Number of Q primes present at this level (`l + 1`).
+    /// Number of Q primes present at this level (`l + 1`; saturating, so
+    /// that a level past any chain never wraps to zero primes).
     pub const fn primes(self) -> usize {
-        self.0 + 1
+        self.0.saturating_add(1)
     }
 }
 

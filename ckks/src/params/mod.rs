@@ -213,8 +213,12 @@ impl Parameters {
     }
 
     /// Global indices of the Q primes present at `level`.
-    pub fn q_indices(&self, level: Level) -> Vec<usize> {
-        (0..=level.0).collect()
+    ///
+    /// # Errors
+    /// [`OperandError::LevelOutOfRange`] beyond the top level.
+    pub fn q_indices(&self, level: Level) -> Result<Vec<usize>> {
+        self.q_modulus(level)?;
+        Ok((0..=level.0).collect())
     }
 
     /// Global indices of the special primes.
@@ -223,10 +227,13 @@ impl Parameters {
     }
 
     /// Global indices of `Q_level ∪ P`.
-    pub fn qp_indices(&self, level: Level) -> Vec<usize> {
-        let mut v = self.q_indices(level);
+    ///
+    /// # Errors
+    /// [`OperandError::LevelOutOfRange`] beyond the top level.
+    pub fn qp_indices(&self, level: Level) -> Result<Vec<usize>> {
+        let mut v = self.q_indices(level)?;
         v.extend(self.p_indices());
-        v
+        Ok(v)
     }
 
     /// The Q prime `q_level`.

@@ -501,3 +501,33 @@ fn special_primes_smaller_than_a_digit_are_refused() {
         );
     }
 }
+
+#[test]
+fn moduli_indices_beyond_the_top_level_are_refused() {
+    let params = Parameters::from_preset_with(Preset::TestFGb, SecurityCheck::AllowInsecure)
+        .expect("test preset");
+    let top = params.max_level();
+    let q = params.q_indices(top).expect("the top level");
+    assert_eq!(q, (0..=top.0).collect::<Vec<_>>());
+    let qp = params.qp_indices(Level(3)).expect("a level of the chain");
+    assert_eq!(qp.len(), 4 + params.p_indices().len());
+    for level in [Level(top.0 + 1), Level(usize::MAX)] {
+        for result in [params.q_indices(level), params.qp_indices(level)] {
+            assert!(
+                matches!(
+                    result,
+                    Err(Error::Operand(OperandError::LevelOutOfRange { level: l, max }))
+                        if l == level && max == top
+                ),
+                "{level}: {result:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_level_past_any_chain_never_counts_zero_primes() {
+    assert_eq!(Level(0).primes(), 1);
+    assert_eq!(Level(24).primes(), 25);
+    assert_eq!(Level(usize::MAX).primes(), usize::MAX);
+}

@@ -231,7 +231,7 @@ fn run_policy(
     // One top-level switching key's uniform halves from its seed: every
     // digit over every limb of Q ∪ P, generated where the key lives.
     if wanted("expand_key") {
-        let qp = params.qp_indices(level);
+        let qp = params.qp_indices(level)?;
         let digits = params.digits_at(level);
         let mut bytes = [0u8; 32];
         bytes.copy_from_slice(sampler.seed().as_ref());

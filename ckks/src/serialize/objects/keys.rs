@@ -112,7 +112,7 @@ impl Save for PublicKey {
 impl Load for PublicKey {
     fn load<R: Read>(context: &Context, r: R) -> Result<Self> {
         let mut r = open(r, Kind::PublicKey, context)?;
-        let all = context.params().qp_indices(context.params().max_level());
+        let all = context.params().qp_indices(context.params().max_level())?;
         let b = read_poly(&mut r, context, &all, MemoryClass::EvaluationKey)?;
         let a = read_poly(&mut r, context, &all, MemoryClass::EvaluationKey)?;
         r.finish()?;
@@ -232,7 +232,7 @@ pub(crate) fn read_switching_key<R: Read>(
     let has_uniform = uniform & 1 == 1;
     let prf = SeedPrf::from_id(uniform >> 1).ok_or_else(|| invalid("uniform PRF"))?;
     let seed = UniformSeed::new(seed, prf);
-    let moduli = params.qp_indices(level);
+    let moduli = params.qp_indices(level)?;
     let read_digits = |r: &mut Reader<R>| -> Result<Vec<RnsPoly<Ntt>>> {
         (0..digits)
             .map(|_| read_poly(r, context, &moduli, MemoryClass::EvaluationKey))

@@ -94,7 +94,7 @@ impl Load for Plaintext {
     fn load<R: Read>(context: &Context, r: R) -> Result<Self> {
         let mut r = open(r, Kind::Plaintext, context)?;
         let (level, scale, slots) = read_header_fields(&mut r, context)?;
-        let moduli = context.params().q_indices(level);
+        let moduli = context.params().q_indices(level)?;
         let poly = read_poly(&mut r, context, &moduli, MemoryClass::Plaintext)?;
         r.finish()?;
         Ok(Plaintext {
@@ -122,7 +122,7 @@ impl Load for Ciphertext {
     fn load<R: Read>(context: &Context, r: R) -> Result<Self> {
         let mut r = open(r, Kind::Ciphertext, context)?;
         let (level, scale, slots) = read_header_fields(&mut r, context)?;
-        let moduli = context.params().q_indices(level);
+        let moduli = context.params().q_indices(level)?;
         let c0 = read_poly(&mut r, context, &moduli, MemoryClass::Ciphertext)?;
         let c1 = read_poly(&mut r, context, &moduli, MemoryClass::Ciphertext)?;
         r.finish()?;
