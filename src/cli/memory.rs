@@ -103,6 +103,13 @@ impl MemoryArgs {
     /// a trace.
     pub fn config(&self) -> anyhow::Result<MemoryConfig> {
         let mut config = MemoryConfig::from_env().context("reading HEMEM_* variables")?;
+        // Parsed whatever the policy and device, so that a bad size is
+        // named before anything else is tried.
+        let pool_cap = self
+            .pool_cap
+            .as_deref()
+            .map(|cap| cap.parse::<ByteSize>().map(|b| b.0))
+            .transpose()?;
         if let Some(budget) = &self.budget {
             config.budget = budget.parse::<BudgetSetting>()?;
         }
@@ -136,8 +143,8 @@ impl MemoryArgs {
             }) => {
                 *lifetime_threshold = Duration::try_from_secs_f64(self.lifetime_threshold)
                     .context("--lifetime-threshold must be a non-negative number of seconds")?;
-                if let Some(cap) = &self.pool_cap {
-                    *peak_pool_cap = Some(cap.parse::<ByteSize>()?.0);
+                if pool_cap.is_some() {
+                    *peak_pool_cap = pool_cap;
                 }
                 *on_divergence = match self.on_divergence {
                     OnDivergence::Error => Divergence::Error,
@@ -146,6 +153,12 @@ impl MemoryArgs {
             }
             PolicyConfig::Dynamic { threshold } => *threshold = self.dynamic_threshold,
             _ => {}
+        }
+        if pool_cap.is_some() && !matches!(config.policy, PolicyConfig::Profiled(_)) {
+            anyhow::bail!(
+                "--pool-cap caps the profiled policy's pool; the policy here is {}",
+                config.policy.kind()
+            );
         }
         Ok(config)
     }
@@ -210,6 +223,9 @@ mod tests {
             &["--budget", "lots"][..],
             &["--eviction", "mru"][..],
             &["--trace", "t.csv", "--lifetime-threshold", "-1"][..],
+            &["--trace", "t.csv", "--pool-cap", "-1MiB"][..],
+            &["--policy", "planned", "--pool-cap", "1GiB"][..],
+            &["--pool-cap", "lots"][..],
         ] {
             assert!(config(bad).is_err(), "{bad:?}");
         }
