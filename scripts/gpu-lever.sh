@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call for a kernel lever (issue 13): the CKKS backend's
-# bit-identity tests of the staged tree, an A/B of FGb bootstraps between
-# staged binaries, and `bench ckks` (device policy) of each binary.
+# bit-identity tests of the staged tree (and of each BIN's own tree where
+# scripts/stage-variants.sh staged its harness), an A/B of FGb bootstraps
+# between staged binaries, and `bench ckks` (device policy) of each binary.
 #
 #   OUT=/folder [PRESETS="FGa FTb"] [BUDGET=2GiB] [HARNESSES=1] \
 #     bash scripts/gpu-lever.sh ROUNDS BIN...    (BIN: names in .gpu/bin; the first is the baseline)
@@ -19,6 +20,15 @@ start=$(date +%s)
 timeout 150 .gpu/tests/gpu_backend.test gpu_ --test-threads=1 >"$OUT/tests.log" 2>&1
 echo "gpu_backend rc=$? ($(( $(date +%s) - start )) s): $(grep -E '^test result' "$OUT/tests.log")"
 grep -E "FAILED|panicked" "$OUT/tests.log" | head -5
+# Each variant's own harness (scripts/stage-variants.sh), where staged.
+for b in "$@"; do
+  t=.gpu/tests/gpu_backend-${b#hemem-}.test
+  [[ -x $t ]] || continue
+  start=$(date +%s)
+  timeout 150 "$t" gpu_ --test-threads=1 >"$OUT/tests-$b.log" 2>&1
+  echo "gpu_backend of $b rc=$? ($(( $(date +%s) - start )) s): $(grep -E '^test result' "$OUT/tests-$b.log")"
+  grep -E "FAILED|panicked" "$OUT/tests-$b.log" | head -5
+done
 start=$(date +%s)
 AB_ITER=${AB_ITER:-9} timeout 260 bash scripts/gpu-ab.sh FGb "$rounds" "$@" | tee "$OUT/ab.txt"
 echo "A/B ($(( $(date +%s) - start )) s)"
