@@ -3,8 +3,8 @@
 # kernel levers): for each REV (a branch or commit), a worktree is built in
 # its own target folder and its `hemem` binary and `gpu_backend` test harness
 # are copied to .gpu/bin/hemem-NAME and .gpu/tests/gpu_backend-NAME.test
-# (NAME: the REV with `/` turned to `-`). The current tree is staged first
-# by ../shared/tools/gpu-stage (its harnesses and binaries, unsuffixed).
+# (NAME: the REV with `/` turned to `-`), in a fresh .gpu/ (four variants
+# take 50 MB of the 64 MiB a device call carries).
 #
 #   scripts/stage-variants.sh REV...          e.g. main ntt-loop conv-pairs
 #
@@ -18,7 +18,7 @@ root=$(git rev-parse --show-toplevel)
 cd "$root"
 base=${HEMEM_VARIANTS:-/tmp/hemem-variants}
 mkdir -p "$base"
-../shared/tools/gpu-stage -p hemem-ckks --test gpu_backend
+rm -rf .gpu && mkdir -p .gpu/bin .gpu/tests
 for rev in "$@"; do
   name=${rev//\//-}
   tree="$base/$name"
