@@ -18,6 +18,8 @@ root=$(git rev-parse --show-toplevel)
 cd "$root"
 base=${HEMEM_VARIANTS:-/tmp/hemem-variants}
 mkdir -p "$base"
+# Worktrees whose folders are gone (a wiped /tmp) are forgotten first.
+git worktree prune
 rm -rf .gpu && mkdir -p .gpu/bin .gpu/tests
 for rev in "$@"; do
   name=${rev//\//-}
