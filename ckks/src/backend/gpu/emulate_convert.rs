@@ -22,14 +22,8 @@ use crate::zq::primes::PrimeGenerator;
 use hemem_gpu_kernels::launch::ckks::ntt::NttGeometry;
 
 /// `fwd_columns`' conversion of one coefficient `e` for target row `row`
-/// of a table of `targets` rows, from the kernel's table words (same reads,
-/// same arithmetic: the f64 sum in source order without fused
-/// multiply-add; the products and the exact conversion's correction
-/// `v·(−Q mod p_j)` accumulated in 128 bits (the kernel's lazy words, [`LazyAcc`]), which must not overflow, and
-/// reduced once: by Montgomery's reduction where the table holds
-/// `−p_j^{-1}` (its factors then in Montgomery form, and the sum below
-/// `p_j·2^64`), else exactly). With `prescaled` the sources hold `y_i`
-/// already.
+/// of a table of `targets` rows: each source's word loaded (counted), then
+/// [`convert_values`]. With `prescaled` the sources hold `y_i` already.
 #[allow(clippy::too_many_arguments, reason = "the kernel's arguments")]
 fn convert_one(
     table: &[u64],
@@ -42,15 +36,56 @@ fn convert_one(
     prescaled: bool,
     e: usize,
 ) -> u64 {
-    let ks = sources.len();
-    assert!(ks <= 16, "the kernel stages at most 16 sources");
-    let mut acc = 0u128;
-    let mut lazy = LazyAcc::default();
+    let xs: Vec<u64> = sources.iter_mut().map(|s| s.load(e)).collect();
+    convert_values(
+        table, &xs, source_q, targets, row, target_q, exact, prescaled,
+    )
+}
+
+/// `ckks_convert.cu`'s `base_convert` for coefficient `e` of target `row`:
+/// [`convert_values`] of the sources' words, scaled by Shoup.
+#[allow(clippy::too_many_arguments, reason = "the kernel's arguments")]
+fn base_convert_one(
+    table: &[u64],
+    sources: &[Vec<u64>],
+    source_q: &[u64],
+    targets: usize,
+    row: usize,
+    target_q: u64,
+    exact: bool,
+    e: usize,
+) -> u64 {
+    let xs: Vec<u64> = sources.iter().map(|s| s[e]).collect();
+    convert_values(table, &xs, source_q, targets, row, target_q, exact, false)
+}
+
+/// Both conversion kernels' arithmetic on one coefficient's source words
+/// `xs`, from the kernel's table words (same reads, same arithmetic): each
+/// word scaled by Shoup unless `prescaled`; the f64 sum in source order
+/// without fused multiply-add; the products and the exact conversion's
+/// correction `v·(−Q mod p_j)` accumulated in 128 bits ([`KernelSum`]),
+/// which must not overflow; then `reduce_sum`: a Montgomery reduction
+/// where the table holds `−p_j^{-1}` (its factors then in Montgomery form,
+/// the sum checked below `p_j·2^64`), else an exact reduction (Barrett's
+/// step is exact).
+#[allow(clippy::too_many_arguments, reason = "the kernel's arguments")]
+fn convert_values(
+    table: &[u64],
+    xs: &[u64],
+    source_q: &[u64],
+    targets: usize,
+    row: usize,
+    target_q: u64,
+    exact: bool,
+    prescaled: bool,
+) -> u64 {
+    let ks = xs.len();
+    assert!(ks <= 16, "the kernels stage at most 16 sources");
+    let mut acc = KernelSum::default();
     let mut sum = 0f64;
-    for i in 0..ks {
+    for (i, &x) in xs.iter().enumerate() {
         let (qhi, qhis, inv_q) = (table[i], table[ks + i], f64::from_bits(table[2 * ks + i]));
         let q_hat = table[3 * ks + targets + row * ks + i];
-        let x = sources[i].load(e);
         let y = if prescaled {
             x
         } else {
@@ -59,47 +94,15 @@ fn convert_one(
         if exact {
             sum += y as f64 * inv_q;
         }
-        acc = acc
-            .checked_add(u128::from(y) * u128::from(q_hat))
-            .expect("the kernel's 128-bit sum overflows");
-        lazy.mul_add(y, q_hat);
+        acc.add(y, q_hat);
     }
-    finish_sum(
-        table,
-        ks,
-        targets,
-        row,
-        target_q,
-        (acc, lazy),
-        exact.then_some(sum),
-    )
-}
-
-/// The end of a conversion's sum in both kernels (`fwd_columns` and
-/// `base_convert`): with the exact conversion's f64 sum, the correction
-/// `v·(−Q mod p_j)` added (checked below 2^128), the kernel's lazy words
-/// checked against the exact sum, then `reduce_sum`: a Montgomery
-/// reduction where the table holds `−p_j^{-1}` (the sum checked below
-/// `p_j·2^64`), else an exact reduction (Barrett's step is exact).
-fn finish_sum(
-    table: &[u64],
-    ks: usize,
-    targets: usize,
-    row: usize,
-    target_q: u64,
-    (mut acc, mut lazy): (u128, LazyAcc),
-    sum: Option<f64>,
-) -> u64 {
-    if let Some(sum) = sum {
+    if exact {
         let v = (sum + 0.5) as u64;
         let neg_q = table[3 * ks + row];
         assert!(neg_q < target_q, "table layout");
-        acc = acc
-            .checked_add(u128::from(v) * u128::from(neg_q))
-            .expect("the kernel's 128-bit sum overflows");
-        lazy.mul_add(v, neg_q);
+        acc.add(v, neg_q);
     }
-    assert_eq!(lazy.value(), acc, "the kernel's lazy sum");
+    let acc = acc.value();
     let t = u128::from(target_q);
     let p_inv_neg = table[3 * ks + targets + targets * ks + row];
     if p_inv_neg == 0 {
@@ -118,45 +121,28 @@ fn finish_sum(
     if r >= target_q { r - target_q } else { r }
 }
 
-/// `ckks_convert.cu`'s `base_convert` for coefficient `e` of target `row`:
-/// the sources scaled by Shoup, the f64 sum in source order, the products
-/// accumulated in 128 bits (checked), then [`finish_sum`].
-#[allow(clippy::too_many_arguments, reason = "the kernel's arguments")]
-fn base_convert_one(
-    table: &[u64],
-    sources: &[Vec<u64>],
-    source_q: &[u64],
-    targets: usize,
-    row: usize,
-    target_q: u64,
-    exact: bool,
-    e: usize,
-) -> u64 {
-    let k = sources.len();
-    let mut acc = 0u128;
-    let mut lazy = LazyAcc::default();
-    let mut sum = 0f64;
-    for i in 0..k {
-        let (qhi, qhis, inv_q) = (table[i], table[k + i], f64::from_bits(table[2 * k + i]));
-        let q_hat = table[3 * k + targets + row * k + i];
-        let y = mul_shoup(sources[i][e], qhi, qhis, source_q[i]);
-        if exact {
-            sum += y as f64 * inv_q;
-        }
-        acc = acc
-            .checked_add(u128::from(y) * u128::from(q_hat))
+/// A kernel's sum of products kept twice: exactly (checked below 2^128)
+/// and in the kernel's lazy words ([`LazyAcc`]), compared when it is read.
+#[derive(Default)]
+struct KernelSum {
+    exact: u128,
+    lazy: LazyAcc,
+}
+
+impl KernelSum {
+    fn add(&mut self, a: u64, b: u64) {
+        self.exact = self
+            .exact
+            .checked_add(u128::from(a) * u128::from(b))
             .expect("the kernel's 128-bit sum overflows");
-        lazy.mul_add(y, q_hat);
+        self.lazy.mul_add(a, b);
     }
-    finish_sum(
-        table,
-        k,
-        targets,
-        row,
-        target_q,
-        (acc, lazy),
-        exact.then_some(sum),
-    )
+
+    /// The sum, once the lazy words are checked to hold it.
+    fn value(&self) -> u128 {
+        assert_eq!(self.lazy.value(), self.exact, "the kernel's lazy sum");
+        self.exact
+    }
 }
 
 /// `n` random residues modulo each of `moduli`.
