@@ -336,9 +336,54 @@ impl BootstrapSchedule {
         f64::from(self.choice.rho)
     }
 
-    /// The slot count.
+    /// The slot count, `2^log_slots`; 0 when `log_slots` is too large for
+    /// a `usize` (the fields are public: [`BootstrapSchedule::check_for`]
+    /// refuses such a schedule before anything uses its slot count).
     pub fn slots(&self) -> usize {
-        1 << self.log_slots
+        1usize.checked_shl(self.log_slots).unwrap_or(0)
+    }
+
+    /// Checks that this schedule fits `params`, as the bootstrapper and the
+    /// simulator do before they use it: made for parameters of that name,
+    /// top level and post-bootstrap level, with a slot count no larger than
+    /// theirs, and one DFT radix per DFT level, together factoring it.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] naming `schedule` (other parameters),
+    /// `log_slots` (more slots than `N/2`) or the radices.
+    pub fn check_for(&self, params: &Parameters) -> Result<()> {
+        if self.name != params.name()
+            || self.top_level != params.max_level().0
+            || Some(self.post_level) != params.post_bootstrap_level().map(|l| l.0)
+        {
+            return Err(Error::InvalidParameter {
+                name: "schedule",
+                reason: "the schedule was made for other parameters (BootstrapSchedule::recommended_for_slots with this context's)",
+            });
+        }
+        if self.log_slots > params.slots().trailing_zeros() {
+            return Err(Error::InvalidParameter {
+                name: "log_slots",
+                reason: "more slots than the parameters have (N/2)",
+            });
+        }
+        let factors = |radices: &[u32]| {
+            radices.len() == DFT_LEVELS
+                && radices.iter().map(|&r| u64::from(r)).sum::<u64>() == u64::from(self.log_slots)
+        };
+        if !factors(&self.stc_log_radices) {
+            return Err(Error::InvalidParameter {
+                name: "stc_log_radices",
+                reason: "one radix per DFT level, whose logarithms add up to log_slots",
+            });
+        }
+        if !factors(&self.cts_log_radices) {
+            return Err(Error::InvalidParameter {
+                name: "cts_log_radices",
+                reason: "one radix per DFT level, whose logarithms add up to log_slots",
+            });
+        }
+        Ok(())
     }
 
     /// SlotToCoeff's diagonal scales for an input at `input_scale`
@@ -528,6 +573,54 @@ fn log2_big(x: &BigInt) -> f64 {
 mod tests {
     use super::*;
     use hemem_ckks::params::SecurityCheck;
+
+    /// A schedule whose public fields were changed is refused by
+    /// `check_for` (and so by the bootstrapper and the simulator) with the
+    /// field named, instead of overflowing its slot count or allocating
+    /// 2^40 slots; the untouched schedule passes.
+    #[test]
+    fn check_for_refuses_slots_and_radices_that_do_not_fit() {
+        let params =
+            Parameters::from_preset_with(Preset::TestFGb, SecurityCheck::AllowInsecure).unwrap();
+        let good = BootstrapSchedule::recommended_for_slots(&params, params.slots() / 4).unwrap();
+        assert_eq!(good.check_for(&params), Ok(()));
+        let full = params.slots().trailing_zeros();
+        type Change = fn(&mut BootstrapSchedule, u32);
+        let cases: [(&str, Change); 7] = [
+            ("log_slots", |s, full| s.log_slots = full + 1),
+            ("log_slots", |s, _| s.log_slots = 64),
+            ("log_slots", |s, _| s.log_slots = u32::MAX),
+            ("stc_log_radices", |s, _| s.stc_log_radices[0] += 1),
+            ("cts_log_radices", |s, _| s.cts_log_radices.push(0)),
+            ("cts_log_radices", |s, _| {
+                s.cts_log_radices = vec![u32::MAX, u32::MAX, 2];
+            }),
+            ("schedule", |s, _| s.top_level += 1),
+        ];
+        for (field, change) in cases {
+            let mut s = good.clone();
+            change(&mut s, full);
+            match s.check_for(&params) {
+                Err(Error::InvalidParameter { name, .. }) => assert_eq!(name, field),
+                other => panic!("{field}: {other:?}"),
+            }
+        }
+        let mut huge = good.clone();
+        huge.log_slots = 64;
+        assert_eq!(huge.slots(), 0);
+        let simulated = crate::simulate::simulate(
+            &params,
+            &huge,
+            &crate::simulate::SimulationOptions::default(),
+        );
+        assert!(matches!(
+            simulated,
+            Err(Error::InvalidParameter {
+                name: "log_slots",
+                ..
+            })
+        ));
+    }
 
     /// Every choice, not only the recommended one (hence
     /// [`BootstrapSchedule::new`] rather than `recommended`).

@@ -123,12 +123,14 @@ fn uniform(rng: &mut ChaCha20Rng) -> f64 {
 /// ([`BootstrapSchedule::stc_passes_hemem_rescale_rule`]).
 ///
 /// # Errors
-/// The errors of the stages (none are expected for the presets).
+/// [`BootstrapSchedule::check_for`]'s, for a schedule that does not fit
+/// `params`; the errors of the stages (none are expected for the presets).
 pub fn simulate(
     params: &Parameters,
     schedule: &BootstrapSchedule,
     options: &SimulationOptions,
 ) -> Result<SimulationReport> {
+    schedule.check_for(params)?;
     let mut sim = PlainSimulator::new(params)
         .with_rescale_rule(RescaleRule::Headroom)
         .with_plaintext_rounding(options.round_plaintexts);

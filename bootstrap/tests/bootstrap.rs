@@ -424,6 +424,20 @@ fn bad_input_is_a_typed_error() {
             ..
         })
     ));
+    // A schedule whose public slot count was changed past N/2 (64 would
+    // overflow the shift) is refused before any key or diagonal is made.
+    for log_slots in [sparse.log_slots + 20, 64] {
+        let mut changed = sparse.clone();
+        changed.log_slots = log_slots;
+        let keys = BootstrapKeys::generate(&keygen, &s.secret, &sparse).unwrap();
+        assert!(matches!(
+            Bootstrapper::new(&s.context, changed, keys),
+            Err(Error::InvalidParameter {
+                name: "log_slots",
+                ..
+            })
+        ));
+    }
 }
 
 /// A second bootstrapper for the setup `s` of `preset` and `slots`, keeping

@@ -142,15 +142,7 @@ impl Bootstrapper {
         if let Some(home) = keys.context() {
             context.check_same(home)?;
         }
-        if schedule.name != params.name()
-            || schedule.top_level != params.max_level().0
-            || Some(schedule.post_level) != params.post_bootstrap_level().map(|l| l.0)
-        {
-            return Err(Error::InvalidParameter {
-                name: "schedule",
-                reason: "the schedule was made for other parameters (BootstrapSchedule::recommended_for_slots with this context's)",
-            });
-        }
+        schedule.check_for(params)?;
         if schedule.choice.sse && keys.sse.is_none() {
             return Err(Error::InvalidParameter {
                 name: "keys",
