@@ -9,7 +9,8 @@
 #
 # Then, optionally: one round of the first and last binaries on each of
 # PRESETS; FGb under the planned policy and BUDGET; every other staged
-# harness's gpu_* tests. Steps are bounded (tests 150 s, A/B 260 s, bench
+# harness's gpu_* tests (HARNESSES=1: every staged harness but the
+# gpu_backend ones, e.g. stage-variants.sh's TESTS). Steps are bounded (tests 150 s, A/B 260 s, bench
 # 60 s a binary); logs and JSON go to $OUT.
 set -u
 rounds=$1; shift
@@ -58,7 +59,8 @@ if [[ -n ${BUDGET:-} ]]; then
 fi
 if [[ -n ${HARNESSES:-} ]]; then
   for t in .gpu/tests/*.test; do
-    [[ $t == *gpu_backend.test ]] && continue
+    # gpu_backend harnesses ran above.
+    [[ $(basename "$t") == gpu_backend* ]] && continue
     timeout 120 "$t" gpu_ --test-threads=1 >"$OUT/$(basename "$t").log" 2>&1
     echo "$(basename "$t") rc=$?: $(grep -E '^test result' "$OUT/$(basename "$t").log" | tail -1)"
   done

@@ -13,6 +13,14 @@
 # gpu_backend-NAME harness before the A/B. Worktrees live under
 # ${HEMEM_VARIANTS:-/tmp/hemem-variants}; each keeps its target folder, so
 # a second staging rebuilds only what changed.
+#
+# Two optional settings:
+#   TESTS="PACKAGE:TARGET ..."   also stage those test harnesses of every
+#       variant whose tree has them, as .gpu/tests/TARGET-NAME.test
+#       (gpu-lever.sh runs them with HARNESSES=1);
+#   ALIASES="ALIAS=NAME:VAR=VALUE ..."   a staged binary hemem-ALIAS that
+#       runs hemem-NAME with VAR=VALUE (one build, two settings: e.g.
+#       pdl-off=pdl:HEMEM_DEPENDENT_LAUNCH=off as the baseline of branch pdl).
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 cd "$root"
@@ -50,5 +58,35 @@ PY
   cp "$harness" ".gpu/tests/gpu_backend-$name.test"
   strip ".gpu/bin/hemem-$name" ".gpu/tests/gpu_backend-$name.test"
   echo "staged $rev ($(git -C "$tree" rev-parse --short HEAD)) as hemem-$name"
+  for spec in ${TESTS:-}; do
+    package=${spec%%:*} test=${spec#*:}
+    [[ -n $(find "$tree" -path "*/tests/$test.rs" -not -path '*/target*' | head -1) ]] || continue
+    json=$(mktemp)
+    (cd "$tree" && CARGO_TARGET_DIR=$target cargo test --release -p "$package" --test "$test" \
+      --no-run --message-format=json -q >"$json")
+    exe=$(python3 - "$json" "$test" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[2]:
+        print(m["executable"])
+PY
+)
+    rm -f "$json"
+    cp "$exe" ".gpu/tests/$test-$name.test"
+    strip ".gpu/tests/$test-$name.test"
+    echo "  with $test-$name.test"
+  done
+done
+for alias in ${ALIASES:-}; do
+  short=${alias%%=*} rest=${alias#*=}
+  target_name=${rest%%:*} setting=${rest#*:}
+  [[ -x .gpu/bin/hemem-$target_name ]] || { echo "alias $short: hemem-$target_name is not staged" >&2; exit 1; }
+  printf '#!/usr/bin/env bash\n%s exec "$(dirname "$0")/hemem-%s" "$@"\n' "$setting" "$target_name" >".gpu/bin/hemem-$short"
+  chmod +x ".gpu/bin/hemem-$short"
+  echo "staged hemem-$short: hemem-$target_name with $setting"
 done
 du -sh .gpu
