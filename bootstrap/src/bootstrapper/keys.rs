@@ -133,13 +133,15 @@ impl BootstrapKeys {
     /// # Errors
     /// As [`key_request`].
     pub fn planned_bytes(schedule: &BootstrapSchedule, params: &Parameters) -> Result<u64> {
+        // The request checks the schedule before its levels are used.
+        let request = key_request(schedule, params)?;
         let sse = if schedule.choice.sse {
             params.switching_key_bytes_at(Level(0), false)
                 + params.switching_key_bytes_at(Level(schedule.top_level), false)
         } else {
             0
         };
-        Ok(key_request(schedule, params)?.key_bytes(params) + sse)
+        Ok(request.key_bytes(params) + sse)
     }
 
     /// Regenerates and keeps every key's uniform halves (twice the bytes):
@@ -300,8 +302,11 @@ pub(super) fn subsum_steps(slots: usize, max_slots: usize) -> Vec<i64> {
 /// level so that the same keys serve user computation.
 ///
 /// # Errors
-/// [`Error::InvalidSlots`] for a schedule of more slots than `params` have.
+/// [`BootstrapSchedule::check_for`]'s, for a schedule that does not fit
+/// `params` (so the keys of a schedule the bootstrapper would refuse are
+/// never generated or sized).
 pub fn key_request(schedule: &BootstrapSchedule, params: &Parameters) -> Result<KeySetRequest> {
+    schedule.check_for(params)?;
     let n = params.degree().get();
     let mut levels: BTreeMap<KeyKind, Level> = BTreeMap::new();
     let mut need = |kind: KeyKind, level: usize| {

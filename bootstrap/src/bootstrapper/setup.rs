@@ -120,6 +120,8 @@ impl Bootstrapper {
             working_reserve,
             shared_expansions,
         } = options;
+        // Before anything sizes memory from the schedule's public fields.
+        schedule.check_for(context.params())?;
         let shared_expansions = match shared_expansions {
             None => default_shared_expansions(context, &schedule),
             Some(0) => {
@@ -137,12 +139,12 @@ impl Bootstrapper {
                 name: params.name().to_owned(),
             });
         }
-        // Keys of another context switch to noise; a schedule for other
-        // parameters fails later with a misleading scale error.
+        // Keys of another context switch to noise (the schedule was
+        // checked above: one for other parameters would fail later with a
+        // misleading scale error).
         if let Some(home) = keys.context() {
             context.check_same(home)?;
         }
-        schedule.check_for(params)?;
         if schedule.choice.sse && keys.sse.is_none() {
             return Err(Error::InvalidParameter {
                 name: "keys",

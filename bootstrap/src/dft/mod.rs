@@ -128,8 +128,10 @@ impl HomomorphicDft {
     pub fn new(kind: DftKind, n: usize, log_radices: &[u32]) -> Result<Self> {
         check_slots(n)?;
         let log_n = n.trailing_zeros();
-        let sum: u32 = log_radices.iter().sum();
-        if sum != log_n {
+        // In u64: radices near u32::MAX must not wrap to a valid sum.
+        let wide: u64 = log_radices.iter().map(|&r| u64::from(r)).sum();
+        let sum = u32::try_from(wide).unwrap_or(u32::MAX);
+        if wide != u64::from(log_n) {
             return Err(Error::InvalidRadices {
                 sum,
                 log_slots: log_n,

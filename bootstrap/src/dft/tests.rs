@@ -164,6 +164,12 @@ fn scaling_and_bad_input() {
         HomomorphicDft::new(DftKind::SlotToCoeff, n, &[3, 2]),
         Err(Error::InvalidRadices { .. })
     ));
+    // Radices whose u32 sum would wrap to log2 n are refused, not wrapped.
+    let log_n = n.trailing_zeros();
+    assert!(matches!(
+        HomomorphicDft::new(DftKind::CoeffToSlot, n, &[u32::MAX, log_n + 1, 0]),
+        Err(Error::InvalidRadices { sum: u32::MAX, .. })
+    ));
     assert!(matches!(
         HomomorphicDft::new(DftKind::SlotToCoeff, 48, &[3, 2]),
         Err(Error::InvalidSlots { .. })

@@ -205,10 +205,13 @@ impl BootstrapSchedule {
         1usize.checked_shl(self.log_slots).unwrap_or(0)
     }
 
-    /// Checks that this schedule fits `params`, as the bootstrapper and the
-    /// simulator do before they use it: made for parameters of that name,
-    /// top level and post-bootstrap level, with a slot count no larger than
-    /// theirs, and one DFT radix per DFT level, together factoring it.
+    /// Checks the fields that size and place this schedule against
+    /// `params`, as the bootstrapper, the key request and the simulator do
+    /// before they use it: made for parameters of that name, top level and
+    /// post-bootstrap level, with a slot count no larger than theirs, and
+    /// one DFT radix per DFT level, together factoring it. The EvalMod
+    /// circuit and the scales are not checked here: the stages refuse
+    /// scales out of range and levels too low as they run.
     ///
     /// # Errors
     /// [`Error::InvalidParameter`] naming `schedule` (other parameters),
@@ -399,7 +402,22 @@ mod tests {
                 Err(Error::InvalidParameter { name, .. }) => assert_eq!(name, field),
                 other => panic!("{field}: {other:?}"),
             }
+            // Keys are neither sized nor requested for it.
+            match crate::BootstrapKeys::planned_bytes(&s, &params) {
+                Err(Error::InvalidParameter { name, .. }) => assert_eq!(name, field),
+                other => panic!("{field}: planned bytes {other:?}"),
+            }
         }
+        // A radix list that would underflow the key request's levels.
+        let mut deep = good.clone();
+        deep.stc_log_radices = vec![0, 0, 0, 0, good.log_slots];
+        assert!(matches!(
+            crate::bootstrapper::key_request(&deep, &params),
+            Err(Error::InvalidParameter {
+                name: "stc_log_radices",
+                ..
+            })
+        ));
         let mut huge = good.clone();
         huge.log_slots = 64;
         assert_eq!(huge.slots(), 0);
