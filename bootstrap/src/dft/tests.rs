@@ -174,6 +174,15 @@ fn scaling_and_bad_input() {
         HomomorphicDft::new(DftKind::SlotToCoeff, 48, &[3, 2]),
         Err(Error::InvalidSlots { .. })
     ));
+    // Past the largest ring's slot count: refused before any matrix is
+    // allocated (2^40 slots would abort the process).
+    assert!(matches!(
+        HomomorphicDft::new(DftKind::CoeffToSlot, 1 << 40, &[14, 13, 13]),
+        Err(Error::InvalidSlots {
+            max: matrix::MAX_SLOTS,
+            ..
+        })
+    ));
     // More levels than stages: identity factors keep the level count.
     let tiny = HomomorphicDft::with_levels(DftKind::SlotToCoeff, 2, 3).unwrap();
     assert_eq!(tiny.levels(), 3);
