@@ -25,6 +25,14 @@ set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 cd "$root"
 base=${HEMEM_VARIANTS:-/tmp/hemem-variants}
+# The settings are checked before .gpu/ is wiped.
+for spec in ${TESTS:-}; do
+  [[ $spec =~ ^[A-Za-z0-9_-]+:[A-Za-z0-9_]+$ ]] || { echo "TESTS: $spec is not PACKAGE:TARGET" >&2; exit 1; }
+done
+for alias in ${ALIASES:-}; do
+  [[ $alias =~ ^[A-Za-z0-9_.-]+=[A-Za-z0-9_.-]+:[A-Z_][A-Z0-9_]*=[A-Za-z0-9_.,:/-]*$ ]] ||
+    { echo "ALIASES: $alias is not ALIAS=NAME:VAR=VALUE" >&2; exit 1; }
+done
 mkdir -p "$base"
 # Worktrees whose folders are gone (a wiped /tmp) are forgotten first.
 git worktree prune
@@ -60,7 +68,14 @@ PY
   echo "staged $rev ($(git -C "$tree" rev-parse --short HEAD)) as hemem-$name"
   for spec in ${TESTS:-}; do
     package=${spec%%:*} test=${spec#*:}
-    [[ -n $(find "$tree" -path "*/tests/$test.rs" -not -path '*/target*' | head -1) ]] || continue
+    # Only where this tree's PACKAGE has that test target.
+    has=$(cd "$tree" && cargo metadata --no-deps --format-version 1 | python3 -c '
+import json, sys
+package, test = sys.argv[1], sys.argv[2]
+for p in json.load(sys.stdin)["packages"]:
+    if p["name"] == package and any(t["name"] == test and "test" in t["kind"] for t in p["targets"]):
+        print("yes")' "$package" "$test")
+    [[ $has == yes ]] || continue
     json=$(mktemp)
     (cd "$tree" && CARGO_TARGET_DIR=$target cargo test --release -p "$package" --test "$test" \
       --no-run --message-format=json -q >"$json")
