@@ -335,6 +335,11 @@ fn bad_flags_are_refused_before_key_setup() {
     let cases: &[(&[&str], &str)] = &[
         (&["bootstrap", "--iterations", "0"], "at least 1"),
         (&["bootstrap", "--batch", "0"], "at least 1"),
+        (&["bootstrap", "--batch", "1025"], "at most 1024"),
+        (
+            &["bootstrap", "--batch", "4611686018427387904"],
+            "at most 1024",
+        ),
         (&["bootstrap", "--shared-expansions", "0"], "at least 1"),
         (&["bench", "ckks", "--iterations", "0"], "at least 1"),
         (

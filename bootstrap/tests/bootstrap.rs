@@ -424,6 +424,24 @@ fn bad_input_is_a_typed_error() {
             ..
         })
     ));
+    // A working reserve past any memory leaves no room: every diagonal
+    // stays compact (the reserve's byte count saturates instead of
+    // wrapping to a small one).
+    let keys = BootstrapKeys::generate(&keygen, &s.secret, &sparse).unwrap();
+    let huge = Bootstrapper::with_options(
+        &s.context,
+        sparse.clone(),
+        keys,
+        BootstrapOptions {
+            working_reserve: Some(u64::MAX),
+            ..BootstrapOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        huge.storage(),
+        hemem_bootstrap::linear_transform::DiagonalStorage::Compact
+    );
     // A schedule whose public slot count was changed past N/2 (64 would
     // overflow the shift) is refused before any key or diagonal is made.
     for log_slots in [sparse.log_slots + 20, 64] {

@@ -1639,6 +1639,26 @@ fn scales_outside_one_to_q_l_are_refused_where_objects_are_made() {
             "{bad}"
         );
     }
+    // Integer coefficients tagged with a slot count the context does not
+    // have (0 slots made a later rotation divide by zero), or placed past
+    // the last coefficient (usize::MAX overflowed the error's length).
+    let scale = params.default_scale(level).unwrap();
+    let n = params.degree().get();
+    for bad_slots in [0, 3, n] {
+        assert!(
+            matches!(
+                s.encoder
+                    .encode_integer_coefficients(&[(0, 1.0)], level, scale, bad_slots),
+                Err(Error::Operand(OperandError::InvalidSlots { .. }))
+            ),
+            "{bad_slots}"
+        );
+    }
+    assert!(matches!(
+        s.encoder
+            .encode_integer_coefficients(&[(usize::MAX, 1.0)], level, scale, slots),
+        Err(Error::LengthMismatch { .. })
+    ));
     // A constant whose coefficient would wrap around Q_0 (1e5 at scale
     // 2^42 over a 58-bit q_0), added or multiplied, as the encoder refuses.
     let level0 = eval.level_down(&ct, Level(0)).unwrap();

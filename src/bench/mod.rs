@@ -13,3 +13,10 @@ pub mod bm_bootstrap;
 pub mod measure;
 pub mod oversub;
 pub mod workload;
+
+/// The most ciphertexts one benchmarked batch takes (`hemem bootstrap
+/// --batch`, the sweep's `bootstrap_batchB`): each is a copy of the input
+/// held on the host and the device at once, and a batch the budget refuses
+/// is halved anyway, so a larger count only asks for memory no machine has
+/// (a batch of 2^30 aborted allocating 24 GB of ciphertext handles).
+pub const MAX_BATCH: usize = 1024;

@@ -41,8 +41,9 @@ pub struct Args {
     iterations: usize,
     /// Bootstrap B copies of the input at once, stage by stage
     /// (`Bootstrapper::bootstrap_many`): each key and diagonal serves the
-    /// whole batch; times are per ciphertext, bytes moved per batch.
-    #[arg(long, default_value_t = 1, value_name = "B", value_parser = super::at_least_one)]
+    /// whole batch; times are per ciphertext, bytes moved per batch (B at
+    /// most 1024).
+    #[arg(long, default_value_t = 1, value_name = "B", value_parser = super::batch_size)]
     batch: usize,
     /// Spread each batch of B different inputs over these devices (GPU
     /// ordinals, or cpu / gpu:N; the same GPU twice is two logical

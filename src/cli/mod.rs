@@ -58,6 +58,15 @@ fn at_least_one(s: &str) -> Result<usize, String> {
     }
 }
 
+/// A batch size: at least one, at most [`hemem::bench::MAX_BATCH`].
+fn batch_size(s: &str) -> Result<usize, String> {
+    use hemem::bench::MAX_BATCH;
+    match at_least_one(s)? {
+        n if n > MAX_BATCH => Err(format!("must be at most {MAX_BATCH}")),
+        n => Ok(n),
+    }
+}
+
 /// Checks, before any long work, that `path` can be created: its folder
 /// exists (a mistyped folder would otherwise be found only when the
 /// results are written, after minutes of key generation or bootstraps).

@@ -328,12 +328,17 @@ pub(super) fn fit(
     let (stc_compact, stc_extra) = totals(&stc_sizes);
     let cached = STC_CACHE_CAPACITY as u64;
     let reserve = working_reserve.unwrap_or_else(|| working_ciphertexts(context));
-    let working = reserve * top_ciphertext_bytes(context, schedule);
+    // Saturating: a reserve past any memory (a user's `working_reserve`)
+    // leaves no room, so everything stays compact, instead of wrapping.
+    let working = reserve.saturating_mul(top_ciphertext_bytes(context, schedule));
     let compact = Fitted {
         storage: DiagonalStorage::Compact,
         ..Fitted::default()
     };
-    let Some(spare) = spare_room(context, working + cts_compact + cached * stc_compact) else {
+    let needed = working
+        .saturating_add(cts_compact)
+        .saturating_add(cached.saturating_mul(stc_compact));
+    let Some(spare) = spare_room(context, needed) else {
         return Ok(compact);
     };
     // Keys an evaluator already shares stay as they are.

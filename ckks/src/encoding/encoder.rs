@@ -266,6 +266,9 @@ impl Encoder {
         class: MemoryClass,
         extended: bool,
     ) -> Result<Plaintext> {
+        // The slot count the plaintext is tagged with must be one the
+        // context has (0 slots divided a rotation by zero).
+        self.context.check_slots(slots)?;
         let params = self.context.params();
         let n = params.degree().get();
         let q_moduli = params
@@ -286,7 +289,7 @@ impl Encoder {
                 for &(i, v) in coefficients {
                     let slot = limb.get_mut(i).ok_or(crate::Error::LengthMismatch {
                         expected: n,
-                        actual: i + 1,
+                        actual: i.saturating_add(1),
                     })?;
                     *slot = m.reduce_f64(v).ok_or(OperandError::NonFiniteValue)?;
                 }

@@ -80,7 +80,8 @@ impl FromStr for Operation {
     type Err = Error;
 
     /// Parses `add`, `mult`, `rotate`, `conjugate`, `bootstrap`,
-    /// `bootstrap_batchB` (B ≥ 1) or `inference`.
+    /// `bootstrap_batchB` (1 ≤ B ≤ [`MAX_BATCH`](super::super::MAX_BATCH))
+    /// or `inference`.
     fn from_str(s: &str) -> Result<Self> {
         let unknown = || Error::UnknownOperation { name: s.to_owned() };
         Ok(match s.trim() {
@@ -94,7 +95,7 @@ impl FromStr for Operation {
                 let b: usize = other
                     .strip_prefix("bootstrap_batch")
                     .and_then(|b| b.parse().ok())
-                    .filter(|&b| b >= 1)
+                    .filter(|b| (1..=super::super::MAX_BATCH).contains(b))
                     .ok_or_else(unknown)?;
                 Self::BootstrapBatch(b)
             }

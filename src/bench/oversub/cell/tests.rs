@@ -21,6 +21,8 @@ fn operations_and_budgets_round_trip() {
     for bad in [
         "div",
         "bootstrap_batch0",
+        "bootstrap_batch1025",
+        "bootstrap_batch4611686018427387904",
         "bootstrap_batch",
         "bootstrap_batchx",
     ] {
