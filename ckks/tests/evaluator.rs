@@ -1760,3 +1760,39 @@ fn galois_keys_take_elements_modulo_two_n_and_refuse_even_ones() {
         .unwrap();
     assert_eq!(conj.kind(), hemem_ckks::keys::KeyKind::Conjugation);
 }
+
+/// `RnsPoly::automorphism` (and every backend's) takes its Galois element
+/// modulo 2N and refuses an even one: `5 + 2N` is rotation by one,
+/// `u64::MAX` (odd, `2N − 1` modulo 2N) is conjugation, and 2 or 0, which
+/// are not automorphisms, are typed errors (the CPU overflowed on 0 and
+/// `u64::MAX` in debug builds and applied 2 as a garbage map).
+#[test]
+fn automorphisms_take_elements_modulo_2n_and_refuse_even_ones() {
+    let s = Setup::new(Preset::TestFGb, 137);
+    let n = s.context.params().degree().get();
+    let two_n = 2 * n as u64;
+    let mut rng = seeded_rng(137);
+    let ct = s.encrypt(&unit_disk(&mut rng, s.context.params().slots()));
+    let x = ct.parts().0;
+    let apply = |g: u64| {
+        x.automorphism(GaloisElement(g), MemoryClass::Temporary)
+            .and_then(|p| p.to_words())
+    };
+    let five = apply(5).unwrap();
+    assert_ne!(five, x.to_words().unwrap());
+    assert_eq!(apply(5 + two_n).unwrap(), five);
+    assert_eq!(apply(5 + 7 * two_n).unwrap(), five);
+    assert_eq!(
+        apply(u64::MAX).unwrap(),
+        apply(GaloisElement::conjugation(n).0).unwrap()
+    );
+    for even in [0, 2, two_n, u64::MAX - 1] {
+        assert!(
+            matches!(
+                apply(even),
+                Err(Error::Key(KeyError::InvalidGaloisElement { .. }))
+            ),
+            "{even}"
+        );
+    }
+}

@@ -6,6 +6,7 @@ use hemem_memory::MemoryClass;
 
 use super::switching::regenerate_uniform;
 use super::{KeyKind, KeySet, KeySetRequest, PublicKey, SecretKey, SwitchingKey};
+use crate::Result;
 use crate::backend::{BinaryOp, Limbs, LimbsMut, contiguous};
 use crate::context::Context;
 use crate::ntt::GaloisElement;
@@ -13,7 +14,6 @@ use crate::params::{ERROR_STD_DEV, Level};
 use crate::poly::{Coeff, Ntt, RnsPoly};
 use crate::progress::{NoProgress, Progress};
 use crate::sampling::{Sampler, SeedPrf, UniformSeed};
-use crate::{KeyError, Result};
 
 /// Makes keys for a context, drawing randomness from a ChaCha20 stream seeded
 /// from the operating system (or, with the `test-utils` feature, from a fixed
@@ -314,15 +314,7 @@ impl KeyGenerator {
         let n = self.context.params().degree().get();
         // Elements are taken modulo 2N (so that a key is filed under the
         // element lookups ask for), and must be odd.
-        let two_n = 2 * n as u64;
-        let g = GaloisElement(g.0 % two_n);
-        if g.0.is_multiple_of(2) {
-            return Err(KeyError::InvalidGaloisElement {
-                element: g.0,
-                two_n,
-            }
-            .into());
-        }
+        let g = g.reduced(n)?;
         let kind = if g == GaloisElement::conjugation(n) {
             KeyKind::Conjugation
         } else {

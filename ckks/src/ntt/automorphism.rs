@@ -31,6 +31,27 @@ impl GaloisElement {
     pub fn conjugation(n: usize) -> Self {
         Self(2 * n as u64 - 1)
     }
+
+    /// This element modulo `2N` for the ring of degree `n`, checked to be
+    /// an automorphism (odd): what every operation that applies one takes,
+    /// so that an element given as `g + 2N` is the same automorphism and an
+    /// even one is refused rather than applied as a non-invertible map.
+    ///
+    /// # Errors
+    /// [`KeyError::InvalidGaloisElement`](crate::KeyError::InvalidGaloisElement)
+    /// for an even element.
+    pub fn reduced(self, n: usize) -> crate::Result<Self> {
+        let two_n = 2 * n as u64;
+        let g = Self(self.0 % two_n.max(1));
+        if g.0.is_multiple_of(2) {
+            return Err(crate::KeyError::InvalidGaloisElement {
+                element: g.0,
+                two_n,
+            }
+            .into());
+        }
+        Ok(g)
+    }
 }
 
 /// Reverses the low `bits` bits of `x`.
@@ -44,7 +65,8 @@ pub fn bit_reverse(x: usize, bits: u32) -> usize {
 }
 
 /// The permutation of NTT-domain evaluations (bit-reversed order) that applies
-/// `X ↦ X^g`: `out[j] = in[perm[j]]`.
+/// `X ↦ X^g`: `out[j] = in[perm[j]]`, for an odd `g` (as
+/// [`GaloisElement::reduced`] checks; the backends call it first).
 ///
 /// Evaluation `j` sits at `ψ^(2·bitrev(j)+1)`; the automorphism's value there is
 /// the input's value at `ψ^(g·(2·bitrev(j)+1))`.
@@ -53,7 +75,8 @@ pub fn automorphism_permutation(n: usize, g: GaloisElement) -> Vec<usize> {
     let mask = 2 * n as u64 - 1;
     (0..n)
         .map(|j| {
-            let e = (g.0 * (2 * bit_reverse(j, bits) as u64 + 1)) & mask;
+            // Wrapping: 2N divides 2^64, so the product modulo 2N is exact.
+            let e = g.0.wrapping_mul(2 * bit_reverse(j, bits) as u64 + 1) & mask;
             bit_reverse(((e - 1) / 2) as usize, bits)
         })
         .collect()
@@ -66,7 +89,7 @@ pub fn apply_automorphism_coeff(a: &[u64], g: GaloisElement, q: u64) -> Vec<u64>
     let mask = 2 * n as u64 - 1;
     let mut out = vec![0u64; n];
     for (i, &c) in a.iter().enumerate() {
-        let e = (i as u64 * g.0) & mask;
+        let e = (i as u64).wrapping_mul(g.0) & mask;
         let (idx, negate) = if e >= n as u64 {
             (e as usize - n, true)
         } else {

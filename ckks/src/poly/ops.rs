@@ -261,10 +261,11 @@ impl RnsPoly<Ntt> {
         Ok((out0, out1))
     }
 
-    /// `X ↦ X^g` in a new buffer of `class`.
+    /// `X ↦ X^g` in a new buffer of `class` (`g` taken modulo `2N`).
     ///
     /// # Errors
-    /// Allocation errors.
+    /// [`KeyError::InvalidGaloisElement`](crate::KeyError::InvalidGaloisElement)
+    /// for an even `g`; allocation errors.
     pub fn automorphism(&self, g: GaloisElement, class: MemoryClass) -> Result<Self> {
         let mut out = Self::allocate(&self.backend, &self.moduli, class, self.is_sensitive())?;
         self.backend

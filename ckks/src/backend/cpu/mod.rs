@@ -142,6 +142,7 @@ impl CpuBackend {
     }
 
     fn permutation(&self, g: GaloisElement) -> Result<Arc<Vec<usize>>> {
+        let g = g.reduced(self.degree)?;
         if let Some(p) = self
             .permutations
             .read()

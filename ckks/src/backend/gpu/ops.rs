@@ -550,6 +550,7 @@ impl Backend for GpuBackend {
     }
 
     fn automorphism(&self, x: Limbs<'_>, g: GaloisElement, out: LimbsMut<'_>) -> Result<()> {
+        let g = g.reduced(self.degree)?;
         same_length(x.len(), out.len())?;
         let _guard = self.allocator.prepare(&[x.buffer, out.buffer])?;
         let (xa, ma) = self.read_view(&x)?;
