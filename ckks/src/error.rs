@@ -500,6 +500,13 @@ pub enum OperandError {
         "the plaintext is kept periodic, which only multiplications read; encode it with Encoder::encode_at for other uses"
     )]
     PeriodicPlaintext,
+    /// A Gaussian width that is negative or not a finite number: no
+    /// sample could ever be drawn within its truncation.
+    #[error("Gaussian width {sigma} is not a finite number at least 0")]
+    InvalidStdDev {
+        /// The width given.
+        sigma: f64,
+    },
     /// Noise flooding so wide the result would keep no precision.
     #[error(
         "noise flooding of 2^{flood_log2:.1} would leave no precision at scale 2^{scale_log2:.1}; lower the security goal or raise the scale"

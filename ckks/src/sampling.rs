@@ -95,11 +95,16 @@ impl Sampler {
         self.rng.next_u64()
     }
 
-    /// A uniform residue modulo `q` (rejection sampling on the bit length).
+    /// A uniform residue modulo `q` (rejection sampling on the bit length);
+    /// `q = 0` stands for `2^64`, any word (no residue modulo 0 exists, and
+    /// the rejection loop would never end).
     ///
     /// Variable time: the number of rejected words varies, independently of
     /// the value returned (see the module's "Timing").
     pub fn uniform_mod(&mut self, q: u64) -> u64 {
+        if q == 0 {
+            return self.rng.next_u64();
+        }
         let bits = 64 - q.leading_zeros();
         let mask = if bits >= 64 {
             u64::MAX
@@ -198,7 +203,15 @@ impl Sampler {
     /// the errors drawn; the 6σ resampling (probability about 2·10⁻⁹ per
     /// sample) reveals only that a discarded sample was out of range (see the
     /// module's "Timing").
-    pub fn gaussian(&mut self, n: usize, sigma: f64) -> Zeroizing<Vec<i64>> {
+    ///
+    /// # Errors
+    /// [`OperandError::InvalidStdDev`](crate::OperandError::InvalidStdDev)
+    /// for a negative or non-finite `sigma` (no sample would ever fall
+    /// within the truncation).
+    pub fn gaussian(&mut self, n: usize, sigma: f64) -> Result<Zeroizing<Vec<i64>>> {
+        if !(sigma.is_finite() && sigma >= 0.0) {
+            return Err(crate::OperandError::InvalidStdDev { sigma }.into());
+        }
         let bound = 6.0 * sigma;
         let mut out = Zeroizing::new(Vec::with_capacity(n));
         while out.len() < n {
@@ -213,7 +226,7 @@ impl Sampler {
                 }
             }
         }
-        out
+        Ok(out)
     }
 
     /// A continuous Gaussian sample of width `sigma`, rounded to an integer
@@ -240,7 +253,22 @@ mod tests {
         let plus = t.iter().filter(|&&x| x == 1).count();
         assert!((60..=132).contains(&plus), "{plus}");
 
-        let g = s.gaussian(1 << 16, 3.2);
+        // Widths no sample can be drawn within are refused (they looped
+        // forever); a width of 0 gives zeros.
+        for bad in [-1.0, f64::NAN, f64::INFINITY] {
+            assert!(
+                matches!(
+                    s.gaussian(8, bad),
+                    Err(Error::Operand(crate::OperandError::InvalidStdDev { .. }))
+                ),
+                "{bad}"
+            );
+        }
+        assert!(s.gaussian(8, 0.0).unwrap().iter().all(|&x| x == 0));
+        // q = 0 stands for 2^64 (the rejection loop never ended).
+        let words: Vec<u64> = (0..64).map(|_| s.uniform_mod(0)).collect();
+        assert!(words.iter().any(|&w| w > u64::from(u32::MAX)));
+        let g = s.gaussian(1 << 16, 3.2).unwrap();
         let mean = g.iter().sum::<i64>() as f64 / g.len() as f64;
         let var = g.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / g.len() as f64;
         assert!(mean.abs() < 0.05, "{mean}");

@@ -86,8 +86,8 @@ impl Encryptor {
             let mut s = self.sampler();
             (
                 s.zero_one(n),
-                s.gaussian(n, ERROR_STD_DEV),
-                s.gaussian(n, ERROR_STD_DEV),
+                s.gaussian(n, ERROR_STD_DEV)?,
+                s.gaussian(n, ERROR_STD_DEV)?,
             )
         };
         let v = RnsPoly::<Coeff>::from_signed(backend, &qp, MemoryClass::Temporary, &v, false)?
@@ -153,7 +153,7 @@ impl Encryptor {
         let (a, e) = {
             let mut s = self.sampler();
             let a = RnsPoly::<Ntt>::uniform(backend, &q, MemoryClass::Ciphertext, &mut s)?;
-            (a, s.gaussian(n, ERROR_STD_DEV))
+            (a, s.gaussian(n, ERROR_STD_DEV)?)
         };
         let mut c0 =
             RnsPoly::<Coeff>::from_signed(backend, &q, MemoryClass::Ciphertext, &e, false)?

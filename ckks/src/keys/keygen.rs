@@ -120,7 +120,7 @@ impl KeyGenerator {
         let backend = self.context.backend();
         let n = self.context.params().degree().get();
         let a = RnsPoly::<Ntt>::uniform(backend, moduli, class, sampler)?;
-        let e = sampler.gaussian(n, ERROR_STD_DEV);
+        let e = sampler.gaussian(n, ERROR_STD_DEV)?;
         let mut b = RnsPoly::<Coeff>::from_signed(backend, moduli, class, &e, false)?.into_ntt()?;
         let mut s_moduli = Vec::new();
         let s = secret.poly.select(moduli, &mut s_moduli)?;
@@ -183,7 +183,7 @@ impl KeyGenerator {
         let seed = UniformSeed::new(*sampler.seed(), self.uniform_prf);
         let mut b = Vec::with_capacity(digits);
         for j in 0..digits {
-            let e = sampler.gaussian(n, ERROR_STD_DEV);
+            let e = sampler.gaussian(n, ERROR_STD_DEV)?;
             let mut b_j = RnsPoly::<Coeff>::from_signed(
                 backend,
                 &moduli,

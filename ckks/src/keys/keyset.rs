@@ -70,16 +70,13 @@ impl KeySetRequest {
     }
 }
 
-/// `±2^i` for `2^i < slots`.
+/// `±2^i` for `2^i < slots` (at most `2^62`: rotation steps are `i64`).
 pub fn power_of_two_rotations(slots: usize) -> Vec<i64> {
-    let mut steps = Vec::new();
-    let mut k = 1i64;
-    while (k as usize) < slots {
-        steps.push(k);
-        steps.push(-k);
-        k *= 2;
-    }
-    steps
+    (0..63)
+        .map(|i| 1i64 << i)
+        .take_while(|&k| (k as u64) < slots as u64)
+        .flat_map(|k| [k, -k])
+        .collect()
 }
 
 /// Evaluation keys by purpose: relinearisation, conjugation, and rotations by
@@ -195,5 +192,23 @@ impl KeySet {
     /// Bytes of all keys as held now.
     pub fn size_bytes(&self) -> usize {
         self.keys().map(SwitchingKey::size_bytes).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn power_of_two_rotations_stop_below_the_slot_count_and_never_overflow() {
+        assert_eq!(power_of_two_rotations(1), Vec::<i64>::new());
+        assert_eq!(power_of_two_rotations(8), vec![1, -1, 2, -2, 4, -4]);
+        assert_eq!(power_of_two_rotations(9).len(), 8);
+        // Past 2^62 the steps end at ±2^62 (k *= 2 overflowed, and in
+        // release builds wrapped into an endless loop).
+        let all = power_of_two_rotations(usize::MAX);
+        assert_eq!(all.len(), 126);
+        assert_eq!(all.last(), Some(&-(1i64 << 62)));
+        assert_eq!(KeySetRequest::full(usize::MAX).rotations.len(), 126);
     }
 }
