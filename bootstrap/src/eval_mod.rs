@@ -90,14 +90,28 @@ pub struct EvalMod {
     arcsine_poly: Option<Polynomial>,
 }
 
+/// The highest cosine or arcsine degree [`EvalMod::new`] fits: `2^12 − 1`,
+/// twelve levels for the polynomial alone, more than any parameters leave
+/// EvalMod (the presets use 63 and 127); fitting is quadratic in the
+/// degree, and `usize::MAX` overflowed the fit's node count.
+pub const MAX_DEGREE: usize = (1 << 12) - 1;
+
 impl EvalMod {
     /// Fits the polynomials of `config`.
     ///
     /// # Errors
     /// [`Error::InvalidParameter`] for `K = 0` or more than 30 double
-    /// angles, [`Error::InvalidDegree`] for a zero cosine degree or an even
-    /// arcsine degree.
+    /// angles, [`Error::InvalidDegree`] for a zero cosine degree, an even
+    /// arcsine degree, or either above [`MAX_DEGREE`].
     pub fn new(config: EvalModConfig) -> Result<Self> {
+        for degree in [config.cosine_degree]
+            .into_iter()
+            .chain(config.arcsine.map(|a| a.degree))
+        {
+            if degree > MAX_DEGREE {
+                return Err(Error::InvalidDegree { degree });
+            }
+        }
         if config.k == 0 {
             return Err(Error::InvalidParameter {
                 name: "K",
@@ -441,5 +455,19 @@ mod tests {
         );
         let refused = EvalMod::new(EvalModConfig::cosine(0, 63, 3));
         assert!(matches!(refused, Err(Error::InvalidParameter { .. })));
+        // Degrees past any level budget are refused before fitting
+        // (usize::MAX overflowed the node count; 2^40 would not fit).
+        for degree in [MAX_DEGREE + 1, 1 << 40, usize::MAX] {
+            assert!(matches!(
+                EvalMod::new(EvalModConfig::cosine(16, degree, 2)),
+                Err(Error::InvalidDegree { degree: d }) if d == degree
+            ));
+            assert!(matches!(
+                EvalMod::new(
+                    EvalModConfig::cosine(16, 63, 2).with_arcsine(degree, ArcsineFit::Taylor)
+                ),
+                Err(Error::InvalidDegree { degree: d }) if d == degree
+            ));
+        }
     }
 }

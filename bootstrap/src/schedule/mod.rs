@@ -117,6 +117,14 @@ impl BootstrapSchedule {
         }
         let prime = |l: usize| -> Result<f64> { Ok(params.q_modulus(Level(l))?.value() as f64) };
         let q0 = prime(0)?;
+        // ρ = log2(q0/Δ0) leaves Δ0 ≥ 1 only below q0's bit length (and a
+        // ρ of 2^31 or more negated to a wrong exponent).
+        if f64::from(choice.rho) >= q0.log2() {
+            return Err(Error::InvalidParameter {
+                name: "rho",
+                reason: "log2(q0/Δ0) must be below the bit length of q0",
+            });
+        }
         let delta0 = q0 * 2f64.powi(-(choice.rho as i32));
         let s_em = prime(eval_mod_level)?;
         let ratio = (s_em / q0).powf(1.0 / DFT_LEVELS as f64);
@@ -407,6 +415,14 @@ mod tests {
                 Err(Error::InvalidParameter { name, .. }) => assert_eq!(name, field),
                 other => panic!("{field}: planned bytes {other:?}"),
             }
+        }
+        // A ρ that leaves no Δ0 ≥ 1 (2^31 negated to a wrong exponent).
+        for rho in [60, 1 << 31, u32::MAX] {
+            let choice = ScheduleChoice { rho, ..good.choice };
+            assert!(matches!(
+                BootstrapSchedule::new(&params, choice, None),
+                Err(Error::InvalidParameter { name: "rho", .. })
+            ));
         }
         // A radix list that would underflow the key request's levels.
         let mut deep = good.clone();
