@@ -182,6 +182,19 @@ pub enum ParametersError {
         /// The degree.
         degree: usize,
     },
+    /// A field past what hemem's parameter files hold (a name of at most
+    /// 256 bytes, at most 256 primes of each kind) or past any meaning (more
+    /// bootstrap rotation keys than `N`): such parameters would save but
+    /// never load.
+    #[error("{field} is {found}, at most {max}")]
+    FieldTooLarge {
+        /// The field.
+        field: &'static str,
+        /// The largest allowed.
+        max: usize,
+        /// The value given.
+        found: usize,
+    },
 }
 
 /// [`ParametersError::Insecure`]'s bound in words.
@@ -735,6 +748,15 @@ mod tests {
             (
                 ParametersError::LevelOutOfRange { level: 9, max: 4 }.into(),
                 "level 9 is beyond the chain's top level 4",
+            ),
+            (
+                ParametersError::FieldTooLarge {
+                    field: "name (bytes)",
+                    max: 256,
+                    found: 300,
+                }
+                .into(),
+                "name (bytes) is 300, at most 256",
             ),
             (
                 ParametersError::InvalidHammingWeight {

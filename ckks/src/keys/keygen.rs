@@ -294,8 +294,8 @@ impl KeyGenerator {
     ///
     /// # Errors
     /// [`crate::OperandError::ContextMismatch`];
-    /// [`KeyError::InvalidGaloisElement`] for an even element; allocation
-    /// errors.
+    /// [`KeyError::InvalidGaloisElement`](crate::KeyError::InvalidGaloisElement)
+    /// for an even element; allocation errors.
     pub fn galois_key(&self, secret: &SecretKey, g: GaloisElement) -> Result<SwitchingKey> {
         self.galois_key_at(secret, g, self.context.params().max_level())
     }

@@ -14,6 +14,7 @@ mod tests;
 pub use level::{Degree, Dnum, Level, Scale};
 pub use preset::Preset;
 pub use security::{SecurityCheck, SecurityEstimate};
+pub(crate) use spec::MAX_FILE_FIELD;
 pub use spec::ParametersSpec;
 
 use self::fingerprint::fingerprint;
@@ -334,8 +335,17 @@ impl Parameters {
     /// uniform halves regenerated from the seed) or twice when expanded.
     pub fn switching_key_bytes_at(&self, level: Level, expanded: bool) -> u64 {
         let halves = if expanded { 2 } else { 1 };
-        (self.digits_at(level) * halves * (level.primes() + self.p.len()) * self.degree().0 * 8)
-            as u64
+        // Saturating: a level past the chain is no key of these parameters,
+        // and must not overflow (usize::MAX did in debug builds).
+        [
+            self.digits_at(level) as u64,
+            halves,
+            (level.primes() as u64).saturating_add(self.p.len() as u64),
+            self.degree().0 as u64,
+            8,
+        ]
+        .into_iter()
+        .fold(1u64, u64::saturating_mul)
     }
 
     /// Rotation keys a full-slot bootstrap needs, where known.

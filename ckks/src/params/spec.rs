@@ -45,11 +45,32 @@ impl ParametersSpec {
     }
 }
 
+/// The longest name and the most primes of each kind a parameter file
+/// holds (`Parameters::load` refuses more).
+pub(crate) const MAX_FILE_FIELD: usize = 256;
+
 /// Checks a description's fields against each other and the supported
 /// ranges, before any prime is generated.
 pub(super) fn validate(spec: &ParametersSpec) -> Result<()> {
     if !(4..=17).contains(&spec.log_n) {
         return Err(ParametersError::InvalidDegree { log_n: spec.log_n }.into());
+    }
+    // What a parameter file holds (serialize/objects/params.rs): larger
+    // fields would save and then fail to load.
+    let degree = 1usize << spec.log_n;
+    for (field, max, found) in [
+        ("name (bytes)", MAX_FILE_FIELD, spec.name.len()),
+        ("q_bits (primes)", MAX_FILE_FIELD, spec.q_bits.len()),
+        ("p_bits (primes)", MAX_FILE_FIELD, spec.p_bits.len()),
+        (
+            "bootstrap_rotation_keys",
+            degree,
+            spec.bootstrap_rotation_keys.unwrap_or(0),
+        ),
+    ] {
+        if found > max {
+            return Err(ParametersError::FieldTooLarge { field, max, found }.into());
+        }
     }
     if spec.log_slots > spec.log_n - 1 {
         return Err(ParametersError::InvalidSlots {

@@ -531,3 +531,47 @@ fn a_level_past_any_chain_never_counts_zero_primes() {
     assert_eq!(Level(24).primes(), 25);
     assert_eq!(Level(usize::MAX).primes(), usize::MAX);
 }
+
+/// Fields a parameter file cannot hold are refused when the parameters are
+/// made (they saved, then failed to load, or the rotation count was cut to
+/// 32 bits and failed the fingerprint), and a name at the limit round-trips;
+/// a key size at a level past the chain saturates instead of overflowing.
+#[test]
+fn fields_past_what_a_parameter_file_holds_are_refused() {
+    use crate::serialize::Save;
+    let base = Preset::FGb.spec().with_log_n(12);
+    let too_large = |spec: ParametersSpec| match Parameters::new(spec, SecurityCheck::AllowInsecure)
+    {
+        Err(Error::Parameters(ParametersError::FieldTooLarge { field, .. })) => field,
+        other => panic!("{other:?}"),
+    };
+    let mut long = base.clone();
+    long.name = "n".repeat(MAX_FILE_FIELD + 1);
+    assert_eq!(too_large(long), "name (bytes)");
+    let mut many = base.clone();
+    many.q_bits = vec![40; MAX_FILE_FIELD + 1];
+    assert_eq!(too_large(many), "q_bits (primes)");
+    let mut special = base.clone();
+    special.p_bits = vec![60; MAX_FILE_FIELD + 1];
+    assert_eq!(too_large(special), "p_bits (primes)");
+    for count in [(1 << 12) + 1, u32::MAX as usize + 5, usize::MAX] {
+        let mut keys = base.clone();
+        keys.bootstrap_rotation_keys = Some(count);
+        assert_eq!(too_large(keys), "bootstrap_rotation_keys");
+    }
+
+    let mut named = base.clone();
+    named.name = "é".repeat(MAX_FILE_FIELD / 2);
+    named.bootstrap_rotation_keys = Some(1 << 12);
+    let params = Parameters::new(named, SecurityCheck::AllowInsecure).unwrap();
+    let mut bytes = Vec::new();
+    params.save(&mut bytes).unwrap();
+    let back = Parameters::load(bytes.as_slice(), SecurityCheck::AllowInsecure).unwrap();
+    assert_eq!(back.fingerprint(), params.fingerprint());
+    assert!(params.bootstrap_key_set_bytes().is_some());
+
+    assert_eq!(
+        params.switching_key_bytes_at(Level(usize::MAX), true),
+        u64::MAX
+    );
+}

@@ -169,7 +169,7 @@ fn read_opt<R: Read>(r: &mut Reader<R>) -> Result<Option<usize>> {
 
 fn read_bits<R: Read>(r: &mut Reader<R>, field: &'static str) -> Result<Vec<u32>> {
     let count = r.u32()? as usize;
-    if count > 256 {
+    if count > crate::params::MAX_FILE_FIELD {
         return Err(invalid(field));
     }
     (0..count).map(|_| r.u32()).collect()

@@ -62,7 +62,7 @@ impl Parameters {
     pub fn load<R: Read>(r: R, check: SecurityCheck) -> Result<Self> {
         let (header, mut r) = Reader::open(r, Kind::Parameters)?;
         let name_len = r.u32()? as usize;
-        if name_len > 256 {
+        if name_len > crate::params::MAX_FILE_FIELD {
             return Err(invalid("name"));
         }
         let mut name = vec![0u8; name_len];
