@@ -183,9 +183,8 @@ pub enum ParametersError {
         degree: usize,
     },
     /// A field past what hemem's parameter files hold (a name of at most
-    /// 256 bytes, at most 256 primes of each kind) or past any meaning (more
-    /// bootstrap rotation keys than `N`): such parameters would save but
-    /// never load.
+    /// 256 bytes, at most 256 primes of each kind, a rotation count below
+    /// `u32::MAX`): such parameters would save but never load.
     #[error("{field} is {found}, at most {max}")]
     FieldTooLarge {
         /// The field.

@@ -357,7 +357,7 @@ impl Parameters {
     /// relinearisation and conjugation keys.
     pub fn bootstrap_key_set_bytes(&self) -> Option<u64> {
         self.bootstrap_rotation_keys()
-            .map(|r| (r as u64 + 2) * self.switching_key_bytes())
+            .map(|r| (r as u64 + 2).saturating_mul(self.switching_key_bytes()))
     }
 
     /// A 64-bit fingerprint of every field of the description and every

@@ -49,6 +49,10 @@ impl ParametersSpec {
 /// holds (`Parameters::load` refuses more).
 pub(crate) const MAX_FILE_FIELD: usize = 256;
 
+/// The largest rotation count a parameter file holds: a 32-bit field
+/// whose all-ones value means "unknown".
+const MAX_ROTATION_COUNT: usize = u32::MAX as usize - 1;
+
 /// Checks a description's fields against each other and the supported
 /// ranges, before any prime is generated.
 pub(super) fn validate(spec: &ParametersSpec) -> Result<()> {
@@ -57,14 +61,13 @@ pub(super) fn validate(spec: &ParametersSpec) -> Result<()> {
     }
     // What a parameter file holds (serialize/objects/params.rs): larger
     // fields would save and then fail to load.
-    let degree = 1usize << spec.log_n;
     for (field, max, found) in [
         ("name (bytes)", MAX_FILE_FIELD, spec.name.len()),
         ("q_bits (primes)", MAX_FILE_FIELD, spec.q_bits.len()),
         ("p_bits (primes)", MAX_FILE_FIELD, spec.p_bits.len()),
         (
             "bootstrap_rotation_keys",
-            degree,
+            MAX_ROTATION_COUNT,
             spec.bootstrap_rotation_keys.unwrap_or(0),
         ),
     ] {

@@ -534,8 +534,8 @@ fn a_level_past_any_chain_never_counts_zero_primes() {
 
 /// Fields a parameter file cannot hold are refused when the parameters are
 /// made (they saved, then failed to load, or the rotation count was cut to
-/// 32 bits and failed the fingerprint), and a name at the limit round-trips;
-/// a key size at a level past the chain saturates instead of overflowing.
+/// 32 bits and failed the fingerprint), and fields at the limits
+/// round-trip; key sizes past any memory saturate instead of overflowing.
 #[test]
 fn fields_past_what_a_parameter_file_holds_are_refused() {
     use crate::serialize::Save;
@@ -554,7 +554,7 @@ fn fields_past_what_a_parameter_file_holds_are_refused() {
     let mut special = base.clone();
     special.p_bits = vec![60; MAX_FILE_FIELD + 1];
     assert_eq!(too_large(special), "p_bits (primes)");
-    for count in [(1 << 12) + 1, u32::MAX as usize + 5, usize::MAX] {
+    for count in [u32::MAX as usize, u32::MAX as usize + 5, usize::MAX] {
         let mut keys = base.clone();
         keys.bootstrap_rotation_keys = Some(count);
         assert_eq!(too_large(keys), "bootstrap_rotation_keys");
@@ -562,13 +562,16 @@ fn fields_past_what_a_parameter_file_holds_are_refused() {
 
     let mut named = base.clone();
     named.name = "é".repeat(MAX_FILE_FIELD / 2);
-    named.bootstrap_rotation_keys = Some(1 << 12);
+    named.bootstrap_rotation_keys = Some(u32::MAX as usize - 1);
     let params = Parameters::new(named, SecurityCheck::AllowInsecure).unwrap();
     let mut bytes = Vec::new();
     params.save(&mut bytes).unwrap();
     let back = Parameters::load(bytes.as_slice(), SecurityCheck::AllowInsecure).unwrap();
     assert_eq!(back.fingerprint(), params.fingerprint());
-    assert!(params.bootstrap_key_set_bytes().is_some());
+    assert_eq!(
+        params.bootstrap_key_set_bytes(),
+        Some((u64::from(u32::MAX) + 1) * params.switching_key_bytes())
+    );
 
     assert_eq!(
         params.switching_key_bytes_at(Level(usize::MAX), true),
