@@ -35,21 +35,24 @@ pub enum Error {
         found: StreamId,
     },
     /// A PTX module, or one of its kernels (named instead), could not be
-    /// loaded (an old driver cannot JIT PTX 9.0).
-    #[error("loading PTX module {module} failed: {:?}", source.0)]
+    /// loaded (an old driver cannot JIT PTX 9.0). The driver's error is a
+    /// field, not the error's source: its own message repeats the code (and
+    /// asks the driver for a description), so a report that prints every
+    /// cause would say it twice (as `hemem_memory::DeviceError::Driver`).
+    #[error("loading PTX module {module} failed: {:?}", error.0)]
     Load {
         /// The module.
         module: &'static str,
         /// The driver's error.
-        source: DriverError,
+        error: DriverError,
     },
-    /// A launch failed.
-    #[error("launching kernel {kernel} failed: {:?}", source.0)]
+    /// A launch failed (the driver's error kept as for [`Error::Load`]).
+    #[error("launching kernel {kernel} failed: {:?}", error.0)]
     Launch {
         /// The kernel.
         kernel: &'static str,
         /// The driver's error.
-        source: DriverError,
+        error: DriverError,
     },
 }
 
@@ -91,20 +94,24 @@ mod tests {
             (
                 Error::Load {
                     module: "touch",
-                    source: DriverError(CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION),
+                    error: DriverError(CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION),
                 },
                 "loading PTX module touch failed: CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
             ),
             (
                 Error::Launch {
                     kernel: "touch_fill",
-                    source: DriverError(CUresult::CUDA_ERROR_LAUNCH_FAILED),
+                    error: DriverError(CUresult::CUDA_ERROR_LAUNCH_FAILED),
                 },
                 "launching kernel touch_fill failed: CUDA_ERROR_LAUNCH_FAILED",
             ),
         ];
         for (error, message) in cases {
             assert_eq!(error.to_string(), message);
+            // The driver's error is not a second cause naming the same code.
+            if matches!(error, Error::Load { .. } | Error::Launch { .. }) {
+                assert!(std::error::Error::source(&error).is_none(), "{message}");
+            }
         }
     }
 }

@@ -150,13 +150,13 @@ fn load(device: &GpuDevice, module: &'static str, ptx: &'static str) -> Result<A
     device
         .context()
         .load_module(Ptx::from_src(ptx))
-        .map_err(|source| Error::Load { module, source })
+        .map_err(|error| Error::Load { module, error })
 }
 
 fn function(module: &Arc<CudaModule>, name: &'static str) -> Result<CudaFunction> {
-    module.load_function(name).map_err(|source| Error::Load {
+    module.load_function(name).map_err(|error| Error::Load {
         module: name,
-        source,
+        error,
     })
 }
 
@@ -213,7 +213,7 @@ fn functions<const K: usize>(
         .collect::<Result<Vec<_>>>()?;
     list.try_into().map_err(|_| Error::Load {
         module: "ckks_ntt",
-        source: cudarc::driver::DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_FOUND),
+        error: cudarc::driver::DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_FOUND),
     })
 }
 

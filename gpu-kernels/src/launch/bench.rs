@@ -16,7 +16,7 @@ const BLOCK: u32 = 128;
 const MAX_BLOCKS: u64 = 65_535;
 
 fn launched(kernel: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> Error {
-    move |source| Error::Launch { kernel, source }
+    move |error| Error::Launch { kernel, error }
 }
 
 fn one_block_per(items: u64) -> LaunchConfig {

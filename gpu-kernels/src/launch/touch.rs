@@ -8,7 +8,7 @@ use super::{BLOCK, grid_stride};
 use crate::{DeviceWords, DeviceWordsMut, Error, Result, TestKernels};
 
 fn launched(kernel: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> Error {
-    move |source| Error::Launch { kernel, source }
+    move |error| Error::Launch { kernel, error }
 }
 
 /// Queues `touch_fill` on `stream`: `dst[i] = pattern_word(seed, i)`.

@@ -230,7 +230,7 @@ fn pair_grid(n: usize, limbs: usize) -> LaunchConfig {
 }
 
 fn launched(kernel: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> Error {
-    move |source| Error::Launch { kernel, source }
+    move |error| Error::Launch { kernel, error }
 }
 
 #[cfg(test)]
