@@ -336,6 +336,11 @@ fn bad_flags_are_refused_before_key_setup() {
         (&["bootstrap", "--iterations", "0"], "at least 1"),
         (&["bootstrap", "--batch", "0"], "at least 1"),
         (&["bootstrap", "--batch", "1025"], "at most 1024"),
+        (&["bench", "alloc", "--pooled", "101"], "0..=100"),
+        (
+            &["bench", "alloc", "--working-sets", "3000000000"],
+            "1..=10000",
+        ),
         (
             &["bootstrap", "--batch", "4611686018427387904"],
             "at most 1024",
@@ -369,8 +374,9 @@ fn bad_flags_are_refused_before_key_setup() {
     for &(args, message) in cases {
         let mut all = args.to_vec();
         all.extend(match args[..2] {
-            ["bench", "oversub" | "bm-bootstrap"] => ["--presets", "test-FTb"],
-            _ => ["--preset", "test-FTb"],
+            ["bench", "oversub" | "bm-bootstrap"] => &["--presets", "test-FTb"][..],
+            ["bench", "alloc"] => &[][..],
+            _ => &["--preset", "test-FTb"][..],
         });
         let out = hemem(&all);
         let err = String::from_utf8_lossy(&out.stderr);

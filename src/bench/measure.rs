@@ -252,7 +252,9 @@ pub fn time_runs<S, T>(
     mut setup: impl FnMut() -> Result<S>,
     mut f: impl FnMut(S) -> Result<T>,
 ) -> Result<Vec<f64>> {
-    let mut times = Vec::with_capacity(iterations);
+    // Not sized by the count: a count past memory would abort before the
+    // first run (the runs themselves take as long as asked).
+    let mut times = Vec::with_capacity(iterations.min(1 << 16));
     for _ in 0..iterations {
         let input = setup()?;
         context.synchronize()?;

@@ -53,7 +53,10 @@ impl SlotLayout {
     /// `channels × grid²` exceeds `slots`.
     pub fn new(shape: &NetworkShape, slots: usize) -> Result<Self> {
         shape.validate()?;
-        if shape.packed_slots() > slots || !slots.is_power_of_two() {
+        if shape.packed_slots() > slots
+            || !slots.is_power_of_two()
+            || slots > super::network::MAX_SLOTS
+        {
             return Err(Error::InvalidNetwork {
                 reason: "channels × grid² exceeds the slot count",
             });
@@ -159,7 +162,11 @@ impl SlotLayout {
     /// class count (beyond it, a slot no logit is in).
     pub fn logit_slot(&self, class: usize) -> usize {
         let t = self.last_stride();
-        (class / t) * self.grid() + class % t
+        // Saturating: a class far past the count is past every slot, not a
+        // wrapped slot that holds another logit.
+        (class / t)
+            .saturating_mul(self.grid())
+            .saturating_add(class % t)
     }
 
     /// Global average pooling's weights and the FC layer as one transform:
@@ -218,6 +225,21 @@ mod tests {
 
     /// The layout's transforms, run on the f64 simulator without noise,
     /// match the feature-map convolution of the network.
+    /// A slot count past any ring is refused (pack_image then sized a
+    /// 2^62-entry vector); a class far past the count is past every slot
+    /// (the product overflowed).
+    #[test]
+    fn layouts_past_any_ring_and_classes_past_the_count_are_refused() {
+        let shape = NetworkShape::resnet20(4);
+        assert!(matches!(
+            SlotLayout::new(&shape, 1 << 62),
+            Err(Error::InvalidNetwork { .. })
+        ));
+        let layout = SlotLayout::new(&shape, 1 << 16).unwrap();
+        assert!(layout.logit_slot(usize::MAX / 2) >= layout.slots());
+        assert!(layout.logit_slot(0) < layout.slots());
+    }
+
     #[test]
     fn slot_transforms_match_the_plain_network() {
         let shape = NetworkShape {

@@ -123,6 +123,12 @@ impl NetworkShape {
         if self.stages == 0 || self.blocks_per_stage == 0 {
             return fail("at least one stage of at least one block");
         }
+        if self.blocks_per_stage > MAX_BLOCKS_PER_STAGE {
+            return fail("at most 1024 blocks a stage");
+        }
+        if self.packed_slots() > MAX_SLOTS {
+            return fail("channels × grid² must fit in 2^16 slots, the largest ring's");
+        }
         // The widest stride keeps 3×3 offsets within a quarter of the grid
         // block, so that every diagonal index is unique (and, the grid
         // being at most 2^15, the stride's shift stays in range).
@@ -151,6 +157,15 @@ const MAX_IMAGE_SIZE: usize = 1 << 15;
 /// The largest activation degree: every doubling costs a level, and no
 /// preset has more than 30.
 const MAX_ACTIVATION_DEGREE: usize = 1024;
+
+/// The most slots any parameters have (`N/2` at `N = 2^17`): a shape that
+/// packs into more fits no ring (and its weights no memory).
+pub(crate) const MAX_SLOTS: usize = 1 << 16;
+
+/// The most residual blocks a stage may have: far beyond any network a
+/// bootstrap budget evaluates, small enough that the convolution count and
+/// the weights it sizes cannot overflow.
+const MAX_BLOCKS_PER_STAGE: usize = 1024;
 
 /// A convolution's weights, `[out][in][ky][kx]`.
 #[derive(Clone, Debug, PartialEq)]
@@ -524,11 +539,13 @@ pub fn random_image(shape: &NetworkShape, seed: u64) -> Vec<f64> {
 /// (coefficients below `10^−12`, rounding noise of the odd ones, dropped).
 ///
 /// # Errors
-/// [`Error::InvalidNetwork`] for degree 0.
+/// [`Error::InvalidNetwork`] for degree 0 or above 1024, the networks'
+/// limit (the fit is quadratic in the degree, and `usize::MAX` overflowed
+/// its node count).
 pub fn relu_approximation(degree: usize) -> Result<Polynomial> {
-    if degree == 0 {
+    if degree == 0 || degree > MAX_ACTIVATION_DEGREE {
         return Err(Error::InvalidNetwork {
-            reason: "the activation must have degree at least 1",
+            reason: "the activation must have degree 1 to 1024",
         });
     }
     let coefficients = chebyshev::interpolate(|x| x.max(0.0), -1.0, 1.0, degree)?
@@ -601,6 +618,15 @@ mod tests {
                 activation_degree: 0,
                 ..good
             },
+            // Shapes no ring packs, or whose counts overflowed.
+            NetworkShape {
+                blocks_per_stage: usize::MAX,
+                ..good
+            },
+            NetworkShape {
+                channels: 1 << 15,
+                ..good
+            },
         ] {
             assert!(
                 matches!(bad.validate(), Err(Error::InvalidNetwork { .. })),
@@ -611,6 +637,15 @@ mod tests {
 
     #[test]
     fn relu_approximation_is_close_and_shallow() {
+        for degree in [0, 1025, usize::MAX] {
+            assert!(
+                matches!(
+                    relu_approximation(degree),
+                    Err(Error::InvalidNetwork { .. })
+                ),
+                "{degree}"
+            );
+        }
         let p = relu_approximation(2).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(p.depth(), 2);
         for x in [-1.0, -0.5, 0.0, 0.5, 1.0] {

@@ -52,7 +52,8 @@ fn y_range(panels: &[BarPanel], log_y: bool) -> (f64, f64) {
             [b.value, Some(lo), Some(hi)]
         })
         .flatten()
-        .filter(|v| v.is_finite() && (!log_y || *v > 0.0));
+        .filter(|v| v.is_finite() && (!log_y || *v > 0.0))
+        .filter_map(super::plottable);
     let (lo, hi) = values.fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)));
     if lo > hi {
         return (if log_y { 0.1 } else { 0.0 }, 1.0);
@@ -133,21 +134,21 @@ pub fn grouped_bars(
                         let left = g as f64 + 0.1 + bar.series as f64 * width;
                         let (right, middle) = (left + width * 0.9, left + width * 0.45);
                         let color = Palette99::pick(bar.series).to_rgba();
-                        match bar.value {
+                        // Heights past the axis are drawn at its top (an
+                        // infinite one overflowed plotters' pixel mapping).
+                        let fit = |v: f64| v.max($floor).min(y1);
+                        match bar.value.filter(|v| !v.is_nan()) {
                             Some(v) => {
                                 chart
                                     .draw_series(std::iter::once(Rectangle::new(
-                                        [(left, $floor), (right, v.max($floor))],
+                                        [(left, $floor), (right, fit(v))],
                                         color.filled(),
                                     )))
                                     .map_err(plot_error(path))?;
                                 if let Some((lo, hi)) = bar.range {
                                     chart
                                         .draw_series(std::iter::once(PathElement::new(
-                                            vec![
-                                                (middle, lo.max($floor)),
-                                                (middle, hi.max($floor)),
-                                            ],
+                                            vec![(middle, fit(lo)), (middle, fit(hi))],
                                             BLACK.stroke_width(1),
                                         )))
                                         .map_err(plot_error(path))?;

@@ -61,12 +61,30 @@ fn plot_error<E: std::error::Error + Send + Sync + 'static>(path: &Path) -> impl
     }
 }
 
+/// The largest magnitude an axis spans: a range past it (`inf`, or
+/// `±1e308`, whose width overflows) sends plotters' tick search into an
+/// endless loop, so values are clamped to it and non-finite ones dropped.
+pub(crate) const MAX_AXIS: f64 = 1e300;
+
+/// `v` clamped to `±MAX_AXIS`, or `None` when it is not a number.
+pub(crate) fn plottable(v: f64) -> Option<f64> {
+    (!v.is_nan()).then(|| v.clamp(-MAX_AXIS, MAX_AXIS))
+}
+
+/// `p` moved onto the chart's `((x0, x1), (y0, y1))`, or `None` when a
+/// coordinate is not a number: points off the axes are drawn at their
+/// edge (an infinite one overflowed plotters' pixel mapping).
+fn on_chart(p: (f64, f64), ((x0, x1), (y0, y1)): ((f64, f64), (f64, f64))) -> Option<(f64, f64)> {
+    (!p.0.is_nan() && !p.1.is_nan()).then(|| (p.0.clamp(x0, x1), p.1.clamp(y0, y1)))
+}
+
 fn bounds(panels: &[Panel]) -> Vec<((f64, f64), (f64, f64))> {
     panels
         .iter()
         .map(|p| {
-            let xs = p.series.iter().flat_map(|s| s.points.iter().map(|q| q.0));
-            let ys = p.series.iter().flat_map(|s| s.points.iter().map(|q| q.1));
+            let points = || p.series.iter().flat_map(|s| s.points.iter());
+            let xs = points().filter_map(|q| plottable(q.0));
+            let ys = points().filter_map(|q| plottable(q.1));
             let (x0, x1) = xs.fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(x), b.max(x)));
             let y1 = ys.fold(0.0f64, f64::max);
             let (x0, x1) = if x0 <= x1 {
@@ -93,11 +111,13 @@ pub fn line_panels(path: &Path, panels: &[Panel]) -> Result<()> {
         let mut chart = xy_chart(area, panel, bound, path)?;
         for (i, series) in panel.series.iter().enumerate() {
             let color = Palette99::pick(i).to_rgba();
+            let points: Vec<(f64, f64)> = series
+                .points
+                .iter()
+                .filter_map(|&p| on_chart(p, bound))
+                .collect();
             chart
-                .draw_series(LineSeries::new(
-                    series.points.clone(),
-                    color.stroke_width(2),
-                ))
+                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
                 .map_err(plot_error(path))?
                 .label(series.name.clone())
                 .legend(move |(x, y)| {
@@ -105,10 +125,9 @@ pub fn line_panels(path: &Path, panels: &[Panel]) -> Result<()> {
                 });
             chart
                 .draw_series(
-                    series
-                        .points
-                        .iter()
-                        .map(|&p| Circle::new(p, 3, color.filled())),
+                    points
+                        .into_iter()
+                        .map(|p| Circle::new(p, 3, color.filled())),
                 )
                 .map_err(plot_error(path))?;
         }
@@ -174,7 +193,12 @@ pub fn bars(
     register_font()?;
     let root = BitMapBackend::new(path, (900, 540)).into_drawing_area();
     root.fill(&WHITE).map_err(plot_error(path))?;
-    let top = values.iter().copied().fold(0.0f64, f64::max).max(1e-9) * 1.15;
+    let top = values
+        .iter()
+        .filter_map(|&v| plottable(v))
+        .fold(0.0f64, f64::max)
+        .max(1e-9)
+        * 1.15;
     let n = labels.len().max(1);
     let mut chart = ChartBuilder::on(&root)
         .caption(title, (FAMILY, 20))
@@ -203,6 +227,7 @@ pub fn bars(
     chart
         .draw_series(values.iter().enumerate().map(|(i, &v)| {
             let x = i as f64;
+            let v = plottable(v).unwrap_or(0.0).clamp(0.0, top);
             Rectangle::new([(x + 0.1, 0.0), (x + 0.9, v)], BLUE.mix(0.7).filled())
         }))
         .map_err(plot_error(path))?;
@@ -229,7 +254,8 @@ pub fn scatter(path: &Path, panel: &Panel) -> Result<()> {
                 series
                     .points
                     .iter()
-                    .map(|&p| Circle::new(p, 2, color.filled())),
+                    .filter_map(|&p| on_chart(p, bound))
+                    .map(|p| Circle::new(p, 2, color.filled())),
             )
             .map_err(plot_error(path))?
             .label(series.name.clone())
@@ -242,6 +268,63 @@ pub fn scatter(path: &Path, panel: &Panel) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Values no axis can span (infinite, or ±1e308 whose width
+    /// overflows) are clamped or dropped: plotters' tick search looped
+    /// forever on them (`bench oversub --plot-only` of such a CSV hung).
+    #[test]
+    fn plots_of_unplottable_values_finish() {
+        let dir = std::env::temp_dir().join(format!("hemem-plot-inf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        for points in [
+            vec![(0.0, f64::INFINITY), (1.0, 2.0)],
+            vec![(-1e308, 1.0), (1e308, 2.0)],
+            vec![(f64::NAN, f64::NAN), (0.0, f64::NEG_INFINITY)],
+        ] {
+            let panel = Panel {
+                title: "t".into(),
+                x_label: "x".into(),
+                y_label: "y".into(),
+                series: vec![Series {
+                    name: "a".into(),
+                    points,
+                }],
+                x_ticks: |x| format!("{x:.0}"),
+            };
+            line_panels(&dir.join("lines.png"), &[panel]).expect("lines");
+        }
+        bars(
+            &dir.join("bars.png"),
+            "t",
+            &["a".into(), "b".into()],
+            &[f64::INFINITY, 1e308],
+            "ms",
+        )
+        .expect("bars");
+        for log_y in [false, true] {
+            let panels = vec![BarPanel {
+                title: "p".into(),
+                groups: vec![BarGroup {
+                    label: "add".into(),
+                    bars: vec![Bar {
+                        series: 0,
+                        value: Some(1e308),
+                        range: Some((1.0, 1e308)),
+                        mark: None,
+                    }],
+                }],
+            }];
+            grouped_bars(
+                &dir.join("grouped.png"),
+                &["s".into()],
+                "ms",
+                log_y,
+                &panels,
+            )
+            .expect("grouped");
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
 
     #[test]
     fn plots_are_written() {

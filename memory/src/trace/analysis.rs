@@ -121,7 +121,10 @@ fn peaks(trace: &Trace, mut placement: impl FnMut(&TraceRecord) -> Placement) ->
     for (_, order, bytes, pooled) in events {
         let live = if pooled { &mut pool } else { &mut managed };
         if order == 1 {
-            *live += bytes;
+            // Saturating: a trace's sizes are read from a file, and sizes
+            // whose sum passes u64 peak at "more than any device", not at
+            // a wrapped small number.
+            *live = live.saturating_add(bytes);
         } else {
             *live = live.saturating_sub(bytes);
         }
@@ -296,6 +299,17 @@ mod tests {
         assert_eq!(h.total(), 6);
         assert!((h.share_below(Duration::from_secs(1)) - 4.0 / 6.0).abs() < 1e-12);
         assert_eq!(h.buckets.last().map(|b| b.below), Some(None));
+    }
+
+    /// Sizes read from a trace file whose sum passes u64 peak at u64::MAX
+    /// (the sum overflowed: a debug panic, a wrapped peak in release).
+    #[test]
+    fn peaks_of_sizes_past_u64_saturate() {
+        let huge = 10_000_000_000_000_000_000;
+        let t = Trace {
+            records: vec![record(1, huge, 0, Some(S)), record(2, huge, 1, Some(S))],
+        };
+        assert_eq!(peaks_for_threshold(&t, Duration::ZERO).managed, u64::MAX);
     }
 
     #[test]

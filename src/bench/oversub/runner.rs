@@ -170,7 +170,9 @@ impl ChildProcessRunner {
         let parent_alive = child.stdin.take();
         let stdout = reader(child.stdout.take());
         let stderr = reader(child.stderr.take());
-        let status = wait_until(&mut child, started + self.time_limit);
+        // A limit past what an Instant can add (1e19 s) is no limit.
+        let deadline = started.checked_add(self.time_limit);
+        let status = wait_until(&mut child, deadline);
         drop(parent_alive);
         let Some(status) = status else {
             // The readers are left to finish on their own: a process the
@@ -217,12 +219,13 @@ fn joined(handle: Option<JoinHandle<String>>) -> String {
     handle.and_then(|h| h.join().ok()).unwrap_or_default()
 }
 
-/// Waits for `child` until `deadline`; kills it then (`None`).
-fn wait_until(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
+/// Waits for `child` until `deadline` (`None`: no deadline); kills it then
+/// (`None`).
+fn wait_until(child: &mut Child, deadline: Option<Instant>) -> Option<ExitStatus> {
     loop {
         match child.try_wait() {
             Ok(Some(status)) => return Some(status),
-            Ok(None) if Instant::now() < deadline => {
+            Ok(None) if deadline.is_none_or(|d| Instant::now() < d) => {
                 std::thread::sleep(Duration::from_millis(20));
             }
             _ => {
