@@ -94,11 +94,17 @@ impl FromStr for ByteSize {
         if !well_formed || !Self::UNITS.contains(&unit.as_str()) {
             return Err(invalid().into());
         }
-        // u64::MAX is only ever `bytesize`'s saturation, unless it was
-        // written out in bytes.
-        let in_bytes = unit.is_empty() || unit == "b";
+        // In bytes the number must be a whole u64 (`bytesize` saturated
+        // "99999999999999999999B" to u64::MAX and truncated "1.9B" to 1);
+        // in other units u64::MAX is only ever its saturation.
+        if unit.is_empty() || unit == "b" {
+            return number
+                .parse::<u64>()
+                .map(Self)
+                .map_err(|_| invalid().into());
+        }
         match text.parse::<bytesize::ByteSize>() {
-            Ok(size) if size.as_u64() < u64::MAX || in_bytes => Ok(Self(size.as_u64())),
+            Ok(size) if size.as_u64() < u64::MAX => Ok(Self(size.as_u64())),
             _ => Err(invalid().into()),
         }
     }
@@ -539,6 +545,10 @@ mod tests {
             "4 PiB",
             "18446744073709551615KiB",
             "18446744073709551616",
+            "18446744073709551616 B",
+            "99999999999999999999B",
+            "1.9B",
+            "0.5",
         ] {
             assert_eq!(
                 text.parse::<ByteSize>(),
