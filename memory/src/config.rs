@@ -441,6 +441,28 @@ impl MemoryConfig {
         Ok(config)
     }
 
+    /// Checks the `planned` policy's factors set in code (`from_env`
+    /// checks them as it parses): a NaN, infinite or negative reserve or
+    /// slack was used as 0 or `u64::MAX` bytes.
+    ///
+    /// # Errors
+    /// [`ConfigError::InvalidSetting`] naming the field.
+    pub(crate) fn check_streaming_numbers(&self) -> Result<()> {
+        for (name, value) in [
+            ("streaming_reserve", self.streaming_reserve),
+            ("streaming_slack", self.streaming_slack),
+        ] {
+            if !(value.is_finite() && value >= 0.0) {
+                return Err(ConfigError::InvalidSetting {
+                    name,
+                    value: value.to_string(),
+                }
+                .into());
+            }
+        }
+        Ok(())
+    }
+
     /// The budget in bytes for a GPU with `free` bytes free.
     ///
     /// # Errors
@@ -507,6 +529,35 @@ mod tests {
     use std::collections::HashMap;
 
     use super::*;
+
+    #[test]
+    fn streaming_factors_set_in_code_are_checked() {
+        assert_eq!(MemoryConfig::default().check_streaming_numbers(), Ok(()));
+        for bad in [f64::NAN, f64::INFINITY, -1.0] {
+            let reserve = MemoryConfig {
+                streaming_reserve: bad,
+                ..MemoryConfig::default()
+            };
+            let slack = MemoryConfig {
+                streaming_slack: bad,
+                ..MemoryConfig::default()
+            };
+            assert!(matches!(
+                reserve.check_streaming_numbers(),
+                Err(Error::Config(ConfigError::InvalidSetting {
+                    name: "streaming_reserve",
+                    ..
+                }))
+            ));
+            assert!(matches!(
+                slack.check_streaming_numbers(),
+                Err(Error::Config(ConfigError::InvalidSetting {
+                    name: "streaming_slack",
+                    ..
+                }))
+            ));
+        }
+    }
 
     #[test]
     fn byte_sizes_parse() {

@@ -128,6 +128,7 @@ impl Allocator {
     /// managed access; [`DeviceError::PoolsUnsupported`]; policy and driver
     /// errors.
     pub fn gpu(device: &GpuDevice, config: &MemoryConfig) -> Result<Self> {
+        config.check_streaming_numbers()?;
         let free = device.memory_info()?.free;
         // The budget the pool can really be held to (whole 32 MiB chunks):
         // what the accounting and every report use.
