@@ -269,6 +269,20 @@ pub fn scatter(path: &Path, panel: &Panel) -> Result<()> {
 mod tests {
     use super::*;
 
+    /// One panel of one series through `points`.
+    fn panel(points: Vec<(f64, f64)>) -> Panel {
+        Panel {
+            title: "t".into(),
+            x_label: "x".into(),
+            y_label: "y".into(),
+            series: vec![Series {
+                name: "a".into(),
+                points,
+            }],
+            x_ticks: |x| format!("{x:.0}"),
+        }
+    }
+
     /// Values no axis can span (infinite, or ±1e308 whose width
     /// overflows) are clamped or dropped: plotters' tick search looped
     /// forever on them (`bench oversub --plot-only` of such a CSV hung).
@@ -281,17 +295,7 @@ mod tests {
             vec![(-1e308, 1.0), (1e308, 2.0)],
             vec![(f64::NAN, f64::NAN), (0.0, f64::NEG_INFINITY)],
         ] {
-            let panel = Panel {
-                title: "t".into(),
-                x_label: "x".into(),
-                y_label: "y".into(),
-                series: vec![Series {
-                    name: "a".into(),
-                    points,
-                }],
-                x_ticks: |x| format!("{x:.0}"),
-            };
-            line_panels(&dir.join("lines.png"), &[panel]).expect("lines");
+            line_panels(&dir.join("lines.png"), &[panel(points)]).expect("lines");
         }
         bars(
             &dir.join("bars.png"),
@@ -330,16 +334,7 @@ mod tests {
     fn plots_are_written() {
         let dir = std::env::temp_dir().join(format!("hemem-plot-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
-        let panel = Panel {
-            title: "t".into(),
-            x_label: "x".into(),
-            y_label: "y".into(),
-            series: vec![Series {
-                name: "a".into(),
-                points: vec![(0.0, 1.0), (50.0, 3.0), (95.0, 2.0)],
-            }],
-            x_ticks: |x| format!("{x:.0}"),
-        };
+        let panel = panel(vec![(0.0, 1.0), (50.0, 3.0), (95.0, 2.0)]);
         let lines = dir.join("lines.png");
         line_panels(&lines, &[panel.clone(), panel.clone()]).expect("lines");
         let dots = dir.join("scatter.png");
