@@ -127,7 +127,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     );
 
     // Encrypt a random image, infer, decrypt.
-    let image = random_image(&shape, args.seed + 1);
+    let image = random_image(&shape, args.seed + 1)?;
     let input = encrypted.encrypt(&image, &public)?;
     context.synchronize()?;
     let started = Instant::now();

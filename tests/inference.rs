@@ -52,7 +52,7 @@ fn run(preset: Preset, shape: NetworkShape, seed: u64) -> Run {
     let t = Instant::now();
     let encrypted = EncryptedNetwork::generate(&context, &network, &keygen, &secret).unwrap();
     let setup = t.elapsed().as_secs_f64();
-    let image = random_image(&shape, seed + 1);
+    let image = random_image(&shape, seed + 1).unwrap();
     let input = encrypted.encrypt(&image, &public).unwrap();
     let t = Instant::now();
     let output = encrypted.infer(&input).unwrap();
@@ -183,7 +183,7 @@ fn swapped_weights_give_bit_identical_outputs() {
     assert!(resident.plan().bootstrap_calls > 0);
     let (weights, largest) = (resident.weight_bytes(), resident.largest_layer_bytes());
     assert!(largest > 0 && largest < weights, "{largest} of {weights}");
-    let image = random_image(&shape, 42);
+    let image = random_image(&shape, 42).unwrap();
     let input = resident.encrypt(&image, &public).unwrap();
     let plain = words(&resident.infer(&input).unwrap());
 
@@ -233,7 +233,7 @@ fn a_network_generated_swapped_matches_f64() {
     )
     .unwrap();
     assert_eq!(encrypted.residency(), WeightResidency::Swapped);
-    let image = random_image(&shape, 52);
+    let image = random_image(&shape, 52).unwrap();
     let output = encrypted
         .infer(&encrypted.encrypt(&image, &public).unwrap())
         .unwrap();
@@ -322,14 +322,14 @@ fn bad_inputs_are_typed_errors() {
             actual: 784
         })
     ));
-    let mut image = random_image(&shape, 3);
+    let mut image = random_image(&shape, 3).unwrap();
     image[7] = 1.5;
     assert!(matches!(
         encrypted.encrypt(&image, &public),
         Err(Error::ImagePixel { index: 7 })
     ));
     let input = encrypted
-        .encrypt(&random_image(&shape, 3), &public)
+        .encrypt(&random_image(&shape, 3).unwrap(), &public)
         .unwrap();
     let lower = Evaluator::new(&context)
         .level_down(&input, Level(5))

@@ -196,7 +196,7 @@ impl InferenceWorkload {
             context, &network, &keygen, &secret, storage, residency,
         )?;
         let setup_ms = started.elapsed().as_secs_f64() * 1e3;
-        let image = random_image(shape, Self::SEED + 1);
+        let image = random_image(shape, Self::SEED + 1)?;
         let expected = network.network().infer_plain(&image)?;
         let input = network.encrypt(&image, &public)?;
         Ok(Self {

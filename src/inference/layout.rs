@@ -255,7 +255,7 @@ mod tests {
         let network = Network::random(&shape, 5).unwrap();
         let layout = SlotLayout::new(&shape, 1 << 8).unwrap();
         let sim = PlainSimulator::new(&params);
-        let image = super::super::network::random_image(&shape, 9);
+        let image = super::super::network::random_image(&shape, 9).unwrap();
         let level = 20;
         let scale = sim.prime(level).unwrap() as f64;
         // The activation, slot by slot in f64.

@@ -30,7 +30,7 @@
 //! let secret = keygen.secret_key()?;
 //! let public = keygen.public_key(&secret)?;
 //! let encrypted = EncryptedNetwork::generate(&context, &network, &keygen, &secret)?;
-//! let image = random_image(&shape, 2);
+//! let image = random_image(&shape, 2)?;
 //! let output = encrypted.infer(&encrypted.encrypt(&image, &public)?)?;
 //! let logits = encrypted.decrypt_logits(&output, &secret)?;
 //! let expected = network.infer_plain(&image)?;

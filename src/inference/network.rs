@@ -318,7 +318,7 @@ impl Network {
             blocks,
             fc,
         };
-        network.calibrate(&random_image(shape, seed ^ CALIBRATION_SEED));
+        network.calibrate(&random_image(shape, seed ^ CALIBRATION_SEED)?);
         Ok(network)
     }
 
@@ -527,12 +527,17 @@ fn peak_factor(c: &[f64], s: &[f64], peak: f64) -> f64 {
     lo
 }
 
-/// A random image: `image_size²` pixels uniform in `[−1, 1]`.
-pub fn random_image(shape: &NetworkShape, seed: u64) -> Vec<f64> {
+/// A random image for `shape`: `image_size²` pixels uniform in `[−1, 1]`.
+///
+/// # Errors
+/// [`NetworkShape::validate`]'s, for a shape no network has (an image side
+/// of 2^32 overflowed the pixel count).
+pub fn random_image(shape: &NetworkShape, seed: u64) -> Result<Vec<f64>> {
+    shape.validate()?;
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
-    (0..shape.image_size * shape.image_size)
+    Ok((0..shape.image_size * shape.image_size)
         .map(|_| uniform(&mut rng, 1.0))
-        .collect()
+        .collect())
 }
 
 /// The degree-`degree` Chebyshev interpolant of ReLU on `[−1, 1]`
@@ -633,6 +638,17 @@ mod tests {
                 "{bad:?}"
             );
         }
+        // An image for a shape no network has is refused, not sized (a side
+        // of 2^32 overflowed the pixel count).
+        let huge = NetworkShape {
+            image_size: 1 << 32,
+            ..good
+        };
+        assert!(matches!(
+            random_image(&huge, 1),
+            Err(Error::InvalidNetwork { .. })
+        ));
+        assert_eq!(random_image(&good, 1).unwrap().len(), 32 * 32);
     }
 
     #[test]
@@ -671,20 +687,22 @@ mod tests {
                 actual: 10
             })
         ));
-        let mut bad = random_image(&shape, 2);
+        let mut bad = random_image(&shape, 2).unwrap();
         bad[5] = f64::NAN;
         assert!(matches!(
             net.infer_plain(&bad),
             Err(Error::ImagePixel { index: 5 })
         ));
         let a = net
-            .infer_plain(&random_image(&shape, 2))
+            .infer_plain(&random_image(&shape, 2).unwrap())
             .unwrap_or_else(|e| panic!("{e}"));
         let b = net
-            .infer_plain(&random_image(&shape, 3))
+            .infer_plain(&random_image(&shape, 3).unwrap())
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(a.len(), 3);
-        let peak = net.peak_activation_input(&random_image(&shape, 2)).unwrap();
+        let peak = net
+            .peak_activation_input(&random_image(&shape, 2).unwrap())
+            .unwrap();
         assert!(peak > 0.2 && peak < 0.9, "{peak}");
         assert!(a.iter().zip(&b).any(|(x, y)| (x - y).abs() > 1e-6));
     }
