@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, CudaModule};
 use cudarc::nvrtc::Ptx;
-use hemem_memory::GpuDevice;
+use hemem_memory::{DependentLaunch, GpuDevice};
 
 use crate::{Error, Result};
 
@@ -19,6 +19,19 @@ pub const PTX_MODULES: [(&str, &str); 5] = [
     ("ckks_convert", include_str!("../ptx/ckks_convert.ptx")),
     ("ckks_prf", include_str!("../ptx/ckks_prf.ptx")),
     ("ckks_encode", include_str!("../ptx/ckks_encode.ptx")),
+];
+
+/// The same CKKS modules compiled for compute capability 9.0
+/// (`ptx/sm90/<name>.ptx`): every kernel starts with
+/// `griddepcontrol.wait` / `launch_dependents`, so that it can be launched
+/// with programmatic dependent launch. Loaded instead of [`PTX_MODULES`]
+/// where [`Kernels::dependent_launch`] is on.
+pub const PTX_MODULES_SM90: [(&str, &str); 5] = [
+    ("ckks_ntt", include_str!("../ptx/sm90/ckks_ntt.ptx")),
+    ("ckks_arith", include_str!("../ptx/sm90/ckks_arith.ptx")),
+    ("ckks_convert", include_str!("../ptx/sm90/ckks_convert.ptx")),
+    ("ckks_prf", include_str!("../ptx/sm90/ckks_prf.ptx")),
+    ("ckks_encode", include_str!("../ptx/sm90/ckks_encode.ptx")),
 ];
 
 /// The committed PTX of the test and micro-benchmark kernels (buffer touch
@@ -85,6 +98,8 @@ pub(crate) struct Bench {
 pub struct Kernels {
     pub(crate) device: GpuDevice,
     pub(crate) ckks: Ckks,
+    /// Whether launches use programmatic dependent launch (the sm_90 PTX).
+    pub(crate) dependent: bool,
     _modules: Vec<Arc<CudaModule>>,
 }
 
@@ -92,6 +107,7 @@ impl fmt::Debug for Kernels {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Kernels")
             .field("device", &self.device.ordinal())
+            .field("dependent_launch", &self.dependent)
             .finish_non_exhaustive()
     }
 }
@@ -221,18 +237,30 @@ impl Kernels {
     /// Loads the CKKS modules into `device`'s context (the driver
     /// JIT-compiles the PTX for the card the first time; it caches the
     /// result). The test kernels are not among them ([`TestKernels`]).
+    /// With `launch` enabled for the card
+    /// ([`DependentLaunch::enabled_for`]) they are the sm_90 modules
+    /// ([`PTX_MODULES_SM90`]) and every launch uses programmatic dependent
+    /// launch; otherwise the sm_75 ones ([`PTX_MODULES`]) and plain launches.
     ///
     /// # Errors
+    /// [`Error::Memory`] with `DependentLaunchUnsupported` for
+    /// [`DependentLaunch::On`] on a card older than compute capability 9.0;
     /// [`Error::Load`] (an old driver refuses PTX 9.0 with
     /// `CUDA_ERROR_UNSUPPORTED_PTX_VERSION`).
-    pub fn load(device: &GpuDevice) -> Result<Self> {
+    pub fn load(device: &GpuDevice, launch: DependentLaunch) -> Result<Self> {
+        let dependent = launch.enabled_for(device.info().compute_capability)?;
+        let modules = if dependent {
+            PTX_MODULES_SM90
+        } else {
+            PTX_MODULES
+        };
         let [
             (ntt_name, ntt_ptx),
             (arith_name, arith_ptx),
             (convert_name, convert_ptx),
             (prf_name, prf_ptx),
             (encode_name, encode_ptx),
-        ] = PTX_MODULES;
+        ] = modules;
         let ntt = load(device, ntt_name, ntt_ptx)?;
         let arith = load(device, arith_name, arith_ptx)?;
         let convert = load(device, convert_name, convert_ptx)?;
@@ -264,6 +292,7 @@ impl Kernels {
                 expand_compact: function(&encode, "expand_compact")?,
                 expand_periodic: function(&ntt, "expand_periodic")?,
             },
+            dependent,
             _modules: vec![ntt, arith, convert, prf, encode],
         })
     }
@@ -272,11 +301,53 @@ impl Kernels {
     pub fn device(&self) -> &GpuDevice {
         &self.device
     }
+
+    /// Whether every launch uses programmatic dependent launch.
+    pub fn dependent_launch(&self) -> bool {
+        self.dependent
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kernels of a PTX module: each `.entry`'s name and body.
+    fn entries(ptx: &str) -> Vec<(&str, &str)> {
+        ptx.split(".entry ")
+            .skip(1)
+            .map(|chunk| (chunk.split('(').next().unwrap_or(""), chunk))
+            .collect()
+    }
+
+    #[test]
+    fn sm90_ptx_has_the_same_kernels_each_waiting_before_it_touches_memory() {
+        for ((name, plain), (name90, ptx)) in PTX_MODULES.into_iter().zip(PTX_MODULES_SM90) {
+            assert_eq!(name, name90);
+            assert!(ptx.contains(".version 9.0"), "{name}");
+            assert!(ptx.contains(".target sm_90"), "{name}");
+            assert!(!plain.contains("griddepcontrol"), "{name}: sm_75 PTX");
+            let kernels = entries(ptx);
+            let names = |list: &[(&str, &str)]| list.iter().map(|(k, _)| k.to_string()).collect();
+            let plain_names: Vec<String> = names(&entries(plain));
+            assert_eq!(names(&kernels), plain_names, "{name}");
+            assert!(!kernels.is_empty(), "{name}");
+            for (kernel, body) in kernels {
+                let wait = body.find("griddepcontrol.wait;");
+                let trigger = body.find("griddepcontrol.launch_dependents;");
+                let first_access = ["ld.global", "st.global", "atom.", "red.", "ld.shared"]
+                    .iter()
+                    .filter_map(|op| body.find(op))
+                    .min();
+                match (wait, trigger, first_access) {
+                    (Some(w), Some(t), Some(a)) => {
+                        assert!(w < t && t < a, "{name}: {kernel} touches memory first");
+                    }
+                    other => panic!("{name}: {kernel}: wait, trigger, access at {other:?}"),
+                }
+            }
+        }
+    }
 
     #[test]
     fn embedded_ptx_targets_sm_75_with_isa_9_0_and_names_every_kernel() {
