@@ -320,6 +320,38 @@ mod tests {
             .collect()
     }
 
+    /// Whether a PTX instruction reads or writes memory other than the
+    /// kernel's parameters and its own stack: any `ld`/`st` (generic or
+    /// with a state space, `ldu` included) but `ld.param`, `ld.local`,
+    /// `st.local`; atomics and reductions; asynchronous copies, bulk
+    /// operations and prefetches.
+    fn touches_memory(instruction: &str) -> bool {
+        let op = instruction.split_whitespace().next().unwrap_or("");
+        let private = ["ld.param", "ld.local", "st.local"]
+            .iter()
+            .any(|p| op.starts_with(p));
+        let memory = [
+            "ld.", "ld ", "ldu", "st.", "atom", "red.", "cp.", "prefetch", "multimem",
+        ]
+        .iter()
+        .any(|p| op.starts_with(p) || op == p.trim_end_matches(['.', ' ']));
+        memory && !private
+    }
+
+    /// Whether a PTX instruction can leave the straight-line start of a
+    /// kernel: a branch, a return or exit, a predicated instruction, a call.
+    fn leaves_straight_line(instruction: &str) -> bool {
+        let op = instruction
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .trim_end_matches(';');
+        op.starts_with('@')
+            || ["bra", "ret", "exit", "call", "brx"]
+                .iter()
+                .any(|p| op == *p || op.starts_with(&format!("{p}.")))
+    }
+
     #[test]
     fn sm90_ptx_has_the_same_kernels_each_waiting_before_it_touches_memory() {
         for ((name, plain), (name90, ptx)) in PTX_MODULES.into_iter().zip(PTX_MODULES_SM90) {
@@ -333,20 +365,65 @@ mod tests {
             assert_eq!(names(&kernels), plain_names, "{name}");
             assert!(!kernels.is_empty(), "{name}");
             for (kernel, body) in kernels {
-                let wait = body.find("griddepcontrol.wait;");
-                let trigger = body.find("griddepcontrol.launch_dependents;");
-                let first_access = ["ld.global", "st.global", "atom.", "red.", "ld.shared"]
+                // The body's instructions in order, up to the wait: none may
+                // touch memory or leave the straight line (so text order is
+                // execution order), and the trigger follows the wait.
+                let code = body.split_once('{').map_or("", |(_, code)| code);
+                let instructions: Vec<&str> = code
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty() && !l.starts_with("//") && !l.starts_with('.'))
+                    .collect();
+                let wait = instructions
                     .iter()
-                    .filter_map(|op| body.find(op))
-                    .min();
-                match (wait, trigger, first_access) {
-                    (Some(w), Some(t), Some(a)) => {
-                        assert!(w < t && t < a, "{name}: {kernel} touches memory first");
-                    }
-                    other => panic!("{name}: {kernel}: wait, trigger, access at {other:?}"),
+                    .position(|i| i.starts_with("griddepcontrol.wait"));
+                let trigger = instructions
+                    .iter()
+                    .position(|i| i.starts_with("griddepcontrol.launch_dependents"));
+                let (Some(wait), Some(trigger)) = (wait, trigger) else {
+                    panic!("{name}: {kernel} lacks the wait or the trigger");
+                };
+                assert!(wait < trigger, "{name}: {kernel} triggers before it waits");
+                for before in instructions.iter().take(wait) {
+                    assert!(
+                        !touches_memory(before) && !leaves_straight_line(before),
+                        "{name}: {kernel}: {before:?} before the wait"
+                    );
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_memory_and_control_checks_recognise_what_they_must() {
+        for touching in [
+            "ld.global.nc.u64 %rd1, [%rd2];",
+            "ld.u64 %rd1, [%rd2];",
+            "ld.v2.u64 {%rd1, %rd2}, [%rd3];",
+            "st.v2.u64 [%rd1], {%rd2, %rd3};",
+            "st.shared.u64 [%r1], %rd2;",
+            "ld.shared.u64 %rd1, [%r2];",
+            "ldu.global.u64 %rd1, [%rd2];",
+            "atom.global.add.u64 %rd1, [%rd2], 1;",
+            "red.global.add.u64 [%rd1], 1;",
+            "cp.async.ca.shared.global [%r1], [%rd1], 16;",
+            "prefetch.global.L2 [%rd1];",
+        ] {
+            assert!(touches_memory(touching), "{touching}");
+        }
+        for private in [
+            "ld.param.u64 %rd1, [binary_op_param_0];",
+            "st.local.u64 [%rd1], %rd2;",
+            "ld.local.u64 %rd1, [%rd2];",
+            "mov.u32 %r1, %ctaid.y;",
+            "mul.wide.u32 %rd1, %r1, 8;",
+        ] {
+            assert!(!touches_memory(private), "{private}");
+        }
+        for leaving in ["@%p1 bra $L__BB0_2;", "bra.uni $L__BB0_3;", "ret;", "exit;"] {
+            assert!(leaves_straight_line(leaving), "{leaving}");
+        }
+        assert!(!leaves_straight_line("add.s64 %rd1, %rd2, %rd3;"));
     }
 
     #[test]
