@@ -18,7 +18,7 @@
 //! | `HEMEM_STREAMING_ARENA` | `planned`: `on`/`1`/`true`, `off`/`0`/`false` | `on` |
 //! | `HEMEM_STREAMING_MARGIN` | `planned`: an integer ≥ 1 | `32` |
 //! | `HEMEM_DEVICE_POOL` | `paged`, `driver` | `paged` |
-//! | `HEMEM_DEPENDENT_LAUNCH` | `auto`, `on`, `off` | `auto`: on for compute capability 9.0 and newer |
+//! | `HEMEM_DEPENDENT_LAUNCH` | `auto`, `on`/`1`/`true`, `off`/`0`/`false` | `auto`: on for compute capability 9.0 and newer |
 
 use std::fmt;
 use std::path::PathBuf;
