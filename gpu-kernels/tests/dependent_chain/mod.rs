@@ -179,18 +179,18 @@ impl Chain {
 
     /// The device's `x` (the download waits for the compute stream).
     pub fn device_x(&self) -> Vec<u64> {
-        let mut words = vec![0; self.x.len()];
-        self.allocator
-            .download(&self.xs, 0, &mut words)
-            .expect("download");
-        words
+        self.download(&self.xs)
     }
 
     /// The device's `y`.
     pub fn device_y(&self) -> Vec<u64> {
-        let mut words = vec![0; self.y.len()];
+        self.download(&self.ys)
+    }
+
+    fn download(&self, buffer: &Buffer) -> Vec<u64> {
+        let mut words = vec![0; self.n * self.limbs];
         self.allocator
-            .download(&self.ys, 0, &mut words)
+            .download(buffer, 0, &mut words)
             .expect("download");
         words
     }
