@@ -10,7 +10,11 @@
 # repository root, git-ignored) and created on first use; pip must reach PyPI.
 # nvvm is pinned too: an unpinned install pulls nvvm 13.5, whose PTX 9.5 the
 # CUDA 13.0 driver (R580) cannot load. -arch=compute_75 gives PTX ISA 9.0 for
-# .target sm_75 (Turing), the lowest target nvcc 13 supports.
+# .target sm_75 (Turing), the lowest target nvcc 13 supports: ptx/<name>.ptx.
+# The CKKS modules (ckks_*.cu) are compiled a second time with
+# -arch=compute_90 into ptx/sm90/<name>.ptx: the same kernels with
+# programmatic dependent launch's griddepcontrol instructions (sm_90 and
+# newer), which Kernels::load picks on such cards.
 #
 # The output is deterministic: nvcc runs in a fixed scratch folder on a copy of
 # each source under its bare name, so no absolute path or time stamp reaches
@@ -35,7 +39,7 @@ nvcc=$cu13/bin/nvcc
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-mkdir -p "$scratch/src" "$scratch/out"
+mkdir -p "$scratch/src" "$scratch/out/sm90"
 cp "$here"/cuda/*.cu "$scratch/src/"
 cp "$here"/cuda/*.cuh "$scratch/src/" 2>/dev/null || true
 (
@@ -43,21 +47,24 @@ cp "$here"/cuda/*.cuh "$scratch/src/" 2>/dev/null || true
   for cu in *.cu; do
     "$nvcc" -ptx -arch=compute_75 -O3 "$cu" -o "../out/${cu%.cu}.ptx"
   done
+  for cu in ckks_*.cu; do
+    "$nvcc" -ptx -arch=compute_90 -O3 "$cu" -o "../out/sm90/${cu%.cu}.ptx"
+  done
 )
 
 if [[ $check == 1 ]]; then
   status=0
-  for ptx in "$scratch"/out/*.ptx; do
-    name=$(basename "$ptx")
+  for ptx in "$scratch"/out/*.ptx "$scratch"/out/sm90/*.ptx; do
+    name=${ptx#"$scratch"/out/}
     if ! diff -u "$here/ptx/$name" "$ptx" >"$scratch/diff" 2>&1; then
       echo "regenerate-ptx: gpu-kernels/ptx/$name is stale (or missing); run gpu-kernels/regenerate-ptx.sh" >&2
       head -40 "$scratch/diff" >&2
       status=1
     fi
   done
-  for ptx in "$here"/ptx/*.ptx; do
+  for ptx in "$here"/ptx/*.ptx "$here"/ptx/sm90/*.ptx; do
     [[ -e $ptx ]] || continue
-    name=$(basename "$ptx")
+    name=${ptx#"$here"/ptx/}
     if [[ ! -e $scratch/out/$name ]]; then
       echo "regenerate-ptx: gpu-kernels/ptx/$name has no source in gpu-kernels/cuda/" >&2
       status=1
@@ -67,6 +74,8 @@ if [[ $check == 1 ]]; then
   exit $status
 fi
 
-rm -f "$here"/ptx/*.ptx
+rm -f "$here"/ptx/*.ptx "$here"/ptx/sm90/*.ptx
+mkdir -p "$here/ptx/sm90"
 cp "$scratch"/out/*.ptx "$here/ptx/"
-echo "regenerate-ptx: wrote $(ls "$here"/ptx/*.ptx | wc -l) file(s) to gpu-kernels/ptx/"
+cp "$scratch"/out/sm90/*.ptx "$here/ptx/sm90/"
+echo "regenerate-ptx: wrote $(ls "$here"/ptx/*.ptx "$here"/ptx/sm90/*.ptx | wc -l) file(s) to gpu-kernels/ptx/"

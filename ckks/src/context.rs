@@ -101,8 +101,12 @@ impl Context {
                 let cpu = CpuBackend::new(params.degree().get(), &params.all_moduli())?;
                 let allocator = Allocator::gpu(&device, config)?;
                 let ordinal = device.ordinal();
-                let gpu: Arc<dyn Backend> =
-                    Arc::new(GpuBackend::new(device, allocator, cpu.plans())?);
+                let gpu: Arc<dyn Backend> = Arc::new(GpuBackend::new(
+                    device,
+                    allocator,
+                    cpu.plans(),
+                    config.dependent_launch,
+                )?);
                 Self::assemble(params, Device::Gpu(ordinal), Arc::new(cpu), gpu)
             }
         }

@@ -1095,7 +1095,11 @@ fn seeded_backends(
     let cpu = hemem_ckks::backend::CpuBackend::new(n, moduli).unwrap();
     let allocator =
         hemem_memory::Allocator::gpu(&device, &hemem_memory::MemoryConfig::default()).unwrap();
-    let gpu = hemem_ckks::backend::GpuBackend::new(device, allocator, cpu.plans()).unwrap();
+    // The launch mode follows HEMEM_DEPENDENT_LAUNCH, as the contexts' do.
+    let launch = hemem_memory::MemoryConfig::from_env()
+        .unwrap()
+        .dependent_launch;
+    let gpu = hemem_ckks::backend::GpuBackend::new(device, allocator, cpu.plans(), launch).unwrap();
     Some((Arc::new(cpu), Arc::new(gpu)))
 }
 

@@ -27,6 +27,7 @@ __device__ __forceinline__ u64 apply_op(u32 op, u64 a, u64 b, const ModConst& m)
 // out = a op b (out may alias a or b limb for limb).
 extern "C" __global__ void binary_op(u64 out, LimbMap out_map, u64 a, LimbMap a_map, u64 b, LimbMap b_map,
                                      const ModConst* __restrict__ consts, u32 n, u32 op) {
+    grid_dependency_sync();
     const u32 limb = blockIdx.y;
     const ModConst m = consts[out_map.mod[limb]];
     u64* o = limb_ptr(out, out_map.pos[limb], n);
@@ -41,6 +42,7 @@ extern "C" __global__ void binary_op(u64 out, LimbMap out_map, u64 a, LimbMap a_
 // acc += a * b.
 extern "C" __global__ void mul_add(u64 acc, LimbMap acc_map, u64 a, LimbMap a_map, u64 b, LimbMap b_map,
                                    const ModConst* __restrict__ consts, u32 n) {
+    grid_dependency_sync();
     const u32 limb = blockIdx.y;
     const ModConst m = consts[acc_map.mod[limb]];
     u64* o = limb_ptr(acc, acc_map.pos[limb], n);
@@ -71,6 +73,7 @@ struct SumGaps {
 extern "C" __global__ void mul_sum(u64 out, LimbMap out_map, PtrArray a, LimbMap a_map, PtrArray b,
                                    LimbMap b_map, SumGaps gaps, u32 terms, u32 accumulate,
                                    const ModConst* __restrict__ consts, u32 n) {
+    grid_dependency_sync();
     const u32 limb = blockIdx.y;
     const ModConst m = consts[out_map.mod[limb]];
     u64* o = limb_ptr(out, out_map.pos[limb], n);
@@ -101,6 +104,7 @@ extern "C" __global__ void mul_sum(u64 out, LimbMap out_map, PtrArray a, LimbMap
 
 // x = -x.
 extern "C" __global__ void negate(u64 data, LimbMap map, const ModConst* __restrict__ consts, u32 n) {
+    grid_dependency_sync();
     const u32 limb = blockIdx.y;
     const u64 q = consts[map.mod[limb]].q;
     u64* o = limb_ptr(data, map.pos[limb], n);
@@ -125,6 +129,7 @@ __device__ __forceinline__ u64 apply_scalar(u32 op, u64 v, u64 s, u64 ss, u64 q)
 // out and src are the same limbs.
 extern "C" __global__ void scalar_op(u64 out, LimbMap out_map, u64 src, LimbMap src_map, Scalars scalars,
                                      const ModConst* __restrict__ consts, u32 n, u32 op) {
+    grid_dependency_sync();
     const u32 limb = blockIdx.y;
     const u64 q = consts[out_map.mod[limb]].q;
     const u64 s = scalars.value[limb], ss = scalars.shoup[limb];
@@ -140,6 +145,7 @@ extern "C" __global__ void scalar_op(u64 out, LimbMap out_map, u64 src, LimbMap 
 // for callers that do not fuse it into the forward NTT).
 extern "C" __global__ void sub_then_scale(u64 out, LimbMap out_map, u64 x, LimbMap x_map, u64 y, LimbMap y_map,
                                           Scalars scalars, const ModConst* __restrict__ consts, u32 n) {
+    grid_dependency_sync();
     const u32 limb = blockIdx.y;
     const u64 q = consts[out_map.mod[limb]].q;
     const u64 s = scalars.value[limb], ss = scalars.shoup[limb];
@@ -154,6 +160,7 @@ extern "C" __global__ void sub_then_scale(u64 out, LimbMap out_map, u64 x, LimbM
 
 // dst = src, limb by limb.
 extern "C" __global__ void copy_limbs(u64 dst, LimbMap dst_map, u64 src, LimbMap src_map, u32 n) {
+    grid_dependency_sync();
     const u32 limb = blockIdx.y;
     u64* o = limb_ptr(dst, dst_map.pos[limb], n);
     const u64* i = limb_ptr(src, src_map.pos[limb], n);
@@ -177,6 +184,7 @@ __device__ __forceinline__ void tensor1(u64 u0, u64 u1, u64 v0, u64 v1, const Mo
 
 extern "C" __global__ void tensor(u64 d0, u64 d1, u64 d2, u64 a0, u64 a1, u64 b0, u64 b1, LimbMap map,
                                   const ModConst* __restrict__ consts, u32 n) {
+    grid_dependency_sync();
     const u32 limb = blockIdx.y;
     const ModConst m = consts[map.mod[limb]];
     const u32 p = map.pos[limb];
@@ -206,6 +214,7 @@ extern "C" __global__ void key_switch_inner_product(u64 out0, u64 out1, LimbMap 
                                                    LimbMap digit_map, PtrArray b, PtrArray a, LimbMap key_map,
                                                    u32 count, const ModConst* __restrict__ consts, u32 n,
                                                    u64 galois, u32 log_n) {
+    grid_dependency_sync();
     const u32 limb = blockIdx.y;
     const ModConst m = consts[out_map.mod[limb]];
     u64* o0 = limb_ptr(out0, out_map.pos[limb], n);
@@ -252,6 +261,7 @@ extern "C" __global__ void key_switch_inner_product(u64 out0, u64 out1, LimbMap 
 // X -> X^g in the NTT domain: out[j] = in[perm(j)], where evaluation j sits
 // at psi^(2 bitrev(j) + 1).
 extern "C" __global__ void automorphism(u64 out, LimbMap out_map, u64 in, LimbMap in_map, u64 galois, u32 log_n) {
+    grid_dependency_sync();
     const u32 n = 1u << log_n;
     const u32 limb = blockIdx.y;
     u64* o = limb_ptr(out, out_map.pos[limb], n);

@@ -18,6 +18,28 @@ typedef unsigned int u32;
 static_assert(HEMEM_MAX_SOURCES <= 16, "a conversion's 128-bit sum would overflow");
 #define HEMEM_MAX_PARTS 16
 
+// Programmatic dependent launch (CUDA C++ Programming Guide, "Programmatic
+// Dependent Launch and Synchronization"; PTX ISA 7.8, griddepcontrol, sm_90).
+// Every CKKS kernel calls this first, before it reads or writes any global
+// memory. A launch made with the programmatic-serialization attribute
+// (src/launch/mod.rs, `Launch`) may start its blocks while the kernel before
+// it in the stream still runs; `griddepcontrol.wait` holds every thread
+// until all grids it depends on have completed and their writes are visible,
+// so what follows sees exactly what a serial launch would (and writes nothing
+// the previous kernel still reads). Since every kernel waits before it can
+// complete, a chain of such launches keeps the stream's order transitively.
+// `griddepcontrol.launch_dependents` then lets the next launch schedule its
+// blocks: it takes effect once every block of this grid has issued it or
+// exited, that is during this grid's last wave, which is the tail the next
+// kernel's start overlaps. Launched without the attribute both instructions
+// are no-ops; the sm_75 PTX (older cards) has neither.
+__device__ __forceinline__ void grid_dependency_sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // Constants of one modulus (global index), uploaded once per context.
 struct ModConst {
     u64 q;

@@ -23,6 +23,7 @@
 extern "C" __global__ void base_convert(u64 out, LimbMap out_map, u64 in, LimbMap in_map,
                                         const u64* __restrict__ table, const ModConst* __restrict__ consts, u32 n,
                                         u32 exact, u64 copy_src, LimbMap copy_src_map, LimbMap copy_map) {
+    grid_dependency_sync();
     const u32 k = in_map.count, mcount = out_map.count;
     const u32 row = blockIdx.y;
     const u32 step = 2 * gridDim.x * blockDim.x;
@@ -75,6 +76,7 @@ extern "C" __global__ void base_convert(u64 out, LimbMap out_map, u64 in, LimbMa
 // modulo `src_mod` (the dropped prime of a rescale).
 extern "C" __global__ void spread_centered(u64 out, LimbMap out_map, u64 src, u32 src_mod,
                                            const ModConst* __restrict__ consts, u32 n) {
+    grid_dependency_sync();
     const u32 limb = blockIdx.y;
     const ModConst m = consts[out_map.mod[limb]];
     const u64 p = consts[src_mod].q;

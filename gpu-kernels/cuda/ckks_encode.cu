@@ -8,6 +8,7 @@
 // zero otherwise. Two coefficients per thread (16-byte stores).
 extern "C" __global__ void expand_compact(PtrArray dst, PtrArray src, LimbMap map,
                                           const ModConst* __restrict__ consts, u32 n, u32 log_gap) {
+    grid_dependency_sync();
     const u32 limb = blockIdx.y;
     const u32 part = blockIdx.z;
     const ModConst m = consts[map.mod[limb]];

@@ -792,12 +792,14 @@ __device__ __forceinline__ void inv_rows16(const Parts& parts, const LimbMap& ds
         ntt_fwd_cols_##L(Parts parts, LimbMap dst_map, LimbMap src_map, const ModConst* __restrict__ consts, \
                          const u64* __restrict__ tw, u32 log_c, u32 log_s, u64 conv_in, LimbMap conv_map,    \
                          u32 mode) {                                                                         \
+        grid_dependency_sync();                                                                               \
         fwd_columns<L>(parts, dst_map, src_map, consts, tw, log_c, log_s, conv_in, conv_map, mode);           \
     }                                                                                                        \
     extern "C" __global__ void __launch_bounds__(256, INV_MIN_BLOCKS)                                        \
         ntt_inv_cols_##L(Parts parts, LimbMap map, const ModConst* __restrict__ consts,                      \
                          const u64* __restrict__ tw, const u64* __restrict__ scale, u32 by_limb, u32 log_c,  \
                          u32 log_s) {                                                                        \
+        grid_dependency_sync();                                                                               \
         inv_columns<L>(parts, map, consts, tw, scale, by_limb, log_c, log_s);                                 \
     }
 
@@ -806,12 +808,14 @@ __device__ __forceinline__ void inv_rows16(const Parts& parts, const LimbMap& ds
         ntt_fwd_rows_##L(Parts parts, LimbMap map, const ModConst* __restrict__ consts,                      \
                          const u64* __restrict__ tw, u32 log_r, u32 log_s, LimbMap aux_map,                  \
                          const u64* __restrict__ scale, u32 mode, LimbMap add_map) {                         \
+        grid_dependency_sync();                                                                               \
         fwd_rows<L>(parts, map, consts, tw, log_r, log_s, aux_map, reinterpret_cast<const Twiddle*>(scale),   \
                     mode, add_map);                                                                          \
     }                                                                                                        \
     extern "C" __global__ void __launch_bounds__(256, INV_MIN_BLOCKS)                                        \
         ntt_inv_rows_##L(Parts parts, LimbMap dst_map, LimbMap src_map, const ModConst* __restrict__ consts, \
                          const u64* __restrict__ tw, u32 log_r, u32 log_s) {                                 \
+        grid_dependency_sync();                                                                               \
         inv_rows<L>(parts, dst_map, src_map, consts, tw, log_r, log_s);                                       \
     }
 
@@ -834,12 +838,14 @@ HEMEM_NTT_ROWS(9, 3, 4)
         ntt_fwd_rows16_##L(Parts parts, LimbMap map, const ModConst* __restrict__ consts,                    \
                            const u64* __restrict__ tw, u32 log_r, u32 log_s, LimbMap aux_map,                \
                            const u64* __restrict__ scale, u32 mode, LimbMap add_map) {                       \
+        grid_dependency_sync();                                                                               \
         fwd_rows16<L>(parts, map, consts, tw, log_r, log_s, aux_map, reinterpret_cast<const Twiddle*>(scale), \
                       mode, add_map);                                                                        \
     }                                                                                                        \
     extern "C" __global__ void __launch_bounds__(128, INV_MIN_BLOCKS)                                        \
         ntt_inv_rows16_##L(Parts parts, LimbMap dst_map, LimbMap src_map, const ModConst* __restrict__ consts, \
                            const u64* __restrict__ tw, u32 log_r, u32 log_s) {                               \
+        grid_dependency_sync();                                                                               \
         inv_rows16<L>(parts, dst_map, src_map, consts, tw, log_r, log_s);                                     \
     }
 
@@ -866,6 +872,7 @@ HEMEM_NTT_ROWS16(9, 4, 6)
 extern "C" __global__ void __launch_bounds__(256)
     expand_periodic(PtrArray dst, PtrArray src, LimbMap map, const ModConst* __restrict__ consts,
                     const u64* __restrict__ tw, u32 n, u32 log_m, u32 log_out) {
+    grid_dependency_sync();
     extern __shared__ u64 pts[];
     const u32 limb = blockIdx.y;
     const u32 part = blockIdx.z;

@@ -126,6 +126,7 @@ __device__ __forceinline__ void uniform_block(const Seed& key, u64 base, u64 blo
 // modulus field). n is a multiple of 8.
 extern "C" __global__ void uniform_from_seed(u64 out, LimbMap map, Seed seed, u32 digit,
                                              const ModConst* __restrict__ consts, u32 n) {
+    grid_dependency_sync();
     const u32 limb = blockIdx.y;
     const u32 modulus = map.mod[limb];
     const ModConst m = consts[modulus];
@@ -212,6 +213,7 @@ extern "C" __global__ void __launch_bounds__(256, 3)
     key_switch_inner_product_seeded(u64 out0, u64 out1, LimbMap out_map, PtrArray digits, LimbMap digit_map,
                                     PtrArray b, LimbMap key_map, Seed seed, u32 count,
                                     const ModConst* __restrict__ consts, u32 n, u64 galois, u32 log_n) {
+    grid_dependency_sync();
     const u32 limb = blockIdx.y;
     const u32 modulus = out_map.mod[limb];
     const ModConst m = consts[modulus];

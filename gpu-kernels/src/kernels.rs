@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, CudaModule};
 use cudarc::nvrtc::Ptx;
-use hemem_memory::GpuDevice;
+use hemem_memory::{DependentLaunch, GpuDevice};
 
 use crate::{Error, Result};
 
@@ -19,6 +19,19 @@ pub const PTX_MODULES: [(&str, &str); 5] = [
     ("ckks_convert", include_str!("../ptx/ckks_convert.ptx")),
     ("ckks_prf", include_str!("../ptx/ckks_prf.ptx")),
     ("ckks_encode", include_str!("../ptx/ckks_encode.ptx")),
+];
+
+/// The same CKKS modules compiled for compute capability 9.0
+/// (`ptx/sm90/<name>.ptx`): every kernel starts with
+/// `griddepcontrol.wait` / `launch_dependents`, so that it can be launched
+/// with programmatic dependent launch. Loaded instead of [`PTX_MODULES`]
+/// where [`Kernels::dependent_launch`] is on.
+pub const PTX_MODULES_SM90: [(&str, &str); 5] = [
+    ("ckks_ntt", include_str!("../ptx/sm90/ckks_ntt.ptx")),
+    ("ckks_arith", include_str!("../ptx/sm90/ckks_arith.ptx")),
+    ("ckks_convert", include_str!("../ptx/sm90/ckks_convert.ptx")),
+    ("ckks_prf", include_str!("../ptx/sm90/ckks_prf.ptx")),
+    ("ckks_encode", include_str!("../ptx/sm90/ckks_encode.ptx")),
 ];
 
 /// The committed PTX of the test and micro-benchmark kernels (buffer touch
@@ -85,6 +98,8 @@ pub(crate) struct Bench {
 pub struct Kernels {
     pub(crate) device: GpuDevice,
     pub(crate) ckks: Ckks,
+    /// Whether launches use programmatic dependent launch (the sm_90 PTX).
+    pub(crate) dependent: bool,
     _modules: Vec<Arc<CudaModule>>,
 }
 
@@ -92,6 +107,7 @@ impl fmt::Debug for Kernels {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Kernels")
             .field("device", &self.device.ordinal())
+            .field("dependent_launch", &self.dependent)
             .finish_non_exhaustive()
     }
 }
@@ -221,18 +237,30 @@ impl Kernels {
     /// Loads the CKKS modules into `device`'s context (the driver
     /// JIT-compiles the PTX for the card the first time; it caches the
     /// result). The test kernels are not among them ([`TestKernels`]).
+    /// With `launch` enabled for the card
+    /// ([`DependentLaunch::enabled_for`]) they are the sm_90 modules
+    /// ([`PTX_MODULES_SM90`]) and every launch uses programmatic dependent
+    /// launch; otherwise the sm_75 ones ([`PTX_MODULES`]) and plain launches.
     ///
     /// # Errors
+    /// [`Error::Memory`] with `DependentLaunchUnsupported` for
+    /// [`DependentLaunch::On`] on a card older than compute capability 9.0;
     /// [`Error::Load`] (an old driver refuses PTX 9.0 with
     /// `CUDA_ERROR_UNSUPPORTED_PTX_VERSION`).
-    pub fn load(device: &GpuDevice) -> Result<Self> {
+    pub fn load(device: &GpuDevice, launch: DependentLaunch) -> Result<Self> {
+        let dependent = launch.enabled_for(device.info().compute_capability)?;
+        let modules = if dependent {
+            PTX_MODULES_SM90
+        } else {
+            PTX_MODULES
+        };
         let [
             (ntt_name, ntt_ptx),
             (arith_name, arith_ptx),
             (convert_name, convert_ptx),
             (prf_name, prf_ptx),
             (encode_name, encode_ptx),
-        ] = PTX_MODULES;
+        ] = modules;
         let ntt = load(device, ntt_name, ntt_ptx)?;
         let arith = load(device, arith_name, arith_ptx)?;
         let convert = load(device, convert_name, convert_ptx)?;
@@ -264,6 +292,7 @@ impl Kernels {
                 expand_compact: function(&encode, "expand_compact")?,
                 expand_periodic: function(&ntt, "expand_periodic")?,
             },
+            dependent,
             _modules: vec![ntt, arith, convert, prf, encode],
         })
     }
@@ -272,11 +301,130 @@ impl Kernels {
     pub fn device(&self) -> &GpuDevice {
         &self.device
     }
+
+    /// Whether every launch uses programmatic dependent launch.
+    pub fn dependent_launch(&self) -> bool {
+        self.dependent
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kernels of a PTX module: each `.entry`'s name and body.
+    fn entries(ptx: &str) -> Vec<(&str, &str)> {
+        ptx.split(".entry ")
+            .skip(1)
+            .map(|chunk| (chunk.split('(').next().unwrap_or(""), chunk))
+            .collect()
+    }
+
+    /// Whether a PTX instruction reads or writes memory other than the
+    /// kernel's parameters and its own stack: any `ld`/`st` (generic or
+    /// with a state space, `ldu` included) but `ld.param`, `ld.local`,
+    /// `st.local`; atomics and reductions; asynchronous copies, bulk
+    /// operations and prefetches.
+    fn touches_memory(instruction: &str) -> bool {
+        let op = instruction.split_whitespace().next().unwrap_or("");
+        let private = ["ld.param", "ld.local", "st.local"]
+            .iter()
+            .any(|p| op.starts_with(p));
+        let memory = [
+            "ld.", "ld ", "ldu", "st.", "atom", "red.", "cp.", "prefetch", "multimem",
+        ]
+        .iter()
+        .any(|p| op.starts_with(p) || op == p.trim_end_matches(['.', ' ']));
+        memory && !private
+    }
+
+    /// Whether a PTX instruction can leave the straight-line start of a
+    /// kernel: a branch, a return or exit, a predicated instruction, a call.
+    fn leaves_straight_line(instruction: &str) -> bool {
+        let op = instruction
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .trim_end_matches(';');
+        op.starts_with('@')
+            || ["bra", "ret", "exit", "call", "brx"]
+                .iter()
+                .any(|p| op == *p || op.starts_with(&format!("{p}.")))
+    }
+
+    #[test]
+    fn sm90_ptx_has_the_same_kernels_each_waiting_before_it_touches_memory() {
+        for ((name, plain), (name90, ptx)) in PTX_MODULES.into_iter().zip(PTX_MODULES_SM90) {
+            assert_eq!(name, name90);
+            assert!(ptx.contains(".version 9.0"), "{name}");
+            assert!(ptx.contains(".target sm_90"), "{name}");
+            assert!(!plain.contains("griddepcontrol"), "{name}: sm_75 PTX");
+            let kernels = entries(ptx);
+            let names = |list: &[(&str, &str)]| list.iter().map(|(k, _)| k.to_string()).collect();
+            let plain_names: Vec<String> = names(&entries(plain));
+            assert_eq!(names(&kernels), plain_names, "{name}");
+            assert!(!kernels.is_empty(), "{name}");
+            for (kernel, body) in kernels {
+                // The body's instructions in order, up to the wait: none may
+                // touch memory or leave the straight line (so text order is
+                // execution order), and the trigger follows the wait.
+                let code = body.split_once('{').map_or("", |(_, code)| code);
+                let instructions: Vec<&str> = code
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty() && !l.starts_with("//") && !l.starts_with('.'))
+                    .collect();
+                let wait = instructions
+                    .iter()
+                    .position(|i| i.starts_with("griddepcontrol.wait"));
+                let trigger = instructions
+                    .iter()
+                    .position(|i| i.starts_with("griddepcontrol.launch_dependents"));
+                let (Some(wait), Some(trigger)) = (wait, trigger) else {
+                    panic!("{name}: {kernel} lacks the wait or the trigger");
+                };
+                assert!(wait < trigger, "{name}: {kernel} triggers before it waits");
+                for before in instructions.iter().take(wait) {
+                    assert!(
+                        !touches_memory(before) && !leaves_straight_line(before),
+                        "{name}: {kernel}: {before:?} before the wait"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_memory_and_control_checks_recognise_what_they_must() {
+        for touching in [
+            "ld.global.nc.u64 %rd1, [%rd2];",
+            "ld.u64 %rd1, [%rd2];",
+            "ld.v2.u64 {%rd1, %rd2}, [%rd3];",
+            "st.v2.u64 [%rd1], {%rd2, %rd3};",
+            "st.shared.u64 [%r1], %rd2;",
+            "ld.shared.u64 %rd1, [%r2];",
+            "ldu.global.u64 %rd1, [%rd2];",
+            "atom.global.add.u64 %rd1, [%rd2], 1;",
+            "red.global.add.u64 [%rd1], 1;",
+            "cp.async.ca.shared.global [%r1], [%rd1], 16;",
+            "prefetch.global.L2 [%rd1];",
+        ] {
+            assert!(touches_memory(touching), "{touching}");
+        }
+        for private in [
+            "ld.param.u64 %rd1, [binary_op_param_0];",
+            "st.local.u64 [%rd1], %rd2;",
+            "ld.local.u64 %rd1, [%rd2];",
+            "mov.u32 %r1, %ctaid.y;",
+            "mul.wide.u32 %rd1, %r1, 8;",
+        ] {
+            assert!(!touches_memory(private), "{private}");
+        }
+        for leaving in ["@%p1 bra $L__BB0_2;", "bra.uni $L__BB0_3;", "ret;", "exit;"] {
+            assert!(leaves_straight_line(leaving), "{leaving}");
+        }
+        assert!(!leaves_straight_line("add.s64 %rd1, %rd2, %rd3;"));
+    }
 
     #[test]
     fn embedded_ptx_targets_sm_75_with_isa_9_0_and_names_every_kernel() {

@@ -5,7 +5,11 @@
 //!
 //! Building needs no CUDA toolkit and running needs only the NVIDIA driver,
 //! which JIT-compiles the PTX (ISA 9.0, `sm_75` and newer; CUDA 13.0 driver
-//! R580 or newer) for the card.
+//! R580 or newer) for the card. The CKKS modules also come compiled for
+//! `sm_90` (`ptx/sm90/`), where every kernel opens with programmatic
+//! dependent launch's wait: on Hopper and newer cards they are loaded
+//! instead and launched with `cuLaunchKernelEx`'s programmatic-serialization
+//! attribute (`hemem_memory::DependentLaunch`, `HEMEM_DEPENDENT_LAUNCH`).
 //!
 //! * [`Kernels`] loads the CKKS modules once per context; [`TestKernels`]
 //!   loads the test and micro-benchmark modules, for tests and
@@ -35,6 +39,6 @@ mod views;
 
 pub use error::{Error, Result};
 pub use hemem_memory as memory;
-pub use kernels::{Kernels, PTX_MODULES, TEST_PTX_MODULES, TestKernels};
+pub use kernels::{Kernels, PTX_MODULES, PTX_MODULES_SM90, TEST_PTX_MODULES, TestKernels};
 pub use pattern::{pattern_word, permutation};
 pub use views::{DeviceWords, DeviceWordsMut};

@@ -18,6 +18,7 @@
 //! | `HEMEM_STREAMING_ARENA` | `planned`: `on`/`1`/`true`, `off`/`0`/`false` | `on` |
 //! | `HEMEM_STREAMING_MARGIN` | `planned`: an integer ≥ 1 | `32` |
 //! | `HEMEM_DEVICE_POOL` | `paged`, `driver` | `paged` |
+//! | `HEMEM_DEPENDENT_LAUNCH` | `auto`, `on`/`1`/`true`, `off`/`0`/`false` | `auto`: on for compute capability 9.0 and newer |
 
 use std::fmt;
 use std::path::PathBuf;
@@ -25,7 +26,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cuda::PoolKind;
+use crate::cuda::{DependentLaunch, PoolKind};
 use crate::policy::{
     DevicePolicy, Divergence, DynamicPolicy, ManagedPolicy, PlacementPolicy, PlannedPolicy,
     PolicyKind, ProfiledPolicy, StaticPolicy,
@@ -345,6 +346,14 @@ pub struct MemoryConfig {
     /// stream-ordered pool (`driver`, for comparison), whose free memory
     /// can lie in pieces too small for the next block.
     pub device_pool: PoolKind,
+    /// Whether the GPU backend launches its kernels with programmatic
+    /// dependent launch, each starting its blocks during the previous
+    /// kernel's last wave and waiting in the kernel for its results
+    /// (`HEMEM_DEPENDENT_LAUNCH`: `auto`, the default, where the GPU has
+    /// compute capability 9.0 or newer; `on`; `off`). Not a memory setting
+    /// strictly, but one of how work on hemem's streams is ordered, and this
+    /// is the configuration a context's GPU is opened with.
+    pub dependent_launch: DependentLaunch,
 }
 
 impl Default for MemoryConfig {
@@ -365,6 +374,7 @@ impl Default for MemoryConfig {
             zero_copy: ZeroCopy::Fallback,
             time_runs: false,
             device_pool: PoolKind::Paged,
+            dependent_launch: DependentLaunch::Auto,
         }
     }
 }
@@ -437,6 +447,9 @@ impl MemoryConfig {
         }
         if let Some(pool) = var("HEMEM_DEVICE_POOL") {
             config.device_pool = pool.parse()?;
+        }
+        if let Some(launch) = var("HEMEM_DEPENDENT_LAUNCH") {
+            config.dependent_launch = launch.parse()?;
         }
         Ok(config)
     }
@@ -655,8 +668,13 @@ mod tests {
             ("HEMEM_STREAMING_SLACK", "0.15"),
             ("HEMEM_TIME_RUNS", "1"),
             ("HEMEM_DEVICE_POOL", "driver"),
+            ("HEMEM_DEPENDENT_LAUNCH", "off"),
         ]))
         .expect("valid");
+        assert_eq!(
+            (c.dependent_launch, MemoryConfig::default().dependent_launch),
+            (DependentLaunch::Off, DependentLaunch::Auto)
+        );
         assert_eq!(
             (c.device_pool, MemoryConfig::default().device_pool),
             (PoolKind::Driver, PoolKind::Paged)
@@ -739,6 +757,14 @@ mod tests {
                 ConfigError::InvalidSetting {
                     name: "HEMEM_DEVICE_POOL",
                     value: "cuda".into(),
+                }
+                .into(),
+            ),
+            (
+                vec![("HEMEM_DEPENDENT_LAUNCH", "yes")],
+                ConfigError::InvalidSetting {
+                    name: "HEMEM_DEPENDENT_LAUNCH",
+                    value: "yes".into(),
                 }
                 .into(),
             ),

@@ -270,6 +270,16 @@ pub enum ConfigError {
     /// The dynamic policy's threshold must be at least 1.
     #[error("the dynamic policy's threshold must be at least 1")]
     ZeroThreshold,
+    /// Programmatic dependent launch was asked for
+    /// (`HEMEM_DEPENDENT_LAUNCH=on`) on a GPU older than compute
+    /// capability 9.0.
+    #[error(
+        "programmatic dependent launch needs compute capability 9.0 or newer; this GPU has {capability} (HEMEM_DEPENDENT_LAUNCH=on)"
+    )]
+    DependentLaunchUnsupported {
+        /// The GPU's compute capability.
+        capability: crate::cuda::ComputeCapability,
+    },
 }
 
 /// Errors reading an allocation trace or replaying one.
@@ -725,6 +735,13 @@ mod tests {
                 }
                 .into(),
                 "device budget 10 bytes is larger than the GPU's 5 free bytes",
+            ),
+            (
+                ConfigError::DependentLaunchUnsupported {
+                    capability: crate::cuda::ComputeCapability { major: 8, minor: 6 },
+                }
+                .into(),
+                "programmatic dependent launch needs compute capability 9.0 or newer; this GPU has 8.6 (HEMEM_DEPENDENT_LAUNCH=on)",
             ),
             (
                 ConfigError::ZeroBudget.into(),

@@ -127,7 +127,7 @@ pub use class::{MemoryClass, Placement};
 pub use config::{
     BudgetSetting, ByteSize, MemoryConfig, Oversubscription, PolicyConfig, ProfiledConfig,
 };
-pub use cuda::{GpuDevice, PoolActivity, PoolKind};
+pub use cuda::{DependentLaunch, GpuDevice, PoolActivity, PoolKind};
 pub use error::{
     ConfigError, DeviceError, DriverVersion, Error, InUse, Result, TraceError, TraceFault,
 };

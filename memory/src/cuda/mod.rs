@@ -12,6 +12,8 @@
 //!   `cuMemHostAlloc`).
 //! * `transfer` — uploads through pinned staging, downloads, device copies
 //!   and zeroing, all ordered on a buffer's own stream.
+//! * [`DependentLaunch`] — whether kernels start during the previous
+//!   kernel's last wave (programmatic dependent launch, Hopper and newer).
 //! * [`cupti`] — CUPTI's unified-memory counters, the independent check the
 //!   GPU tests use, and its kernel records, summed by [`timeline`] into a
 //!   run's busy and idle device time.
@@ -21,6 +23,7 @@
 //! [`crate::DeviceError::NoGpu`] instead.
 
 pub mod cupti;
+mod dependent_launch;
 mod device;
 mod managed;
 mod pinned;
@@ -30,6 +33,7 @@ pub mod timeline;
 mod transfer;
 
 pub use cudarc;
+pub use dependent_launch::DependentLaunch;
 pub use device::{ComputeCapability, DeviceInfo, Event, GpuDevice, MemoryInfo};
 pub(crate) use managed::Location;
 pub use pinned::PinnedBlock;

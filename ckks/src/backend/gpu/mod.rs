@@ -34,7 +34,7 @@ use std::sync::{Arc, RwLock};
 use hemem_gpu_kernels::Kernels;
 use hemem_gpu_kernels::launch::ckks as launch;
 use hemem_gpu_kernels::launch::ckks::ntt::{NttGeometry, NttRows};
-use hemem_memory::{Allocator, Buffer, GpuDevice};
+use hemem_memory::{Allocator, Buffer, DependentLaunch, GpuDevice};
 
 use self::args::address;
 use self::tables::{DeviceConversion, modulus_table, twiddle_tables, upload_constant};
@@ -80,18 +80,25 @@ impl GpuBackend {
     /// A backend on `device` allocating through `allocator` (a GPU
     /// allocator for that device), for the moduli and NTT plans of a
     /// context: uploads the modulus and twiddle tables and loads the
-    /// kernels.
+    /// kernels, launched with programmatic dependent launch where
+    /// `dependent_launch` enables it for the card ([`Kernels::load`]).
     ///
     /// # Errors
-    /// Kernel loading (an old driver), allocation and transfer errors.
-    pub fn new(device: GpuDevice, allocator: Allocator, plans: &[NttPlan]) -> Result<Self> {
+    /// Kernel loading (an old driver; `DependentLaunch::On` on a card older
+    /// than compute capability 9.0), allocation and transfer errors.
+    pub fn new(
+        device: GpuDevice,
+        allocator: Allocator,
+        plans: &[NttPlan],
+        dependent_launch: DependentLaunch,
+    ) -> Result<Self> {
         let degree = plans
             .first()
             .map(NttPlan::degree)
             .ok_or(Error::EmptyBasis)?;
         let geometry = launch::ntt::NttGeometry::new(degree.trailing_zeros())?;
         let moduli: Vec<Modulus> = plans.iter().map(|p| *p.modulus()).collect();
-        let kernels = Kernels::load(&device)?;
+        let kernels = Kernels::load(&device, dependent_launch)?;
         let consts = upload_constant(&allocator, &modulus_table(&moduli))?;
         let (tw, inv) = twiddle_tables(plans);
         let twiddles = upload_constant(&allocator, &tw)?;

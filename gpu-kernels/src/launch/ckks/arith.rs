@@ -2,10 +2,11 @@
 //! product, the fused key-switching inner product and automorphisms. Each
 //! launch covers `limbs × N` words with a `(N/256, limbs)` grid.
 
-use cudarc::driver::{DeviceRepr, PushKernelArg};
+use cudarc::driver::DeviceRepr;
 use hemem_memory::StreamId;
 
 use super::{ElementOp, LimbMap, PtrArray, Scalars, launched, limb_grid, pair_grid};
+use crate::launch::Launch;
 use crate::{Error, Kernels, Result};
 
 fn same_count(kernel: &'static str, expected: &LimbMap, others: &[&LimbMap]) -> Result<()> {
@@ -47,8 +48,7 @@ pub unsafe fn binary_async(
     if out_map.is_empty() {
         return Ok(());
     }
-    let s = kernels.device.stream(stream);
-    let mut launch = s.launch_builder(&kernels.ckks.binary_op);
+    let mut launch = Launch::new(kernels, stream, &kernels.ckks.binary_op);
     let code = op as u32;
     launch
         .arg(&out)
@@ -88,8 +88,7 @@ pub unsafe fn mul_add_async(
     if acc_map.is_empty() {
         return Ok(());
     }
-    let s = kernels.device.stream(stream);
-    let mut launch = s.launch_builder(&kernels.ckks.mul_add);
+    let mut launch = Launch::new(kernels, stream, &kernels.ckks.mul_add);
     launch
         .arg(&acc)
         .arg(acc_map)
@@ -184,8 +183,7 @@ pub unsafe fn mul_sum_async(
     let (a_array, b_array) = (PtrArray::new(a)?, PtrArray::new(b)?);
     let terms = a.len() as u32;
     let accumulate = u32::from(accumulate);
-    let s = kernels.device.stream(stream);
-    let mut launch = s.launch_builder(&kernels.ckks.mul_sum);
+    let mut launch = Launch::new(kernels, stream, &kernels.ckks.mul_sum);
     launch
         .arg(&out)
         .arg(out_map)
@@ -221,8 +219,7 @@ pub unsafe fn negate_async(
     if map.is_empty() {
         return Ok(());
     }
-    let s = kernels.device.stream(stream);
-    let mut launch = s.launch_builder(&kernels.ckks.negate);
+    let mut launch = Launch::new(kernels, stream, &kernels.ckks.negate);
     launch.arg(&x).arg(map).arg(&consts).arg(&n);
     // SAFETY: PTX signature (u64, LimbMap, const ModConst*, u32).
     unsafe { launch.launch(pair_grid(n as usize, map.len())) }.map_err(launched("negate"))?;
@@ -255,8 +252,7 @@ pub unsafe fn scalar_async(
     if out_map.is_empty() {
         return Ok(());
     }
-    let s = kernels.device.stream(stream);
-    let mut launch = s.launch_builder(&kernels.ckks.scalar_op);
+    let mut launch = Launch::new(kernels, stream, &kernels.ckks.scalar_op);
     let code = op as u32;
     launch
         .arg(&out)
@@ -299,8 +295,7 @@ pub unsafe fn sub_then_scale_async(
     if out_map.is_empty() {
         return Ok(());
     }
-    let s = kernels.device.stream(stream);
-    let mut launch = s.launch_builder(&kernels.ckks.sub_then_scale);
+    let mut launch = Launch::new(kernels, stream, &kernels.ckks.sub_then_scale);
     launch
         .arg(&out)
         .arg(out_map)
@@ -336,8 +331,7 @@ pub unsafe fn copy_async(
     if dst_map.is_empty() {
         return Ok(());
     }
-    let s = kernels.device.stream(stream);
-    let mut launch = s.launch_builder(&kernels.ckks.copy_limbs);
+    let mut launch = Launch::new(kernels, stream, &kernels.ckks.copy_limbs);
     launch.arg(&dst).arg(dst_map).arg(&src).arg(src_map).arg(&n);
     // SAFETY: PTX signature (u64, LimbMap, u64, LimbMap, u32).
     unsafe { launch.launch(pair_grid(n as usize, dst_map.len())) }
@@ -369,8 +363,7 @@ pub unsafe fn tensor_async(
     if map.is_empty() {
         return Ok(());
     }
-    let s = kernels.device.stream(stream);
-    let mut launch = s.launch_builder(&kernels.ckks.tensor);
+    let mut launch = Launch::new(kernels, stream, &kernels.ckks.tensor);
     let [d0, d1, d2] = outputs;
     let [a0, a1, b0, b1] = inputs;
     launch
@@ -421,8 +414,7 @@ pub unsafe fn key_switch_inner_product_async(
     if out_map.is_empty() {
         return Ok(());
     }
-    let s = kernels.device.stream(stream);
-    let mut launch = s.launch_builder(&kernels.ckks.key_switch_inner_product);
+    let mut launch = Launch::new(kernels, stream, &kernels.ckks.key_switch_inner_product);
     launch
         .arg(&out0)
         .arg(&out1)
@@ -464,8 +456,7 @@ pub unsafe fn automorphism_async(
     if out_map.is_empty() {
         return Ok(());
     }
-    let s = kernels.device.stream(stream);
-    let mut launch = s.launch_builder(&kernels.ckks.automorphism);
+    let mut launch = Launch::new(kernels, stream, &kernels.ckks.automorphism);
     launch
         .arg(&out)
         .arg(out_map)

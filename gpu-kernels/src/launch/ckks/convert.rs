@@ -1,10 +1,10 @@
 //! Launchers of `cuda/ckks_convert.cu`: fast base conversion and the centred
 //! spread of one limb to many.
 
-use cudarc::driver::PushKernelArg;
 use hemem_memory::StreamId;
 
 use super::{LimbMap, MAX_SOURCES, launched, limb_grid, pair_grid};
+use crate::launch::Launch;
 use crate::{Error, Kernels, Result};
 
 /// Limbs a base conversion launch also copies into its output buffer
@@ -72,8 +72,7 @@ pub unsafe fn base_convert_async(
     if out_map.is_empty() && copy_map.is_empty() {
         return Ok(());
     }
-    let s = kernels.device.stream(stream);
-    let mut launch = s.launch_builder(&kernels.ckks.base_convert);
+    let mut launch = Launch::new(kernels, stream, &kernels.ckks.base_convert);
     let exact = u32::from(exact);
     launch
         .arg(&out)
@@ -115,8 +114,7 @@ pub unsafe fn spread_centered_async(
     if out_map.is_empty() {
         return Ok(());
     }
-    let s = kernels.device.stream(stream);
-    let mut launch = s.launch_builder(&kernels.ckks.spread_centered);
+    let mut launch = Launch::new(kernels, stream, &kernels.ckks.spread_centered);
     launch
         .arg(&out)
         .arg(out_map)

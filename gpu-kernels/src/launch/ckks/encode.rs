@@ -3,10 +3,11 @@
 //! coefficient form, and `expand_periodic` (`cuda/ckks_ntt.cu`) straight
 //! into NTT form for polynomials in `X^{N/M}` with few points `M`.
 
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::LaunchConfig;
 use hemem_memory::StreamId;
 
 use super::{BLOCK, LimbMap, MAX_DIGITS, PtrArray, launched};
+use crate::launch::Launch;
 use crate::{Error, Kernels, Result};
 
 /// Most compact plaintexts one launch expands (one [`PtrArray`] entry each).
@@ -78,8 +79,7 @@ pub unsafe fn expand_compact_async(
         return Ok(());
     }
     let (dst_array, src_array) = (PtrArray::new(dst)?, PtrArray::new(src)?);
-    let s = kernels.device.stream(stream);
-    let mut launch = s.launch_builder(&kernels.ckks.expand_compact);
+    let mut launch = Launch::new(kernels, stream, &kernels.ckks.expand_compact);
     launch
         .arg(&dst_array)
         .arg(&src_array)
@@ -163,8 +163,7 @@ pub unsafe fn expand_periodic_async(
         return Ok(());
     }
     let (dst_array, src_array) = (PtrArray::new(dst)?, PtrArray::new(src)?);
-    let s = kernels.device.stream(stream);
-    let mut launch = s.launch_builder(&kernels.ckks.expand_periodic);
+    let mut launch = Launch::new(kernels, stream, &kernels.ckks.expand_periodic);
     launch
         .arg(&dst_array)
         .arg(&src_array)

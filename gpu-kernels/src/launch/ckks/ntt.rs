@@ -3,10 +3,11 @@
 //! points in registers across up to 3 butterfly stages, or, in the rows
 //! phase with [`NttRows::Radix16`], 16 points across up to 4.
 
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::LaunchConfig;
 use hemem_memory::StreamId;
 
 use super::{LimbMap, MAX_SOURCES, launched};
+use crate::launch::Launch;
 use crate::{Error, Kernels, Result};
 
 /// Points one block transforms (8 per thread, 256 threads).
@@ -445,14 +446,13 @@ pub unsafe fn forward_async(
             (&empty, 0u64, &empty, 8u32 | (log_gap << 8))
         }
     };
-    let s = kernels.device.stream(stream);
     let k = &kernels.ckks;
     let cols = kernel(&k.ntt_fwd_cols, geometry.log_r, "ntt_fwd_cols")?;
     let rows = match geometry.rows {
         NttRows::Radix8 => kernel(&k.ntt_fwd_rows, geometry.log_c, "ntt_fwd_rows")?,
         NttRows::Radix16 => kernel(&k.ntt_fwd_rows16, geometry.log_c, "ntt_fwd_rows16")?,
     };
-    let mut launch = s.launch_builder(cols);
+    let mut launch = Launch::new(kernels, stream, cols);
     launch
         .arg(&parts)
         .arg(dst_map)
@@ -508,7 +508,7 @@ pub unsafe fn forward_async(
     if rows_limbs == 0 {
         return Ok(());
     }
-    let mut launch = s.launch_builder(rows);
+    let mut launch = Launch::new(kernels, stream, rows);
     launch
         .arg(&parts)
         .arg(dst_map)
@@ -569,14 +569,13 @@ pub unsafe fn inverse_async(
     let parts_count = Parts::count(dst);
     let mut parts = Parts::new(dst)?;
     fill(&mut parts.aux, src, "sources")?;
-    let s = kernels.device.stream(stream);
     let k = &kernels.ckks;
     let rows = match geometry.rows {
         NttRows::Radix8 => kernel(&k.ntt_inv_rows, geometry.log_c, "ntt_inv_rows")?,
         NttRows::Radix16 => kernel(&k.ntt_inv_rows16, geometry.log_c, "ntt_inv_rows16")?,
     };
     let cols = kernel(&k.ntt_inv_cols, geometry.log_r, "ntt_inv_cols")?;
-    let mut launch = s.launch_builder(rows);
+    let mut launch = Launch::new(kernels, stream, rows);
     launch
         .arg(&parts)
         .arg(dst_map)
@@ -599,7 +598,7 @@ pub unsafe fn inverse_async(
         Some(table) => (table, 1u32),
         None => (n_inv, 0u32),
     };
-    let mut launch = s.launch_builder(cols);
+    let mut launch = Launch::new(kernels, stream, cols);
     launch
         .arg(&parts)
         .arg(dst_map)

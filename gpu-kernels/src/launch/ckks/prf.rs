@@ -6,10 +6,11 @@
 //! the inner product one quad of threads per block, two coefficients a
 //! thread (grid `(N/2/256, limbs)`).
 
-use cudarc::driver::{DeviceRepr, PushKernelArg};
+use cudarc::driver::DeviceRepr;
 use hemem_memory::StreamId;
 
 use super::{LimbMap, PtrArray, launched, limb_grid};
+use crate::launch::Launch;
 use crate::{Error, Kernels, Result};
 
 /// Coefficients per thread of the generator: one ChaCha block of eight
@@ -106,8 +107,7 @@ pub unsafe fn uniform_from_seed_async(
     if map.is_empty() {
         return Ok(());
     }
-    let s = kernels.device.stream(stream);
-    let mut launch = s.launch_builder(&kernels.ckks.uniform_from_seed);
+    let mut launch = Launch::new(kernels, stream, &kernels.ckks.uniform_from_seed);
     launch
         .arg(&out)
         .arg(map)
@@ -197,8 +197,11 @@ pub unsafe fn key_switch_inner_product_seeded_async(
     if out_map.is_empty() {
         return Ok(());
     }
-    let s = kernels.device.stream(stream);
-    let mut launch = s.launch_builder(&kernels.ckks.key_switch_inner_product_seeded);
+    let mut launch = Launch::new(
+        kernels,
+        stream,
+        &kernels.ckks.key_switch_inner_product_seeded,
+    );
     launch
         .arg(&out0)
         .arg(&out1)
