@@ -1,12 +1,10 @@
-//! A chain of dependent element-wise launches and its host mirror, shared
-//! by the dependent-launch tests (`gpu_dependent_launch.rs` checks its
-//! results, `gpu_dependent_launch_overlap.rs` its timing).
+//! A chain of dependent element-wise launches and its host mirror, for
+//! `gpu_dependent_launch.rs`.
 //!
 //! Each round is `y = x·y` (reads the `y` the previous round wrote),
 //! `x = x + y` (reads the `y` just written) and `y = x − y` (overwrites the
 //! `y` the previous launch read): a launch that ran early would read or
 //! clobber the wrong values. Limb `i` is reduced by `MODULI[i % 3]`.
-#![allow(dead_code, reason = "each test binary uses part of it")]
 
 use hemem_gpu_kernels::launch::ckks::arith::binary_async;
 use hemem_gpu_kernels::launch::ckks::{ElementOp, LimbMap, ModConst};
