@@ -33,6 +33,28 @@ for alias in ${ALIASES:-}; do
   [[ $alias =~ ^[A-Za-z0-9_.-]+=[A-Za-z0-9_.-]+:[A-Z_][A-Z0-9_]*=[A-Za-z0-9_.,:/-]*$ ]] ||
     { echo "ALIASES: $alias is not ALIAS=NAME:VAR=VALUE" >&2; exit 1; }
 done
+# Builds PACKAGE's test TARGET in TREE (its own target folder DIR) and
+# stages the harness, stripped, as .gpu/tests/DEST.test.
+stage_test() {
+  local tree=$1 dir=$2 package=$3 test=$4 dest=$5 json exe
+  json=$(mktemp)
+  (cd "$tree" && CARGO_TARGET_DIR=$dir cargo test --release -p "$package" --test "$test" \
+    --no-run --message-format=json -q >"$json")
+  exe=$(python3 - "$json" "$test" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[2]:
+        print(m["executable"])
+PY
+)
+  rm -f "$json"
+  cp "$exe" ".gpu/tests/$dest.test"
+  strip ".gpu/tests/$dest.test"
+}
 mkdir -p "$base"
 # Worktrees whose folders are gone (a wiped /tmp) are forgotten first.
 git worktree prune
@@ -46,25 +68,10 @@ for rev in "$@"; do
     git worktree add -q --detach "$tree" "$rev"
   fi
   target="$base/target-$name"
-  json=$(mktemp)
-  (cd "$tree" && CARGO_TARGET_DIR=$target cargo build --release -p hemem --bin hemem -q &&
-    CARGO_TARGET_DIR=$target cargo test --release -p hemem-ckks --test gpu_backend --no-run \
-      --message-format=json -q >"$json")
-  harness=$(python3 - "$json" <<'PY'
-import json, sys
-for line in open(sys.argv[1]):
-    try:
-        m = json.loads(line)
-    except ValueError:
-        continue
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "gpu_backend":
-        print(m["executable"])
-PY
-)
-  rm -f "$json"
+  (cd "$tree" && CARGO_TARGET_DIR=$target cargo build --release -p hemem --bin hemem -q)
   cp "$target/release/hemem" ".gpu/bin/hemem-$name"
-  cp "$harness" ".gpu/tests/gpu_backend-$name.test"
-  strip ".gpu/bin/hemem-$name" ".gpu/tests/gpu_backend-$name.test"
+  strip ".gpu/bin/hemem-$name"
+  stage_test "$tree" "$target" hemem-ckks gpu_backend "gpu_backend-$name"
   echo "staged $rev ($(git -C "$tree" rev-parse --short HEAD)) as hemem-$name"
   for spec in ${TESTS:-}; do
     package=${spec%%:*} test=${spec#*:}
@@ -76,23 +83,7 @@ for p in json.load(sys.stdin)["packages"]:
     if p["name"] == package and any(t["name"] == test and "test" in t["kind"] for t in p["targets"]):
         print("yes")' "$package" "$test")
     [[ $has == yes ]] || continue
-    json=$(mktemp)
-    (cd "$tree" && CARGO_TARGET_DIR=$target cargo test --release -p "$package" --test "$test" \
-      --no-run --message-format=json -q >"$json")
-    exe=$(python3 - "$json" "$test" <<'PY'
-import json, sys
-for line in open(sys.argv[1]):
-    try:
-        m = json.loads(line)
-    except ValueError:
-        continue
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[2]:
-        print(m["executable"])
-PY
-)
-    rm -f "$json"
-    cp "$exe" ".gpu/tests/$test-$name.test"
-    strip ".gpu/tests/$test-$name.test"
+    stage_test "$tree" "$target" "$package" "$test" "$test-$name"
     echo "  with $test-$name.test"
   done
 done
