@@ -158,9 +158,9 @@ const MAX_IMAGE_SIZE: usize = 1 << 15;
 /// preset has more than 30.
 const MAX_ACTIVATION_DEGREE: usize = 1024;
 
-/// The most slots any parameters have (`N/2` at `N = 2^17`): a shape that
-/// packs into more fits no ring (and its weights no memory).
-pub(crate) const MAX_SLOTS: usize = 1 << 16;
+/// The most slots any parameters have: a shape that packs into more fits
+/// no ring (and its weights no memory).
+pub(crate) use hemem_ckks::params::MAX_SLOTS;
 
 /// The most residual blocks a stage may have: far beyond any network a
 /// bootstrap budget evaluates, small enough that the convolution count and

@@ -28,11 +28,10 @@ pub fn bit_reversed<T: Copy>(v: &[T]) -> Vec<T> {
     (0..v.len()).map(|k| v[bit_reverse(k, bits)]).collect()
 }
 
-/// The most slots any parameters have: `N/2` at hemem's largest ring,
-/// `N = 2^17` (`ParametersSpec`'s `log_n` is 4 to 17). A larger DFT could
-/// only come from a schedule's public fields set by hand, and its matrices
-/// would not fit in memory.
-pub(super) const MAX_SLOTS: usize = 1 << 16;
+/// The most slots a DFT takes: any parameters' (`N/2` at the largest
+/// ring). A larger one could only come from a schedule's public fields set
+/// by hand, and its matrices would not fit in memory.
+pub(super) use hemem_ckks::params::MAX_SLOTS;
 
 pub(super) fn check_slots(n: usize) -> Result<()> {
     if n == 0 || !n.is_power_of_two() || n > MAX_SLOTS {

@@ -15,7 +15,7 @@ pub use level::{Degree, Dnum, Level, Scale};
 pub use preset::Preset;
 pub use security::{SecurityCheck, SecurityEstimate};
 pub(crate) use spec::MAX_FILE_FIELD;
-pub use spec::ParametersSpec;
+pub use spec::{LOG_N_RANGE, MAX_SLOTS, ParametersSpec};
 
 use self::fingerprint::fingerprint;
 use self::scales::default_scales;

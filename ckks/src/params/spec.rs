@@ -45,6 +45,12 @@ impl ParametersSpec {
     }
 }
 
+/// The ring degrees hemem supports, `log2 N` (`ParametersSpec::log_n`).
+pub const LOG_N_RANGE: std::ops::RangeInclusive<u32> = 4..=17;
+
+/// The most slots any parameters have: `N/2` at the largest ring.
+pub const MAX_SLOTS: usize = 1 << (*LOG_N_RANGE.end() - 1);
+
 /// The longest name and the most primes of each kind a parameter file
 /// holds (`Parameters::load` refuses more).
 pub(crate) const MAX_FILE_FIELD: usize = 256;
@@ -56,7 +62,7 @@ const MAX_ROTATION_COUNT: usize = u32::MAX as usize - 1;
 /// Checks a description's fields against each other and the supported
 /// ranges, before any prime is generated.
 pub(super) fn validate(spec: &ParametersSpec) -> Result<()> {
-    if !(4..=17).contains(&spec.log_n) {
+    if !LOG_N_RANGE.contains(&spec.log_n) {
         return Err(ParametersError::InvalidDegree { log_n: spec.log_n }.into());
     }
     // What a parameter file holds (serialize/objects/params.rs): larger
