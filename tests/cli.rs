@@ -595,6 +595,16 @@ fn keygen_and_bootstrap_agree_on_the_bsgs_ratio() {
         "{report}"
     );
 
+    // The demo takes the ratio its loaded keys serve too.
+    let demo = hemem_json(&["demo", "--preset", "test-FGb", "--keys", &fewest, "--json"]);
+    assert!(
+        demo["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["op"] == "bootstrap")
+    );
+    // A ratio the keys do not serve is refused before the keys are expanded.
     let out = hemem(&[
         "bootstrap",
         "--preset",
@@ -603,11 +613,44 @@ fn keygen_and_bootstrap_agree_on_the_bsgs_ratio() {
         &fewest,
         "--log-bsgs-ratio",
         "2",
+        "--expand-keys",
     ]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("rotation key"), "{err}");
+    assert!(err.contains("made for BSGS ratio 0"), "{err}");
+    assert!(err.contains("not 2"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
+
+    // Keys of a ratio fit never takes are recognised and bootstrap.
+    let (three, made) = keys("three.keys", "3");
+    assert_eq!(made["log_bsgs_ratio"], 3, "{made}");
+    assert!(made["keys"].as_u64().unwrap() > fit_keys, "{made}");
+    let report = bootstrap(&three, &[]);
+    assert_eq!(report["log_bsgs_ratio"], 3, "{report}");
+    assert!(
+        report["precision_bits"].as_f64().unwrap() > 20.0,
+        "{report}"
+    );
+    // Several devices load keys of the fitted ratio too.
+    let report = hemem_json(&[
+        "bootstrap",
+        "--preset",
+        "test-FGb",
+        "--iterations",
+        "1",
+        "--batch",
+        "2",
+        "--devices",
+        "cpu,cpu",
+        "--keys",
+        &fit,
+        "--json",
+    ]);
+    assert_eq!(report["log_bsgs_ratio"], 2, "{report}");
+    assert!(
+        report["precision_bits"].as_f64().unwrap() > 20.0,
+        "{report}"
+    );
     // Generated keys follow the ratio asked for.
     let report = hemem_json(&[
         "bootstrap",

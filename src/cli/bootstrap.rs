@@ -186,7 +186,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     // Loaded keys choose their ratio below; new keys are made for this one.
     let schedule = match args.keys {
         Some(_) => recommended,
-        None => args.bsgs.ratio.for_new_keys(&context, recommended)?,
+        None => args
+            .bsgs
+            .ratio
+            .for_new_keys(std::slice::from_ref(&context), recommended)?,
     };
     let started = Instant::now();
     let HeldKeys {
@@ -197,11 +200,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         ..
     } = HeldKeys::obtain(args, &context, &schedule, progress)?;
     let schedule = match loaded {
-        Some(_) => args.bsgs.ratio.for_loaded_keys(
+        Some(_) => setup::schedule_for_loaded_keys(
+            args,
+            std::slice::from_ref(&context),
             &keys,
-            &params,
-            setup::schedule_for_loaded(args, &params, &keys, schedule, progress)?,
-        ),
+            schedule,
+            progress,
+        )?,
         None => schedule,
     };
     progress.say(&format!("  BSGS ratio 2^{}", schedule.log_bsgs_ratio));

@@ -236,7 +236,14 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         // memory holds keys for (as `hemem bootstrap` and `keygen` choose).
         let (schedule, keys, made) = match bootstrap_keys.take() {
             Some(keys) => (
-                BsgsRatio::Fit.for_loaded_keys(&keys, context.params(), recommended),
+                BsgsRatio::Fit.for_loaded_keys(
+                    &keys,
+                    context.params(),
+                    recommended,
+                    args.keys
+                        .as_deref()
+                        .unwrap_or(std::path::Path::new("--keys")),
+                )?,
                 keys,
                 "loaded",
             ),

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context as _;
-use hemem_bootstrap::bootstrapper::FAST_LOG_BSGS_RATIO;
+use hemem_bootstrap::bootstrapper::MAX_LOG_BSGS_RATIO;
 use hemem_bootstrap::schedule::BootstrapSchedule;
 use hemem_bootstrap::{BootstrapKeys, Bootstrapper};
 use hemem_ckks::prelude::*;
@@ -82,8 +82,9 @@ pub struct BsgsArgs {
     /// The DFTs' BSGS ratio, log2: how many baby steps per giant step
     /// each linear transform may take (Lattigo's `FindBestBSGSRatio`).
     /// fit (the default): 2 where the device's room holds the larger key
-    /// set without streaming it, else 0 (`Bootstrapper::fit_schedule`);
-    /// with `--keys`, the larger ratio the loaded keys serve. 0 needs the
+    /// set without streaming it, else 0 (`Bootstrapper::fit_schedule`; on
+    /// `keygen`, the room of the device and budget it runs with); with
+    /// `--keys`, the largest ratio the loaded keys serve. 0 needs the
     /// fewest rotation keys; 2 needs more (FGb: 27 rotations against 23,
     /// +0.31 GB seeded) and runs fewer key-switch decompositions. A number
     /// 0–4 is taken as given.
@@ -101,10 +102,6 @@ pub enum BsgsRatio {
     Log(i32),
 }
 
-/// The largest ratio `--log-bsgs-ratio` takes: past it the rotation keys
-/// outnumber the diagonals they serve (FGb: 64 keys at 4).
-const MAX_LOG_BSGS_RATIO: i32 = 4;
-
 fn parse_bsgs_ratio(s: &str) -> Result<BsgsRatio, String> {
     if s == "fit" {
         return Ok(BsgsRatio::Fit);
@@ -116,14 +113,25 @@ fn parse_bsgs_ratio(s: &str) -> Result<BsgsRatio, String> {
 }
 
 impl BsgsRatio {
-    /// The schedule to generate keys for in `context`.
+    /// The schedule to generate keys for, to be used in every one of
+    /// `contexts`: with `Fit`, [`Bootstrapper::fit_schedule`]'s ratio
+    /// where every context's memory holds its keys, else `schedule`'s.
     pub fn for_new_keys(
         self,
-        context: &Context,
+        contexts: &[Context],
         schedule: BootstrapSchedule,
     ) -> hemem_bootstrap::Result<BootstrapSchedule> {
         match self {
-            Self::Fit => Bootstrapper::fit_schedule(context, schedule),
+            Self::Fit => {
+                let mut fitted = schedule.clone();
+                for context in contexts {
+                    fitted = Bootstrapper::fit_schedule(context, schedule.clone())?;
+                    if fitted.log_bsgs_ratio == schedule.log_bsgs_ratio {
+                        return Ok(schedule);
+                    }
+                }
+                Ok(fitted)
+            }
             Self::Log(log_bsgs_ratio) => Ok(BootstrapSchedule {
                 log_bsgs_ratio,
                 ..schedule
@@ -131,30 +139,59 @@ impl BsgsRatio {
         }
     }
 
-    /// The schedule to bootstrap with `keys` loaded from a file: with
-    /// `Fit`, [`FAST_LOG_BSGS_RATIO`] where they serve it, else `schedule`.
+    /// The schedule to bootstrap with `keys` loaded from `file`: with
+    /// `Fit`, the largest ratio they serve, or the smallest with its
+    /// rotations (`schedule`'s where they serve none, for the bootstrapper
+    /// to name what is missing); a ratio they do
+    /// not serve is refused here, before any key is expanded or diagonal
+    /// encoded.
     pub fn for_loaded_keys(
         self,
         keys: &BootstrapKeys,
         params: &Parameters,
         schedule: BootstrapSchedule,
-    ) -> BootstrapSchedule {
+        file: &Path,
+    ) -> anyhow::Result<BootstrapSchedule> {
+        let with = |log_bsgs_ratio| BootstrapSchedule {
+            log_bsgs_ratio,
+            ..schedule.clone()
+        };
         match self {
             Self::Fit => {
-                let fast = BootstrapSchedule {
-                    log_bsgs_ratio: FAST_LOG_BSGS_RATIO,
-                    ..schedule.clone()
+                let Some(mut fitted) = (0..=MAX_LOG_BSGS_RATIO)
+                    .rev()
+                    .map(with)
+                    .find(|s| keys.serve(s, params))
+                else {
+                    return Ok(schedule);
                 };
-                if keys.serve(&fast, params) {
-                    fast
-                } else {
-                    schedule
+                // The smallest ratio with the same rotations (FGb's 0 and 1
+                // split alike): the one the keys were made for.
+                while fitted.log_bsgs_ratio > 0 {
+                    let smaller = with(fitted.log_bsgs_ratio - 1);
+                    if smaller.rotation_keys()? != fitted.rotation_keys()? {
+                        break;
+                    }
+                    fitted = smaller;
                 }
+                Ok(fitted)
             }
-            Self::Log(log_bsgs_ratio) => BootstrapSchedule {
-                log_bsgs_ratio,
-                ..schedule
-            },
+            Self::Log(r) if keys.serve(&with(r), params) => Ok(with(r)),
+            Self::Log(r) => {
+                let served: Vec<String> = (0..=MAX_LOG_BSGS_RATIO)
+                    .filter(|&q| keys.serve(&with(q), params))
+                    .map(|q| q.to_string())
+                    .collect();
+                anyhow::bail!(
+                    "the keys in {} were made for BSGS ratio {} (hemem keygen --log-bsgs-ratio), not {r}: run with --log-bsgs-ratio fit, or make keys with --log-bsgs-ratio {r}",
+                    file.display(),
+                    if served.is_empty() {
+                        "none of 0..=4".to_owned()
+                    } else {
+                        served.join(", ")
+                    }
+                )
+            }
         }
     }
 }
@@ -267,7 +304,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let context = Context::with_memory(params.clone(), selection, &memory)?;
     let progress = super::progress::Status::new(args.json);
     let schedule = args.bsgs.ratio.for_new_keys(
-        &context,
+        std::slice::from_ref(&context),
         BootstrapSchedule::recommended_for_slots(
             &params,
             args.slots.unwrap_or_else(|| params.slots()),

@@ -197,10 +197,11 @@ impl BootstrapKeys {
     }
 
     /// The slot counts these keys bootstrap under the recommended schedule
-    /// ([`BootstrapSchedule::recommended_for_slots`]) or under it with
-    /// [`FAST_LOG_BSGS_RATIO`](super::FAST_LOG_BSGS_RATIO) (what
+    /// ([`BootstrapSchedule::recommended_for_slots`]) with some BSGS ratio
+    /// up to [`MAX_LOG_BSGS_RATIO`](super::MAX_LOG_BSGS_RATIO) (the
+    /// recommended 0, or what
     /// [`Bootstrapper::fit_schedule`](super::Bootstrapper::fit_schedule)
-    /// makes keys for), largest first. A key
+    /// made them for), largest first; [`Self::serve`] tells which ratio. A key
     /// set does not record the slot count it was made for, and the keys
     /// for one count lack rotations (or levels, or the sparse-secret keys)
     /// that another needs: a caller with keys from a file asks this
@@ -213,14 +214,15 @@ impl BootstrapKeys {
                 let Ok(schedule) = BootstrapSchedule::recommended_for_slots(params, slots) else {
                     return false;
                 };
-                self.serve(&schedule, params)
-                    || self.serve(
+                (0..=super::MAX_LOG_BSGS_RATIO).any(|log_bsgs_ratio| {
+                    self.serve(
                         &BootstrapSchedule {
-                            log_bsgs_ratio: super::FAST_LOG_BSGS_RATIO,
-                            ..schedule
+                            log_bsgs_ratio,
+                            ..schedule.clone()
                         },
                         params,
                     )
+                })
             })
             .collect()
     }

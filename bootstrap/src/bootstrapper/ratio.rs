@@ -14,7 +14,7 @@
 //! limb NTTs on FGb and 21 % fewer on FTb (`hoisting_counts`, the
 //! simulator's cost model) for 4 and 8 more rotation keys (0.31 GB and
 //! 0.51 GB seeded). Measured on the CPU (docs/BENCHMARKS.md, "Twenty-second
-//! session"), FGb bootstraps 4–6 % faster and FTb 10–11 %; ratio 3 takes
+//! session"), FGb bootstraps 4–6 % faster and FTb 10–12 %; ratio 3 takes
 //! 20 more keys on FGb (+1.5 GB) and gains less than 2 on the CPU. On the
 //! FV presets, ratio 2 splits every factor as 0 does.
 //!
@@ -25,10 +25,9 @@
 //! the compact diagonals and one bootstrap's working memory — that is,
 //! where the extra keys never need to stream — else the schedule as given.
 //! A budget that streams keys (2 GiB for FGb) keeps the fewest keys: there
-//! each extra key is bytes moved in every bootstrap. The extra keys save
-//! more time per byte than anything [`DiagonalStorage::Fit`] keeps in full
-//! (about 5 ms per GB on the CPU against 3.1 for the first factor's encoded
-//! diagonals), so they are weighed first.
+//! each extra key is bytes moved in every bootstrap. The ratio is weighed
+//! before anything [`DiagonalStorage::Fit`] keeps in full: only the room
+//! left beside the keys can be spent on that.
 //!
 //! [`DiagonalStorage::Fit`]: crate::linear_transform::DiagonalStorage::Fit
 
@@ -42,17 +41,29 @@ use crate::schedule::{BootstrapSchedule, INPUT_LEVEL};
 
 /// The BSGS ratio (`log2`) [`Bootstrapper::fit_schedule`] takes where the
 /// memory holds its keys: the fastest of 0–3 on the CPU for FGb and FTb
-/// (module documentation).
+/// (docs/BENCHMARKS.md, "Twenty-second session").
 pub const FAST_LOG_BSGS_RATIO: i32 = 2;
+
+/// The largest BSGS ratio (`log2`) worth making keys for: at 4 the rotation
+/// keys outnumber what they save (FGb: 64 keys, more rotations than at 0).
+/// [`BootstrapKeys::slot_counts`] recognises keys of every ratio up to it.
+pub const MAX_LOG_BSGS_RATIO: i32 = 4;
 
 impl Bootstrapper {
     /// `schedule` with the DFTs' BSGS ratio `context`'s memory holds the
     /// keys for: [`FAST_LOG_BSGS_RATIO`] where its rotations differ from
-    /// `schedule`'s and the room holds the larger key set without
-    /// streaming it (see the [module documentation](self)), else
-    /// `schedule` unchanged; also unchanged when `schedule` already has a
-    /// ratio at least as large. Call it before generating the keys, with
-    /// the context the bootstrapper will run in:
+    /// `schedule`'s and the room (the budget less what the device holds
+    /// now, or on a CPU half the available host memory) holds the larger
+    /// key set seeded, the compact diagonals and one bootstrap's working
+    /// memory ([`working_ciphertexts`]) — where the extra keys never
+    /// stream — else `schedule` unchanged; also unchanged when `schedule`
+    /// already has a ratio at least as large. A larger ratio takes more
+    /// baby-step rotation keys and fewer giant steps, each of which costs a
+    /// decomposition and a ModDown: on FGb 4 more keys (+0.31 GB seeded)
+    /// for 6 % fewer limb NTTs in CoeffToSlot, on FTb 8 more (+0.51 GB)
+    /// for 21 % fewer; the FV presets split alike at 0 and 2. Call it
+    /// before generating the keys, with the context the bootstrapper will
+    /// run in (keys carry the ratio of the memory they were made for):
     ///
     /// ```no_run
     /// # use hemem_bootstrap::{BootstrapKeys, Bootstrapper, schedule::BootstrapSchedule};
@@ -89,13 +100,21 @@ impl Bootstrapper {
         if fast.rotation_keys()? == schedule.rotation_keys()? {
             return Ok(schedule);
         }
-        let needed = resident_bytes(context, &fast)?;
-        Ok(if holds(spare_room(context, 0), needed) {
-            fast
-        } else {
-            schedule
-        })
+        fit_in(spare_room(context, 0), context, schedule, fast)
     }
+}
+
+/// `fast` where a `room` of that many bytes (`None`: unknown) holds what a
+/// bootstrapper of it keeps resident in `context` ([`resident_bytes`]),
+/// else `schedule`.
+fn fit_in(
+    room: Option<u64>,
+    context: &Context,
+    schedule: BootstrapSchedule,
+    fast: BootstrapSchedule,
+) -> Result<BootstrapSchedule> {
+    let needed = resident_bytes(context, &fast)?;
+    Ok(if holds(room, needed) { fast } else { schedule })
 }
 
 /// What a bootstrapper of `schedule` holds with nothing kept in full and
@@ -149,15 +168,21 @@ mod tests {
         assert!(!holds(None, 0));
     }
 
-    /// The ratio gains only where it changes the keys: FGb's and FTb's
-    /// rotations differ at 2, the FV presets' do not (the module's figures).
+    /// The ratio gains only where it changes the keys: the FG and FT
+    /// presets' rotations differ at 2, the FV presets' do not (the figures
+    /// of `fit_schedule`'s documentation).
     #[test]
     fn the_fast_ratio_changes_the_rotations_of_fg_and_ft_only() -> Result<()> {
-        for (preset, differs) in [
+        let presets = [
+            (Preset::FGa, true),
             (Preset::FGb, true),
+            (Preset::FTa, true),
             (Preset::FTb, true),
+            (Preset::FVa, false),
             (Preset::FVb, false),
-        ] {
+            (Preset::FVc, false),
+        ];
+        for (preset, differs) in presets {
             let params = Parameters::from_preset_with(preset, SecurityCheck::AllowInsecure)?;
             let schedule = BootstrapSchedule::recommended(&params)?;
             let fast = BootstrapSchedule {
@@ -176,6 +201,32 @@ mod tests {
                 );
             }
         }
+        Ok(())
+    }
+
+    /// The room decides: the fast schedule exactly where the room holds
+    /// its keys, compact diagonals and working memory, the given one a
+    /// byte short of that or where the room is unknown.
+    #[test]
+    fn the_fast_ratio_needs_room_for_its_resident_bytes() -> Result<()> {
+        let params = Parameters::from_preset_with(Preset::TestFGb, SecurityCheck::AllowInsecure)?;
+        let context = Context::new(params.clone(), hemem_ckks::backend::DeviceSelection::Cpu)?;
+        let schedule = BootstrapSchedule::recommended(&params)?;
+        let fast = BootstrapSchedule {
+            log_bsgs_ratio: FAST_LOG_BSGS_RATIO,
+            ..schedule.clone()
+        };
+        let needed = resident_bytes(&context, &fast)?;
+        // More than the keys alone: the diagonals and working memory too.
+        assert!(needed > BootstrapKeys::planned_bytes(&fast, &params)?);
+        let ratio = |room| -> Result<i32> {
+            Ok(fit_in(room, &context, schedule.clone(), fast.clone())?.log_bsgs_ratio)
+        };
+        assert_eq!(ratio(Some(needed))?, FAST_LOG_BSGS_RATIO);
+        assert_eq!(ratio(Some(u64::MAX))?, FAST_LOG_BSGS_RATIO);
+        assert_eq!(ratio(Some(needed - 1))?, 0);
+        assert_eq!(ratio(Some(0))?, 0);
+        assert_eq!(ratio(None)?, 0);
         Ok(())
     }
 }
