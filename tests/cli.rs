@@ -575,25 +575,22 @@ fn keygen_and_bootstrap_agree_on_the_bsgs_ratio() {
         args.extend(extra);
         hemem_json(&args)
     };
+    let ratio_and_precision = |report: serde_json::Value, ratio: i32| {
+        assert_eq!(report["log_bsgs_ratio"], ratio, "{report}");
+        assert!(
+            report["precision_bits"].as_f64().unwrap() > 20.0,
+            "{report}"
+        );
+    };
     let (fit, made) = keys("fit.keys", "fit");
     assert_eq!(made["log_bsgs_ratio"], 2, "{made}");
     let fit_keys = made["keys"].as_u64().unwrap();
-    let report = bootstrap(&fit, &[]);
-    assert_eq!(report["log_bsgs_ratio"], 2, "{report}");
-    assert!(
-        report["precision_bits"].as_f64().unwrap() > 20.0,
-        "{report}"
-    );
+    ratio_and_precision(bootstrap(&fit, &[]), 2);
 
     let (fewest, made) = keys("fewest.keys", "0");
     assert_eq!(made["log_bsgs_ratio"], 0, "{made}");
     assert!(made["keys"].as_u64().unwrap() < fit_keys, "{made}");
-    let report = bootstrap(&fewest, &[]);
-    assert_eq!(report["log_bsgs_ratio"], 0, "{report}");
-    assert!(
-        report["precision_bits"].as_f64().unwrap() > 20.0,
-        "{report}"
-    );
+    ratio_and_precision(bootstrap(&fewest, &[]), 0);
 
     // The demo takes the ratio its loaded keys serve too.
     let demo = hemem_json(&["demo", "--preset", "test-FGb", "--keys", &fewest, "--json"]);
@@ -625,31 +622,11 @@ fn keygen_and_bootstrap_agree_on_the_bsgs_ratio() {
     let (three, made) = keys("three.keys", "3");
     assert_eq!(made["log_bsgs_ratio"], 3, "{made}");
     assert!(made["keys"].as_u64().unwrap() > fit_keys, "{made}");
-    let report = bootstrap(&three, &[]);
-    assert_eq!(report["log_bsgs_ratio"], 3, "{report}");
-    assert!(
-        report["precision_bits"].as_f64().unwrap() > 20.0,
-        "{report}"
-    );
+    ratio_and_precision(bootstrap(&three, &[]), 3);
     // Several devices load keys of the fitted ratio too.
-    let report = hemem_json(&[
-        "bootstrap",
-        "--preset",
-        "test-FGb",
-        "--iterations",
-        "1",
-        "--batch",
-        "2",
-        "--devices",
-        "cpu,cpu",
-        "--keys",
-        &fit,
-        "--json",
-    ]);
-    assert_eq!(report["log_bsgs_ratio"], 2, "{report}");
-    assert!(
-        report["precision_bits"].as_f64().unwrap() > 20.0,
-        "{report}"
+    ratio_and_precision(
+        bootstrap(&fit, &["--batch", "2", "--devices", "cpu,cpu"]),
+        2,
     );
     // Generated keys follow the ratio asked for.
     let report = hemem_json(&[
@@ -662,7 +639,7 @@ fn keygen_and_bootstrap_agree_on_the_bsgs_ratio() {
         "3",
         "--json",
     ]);
-    assert_eq!(report["log_bsgs_ratio"], 3, "{report}");
+    ratio_and_precision(report, 3);
 }
 
 /// Without `--json` the demo prints byte counts for people (`KiB`, `MiB`),
