@@ -358,6 +358,15 @@ fn bad_flags_are_refused_before_key_setup() {
             "at least 1",
         ),
         (&["bootstrap", "--hoisting", "foo"], "hoisting"),
+        (
+            &["bootstrap", "--log-bsgs-ratio", "5"],
+            "fit or a number 0..=4",
+        ),
+        (&["keygen", "--log-bsgs-ratio=-1"], "fit or a number 0..=4"),
+        (
+            &["keygen", "--log-bsgs-ratio", "two"],
+            "fit or a number 0..=4",
+        ),
         (&["bootstrap", "--diagonals", "foo"], "diagonal storage"),
         (&["bootstrap", "--record-trace", missing], "does not exist"),
         (
@@ -528,6 +537,109 @@ fn keygen_writes_key_files_that_bootstrap_and_demo_load() {
         &["demo", "--preset", "test-FTb", "--keys", mixed_path],
         "the bootstrap key set does not belong",
     );
+}
+
+/// `--log-bsgs-ratio`: `keygen` makes keys for the ratio the room holds
+/// (on the CPU, the faster one where it changes the rotations, as on
+/// test-FGb), `bootstrap --keys` takes the larger ratio the keys serve, and
+/// a ratio they do not serve is refused before any bootstrap.
+#[test]
+fn keygen_and_bootstrap_agree_on_the_bsgs_ratio() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = |name: &str, ratio: &str| {
+        let file = dir.path().join(name);
+        let path = file.to_str().unwrap().to_owned();
+        let made = hemem_json(&[
+            "keygen",
+            "--preset",
+            "test-FGb",
+            "--out",
+            &path,
+            "--log-bsgs-ratio",
+            ratio,
+            "--json",
+        ]);
+        (path, made)
+    };
+    let bootstrap = |path: &str, extra: &[&str]| {
+        let mut args = vec![
+            "bootstrap",
+            "--preset",
+            "test-FGb",
+            "--iterations",
+            "1",
+            "--keys",
+            path,
+            "--json",
+        ];
+        args.extend(extra);
+        hemem_json(&args)
+    };
+    let ratio_and_precision = |report: serde_json::Value, ratio: i32| {
+        assert_eq!(report["log_bsgs_ratio"], ratio, "{report}");
+        assert!(
+            report["precision_bits"].as_f64().unwrap() > 20.0,
+            "{report}"
+        );
+    };
+    let (fit, made) = keys("fit.keys", "fit");
+    assert_eq!(made["log_bsgs_ratio"], 2, "{made}");
+    let fit_keys = made["keys"].as_u64().unwrap();
+    ratio_and_precision(bootstrap(&fit, &[]), 2);
+
+    let (fewest, made) = keys("fewest.keys", "0");
+    assert_eq!(made["log_bsgs_ratio"], 0, "{made}");
+    assert!(made["keys"].as_u64().unwrap() < fit_keys, "{made}");
+    ratio_and_precision(bootstrap(&fewest, &[]), 0);
+
+    // The demo takes the ratio its loaded keys serve too.
+    let demo = hemem_json(&["demo", "--preset", "test-FGb", "--keys", &fewest, "--json"]);
+    assert!(
+        demo["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["op"] == "bootstrap")
+    );
+    // A ratio the keys do not serve is refused before the keys are expanded.
+    let out = hemem(&[
+        "bootstrap",
+        "--preset",
+        "test-FGb",
+        "--keys",
+        &fewest,
+        "--log-bsgs-ratio",
+        "2",
+        "--expand-keys",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("made for BSGS ratio 0"), "{err}");
+    assert!(err.contains("not 2"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+
+    // Keys of a ratio fit never takes are recognised and bootstrap.
+    let (three, made) = keys("three.keys", "3");
+    assert_eq!(made["log_bsgs_ratio"], 3, "{made}");
+    assert!(made["keys"].as_u64().unwrap() > fit_keys, "{made}");
+    ratio_and_precision(bootstrap(&three, &[]), 3);
+    // Several devices load keys of the fitted ratio too.
+    ratio_and_precision(
+        bootstrap(&fit, &["--batch", "2", "--devices", "cpu,cpu"]),
+        2,
+    );
+    // Generated keys follow the ratio asked for.
+    let report = hemem_json(&[
+        "bootstrap",
+        "--preset",
+        "test-FGb",
+        "--iterations",
+        "1",
+        "--log-bsgs-ratio",
+        "3",
+        "--json",
+    ]);
+    ratio_and_precision(report, 3);
 }
 
 /// Without `--json` the demo prints byte counts for people (`KiB`, `MiB`),

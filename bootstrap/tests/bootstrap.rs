@@ -45,6 +45,19 @@ fn setup(preset: Preset, slots: Option<usize>) -> Setup {
         None => BootstrapSchedule::recommended(&params),
     }
     .unwrap();
+    // The real presets run with the BSGS ratio `fit_schedule` takes where
+    // the memory holds its keys (as `hemem bootstrap` does on a large
+    // device; pinned, so the coverage does not depend on the machine); the
+    // test presets keep the recommended ratio 0
+    // (`fitted_bsgs_ratio_bootstraps` fits theirs).
+    let schedule = if preset.is_test() {
+        schedule
+    } else {
+        BootstrapSchedule {
+            log_bsgs_ratio: hemem_bootstrap::bootstrapper::FAST_LOG_BSGS_RATIO,
+            ..schedule
+        }
+    };
     let t = Instant::now();
     let keys = BootstrapKeys::generate(&keygen, &secret, &schedule).unwrap();
     let count = keys.len();
@@ -258,6 +271,71 @@ fn successive_bootstraps_keep_their_precision() {
     let want: Vec<Complex64> = expected.iter().zip(&other).map(|(a, b)| a + b).collect();
     let bits = -max_error(&decrypt(&s, &sum), &want, true).log2();
     assert!(bits > 16.0, "sum after eleven bootstraps: {bits:.2} bits");
+}
+
+/// `Bootstrapper::fit_schedule` on a CPU (whose room, half the available
+/// host memory, holds a test preset's keys many times over) takes the
+/// faster BSGS ratio where it changes the rotations; keys made for it serve
+/// it and not the recommended ratio, their slot count is still found for a
+/// key file, and the bootstrap keeps the preset's precision.
+#[test]
+fn fitted_bsgs_ratio_bootstraps() {
+    use hemem_bootstrap::bootstrapper::FAST_LOG_BSGS_RATIO;
+    let params =
+        Parameters::from_preset_with(Preset::TestFGb, SecurityCheck::AllowInsecure).unwrap();
+    let context = Context::new(params.clone(), DeviceSelection::Cpu).unwrap();
+    let recommended = BootstrapSchedule::recommended(&params).unwrap();
+    assert_eq!(recommended.log_bsgs_ratio, 0);
+    let fitted = Bootstrapper::fit_schedule(&context, recommended.clone()).unwrap();
+    assert_eq!(fitted.log_bsgs_ratio, FAST_LOG_BSGS_RATIO);
+    let (fast, fewest) = (
+        fitted.rotation_keys().unwrap(),
+        recommended.rotation_keys().unwrap(),
+    );
+    assert!(fast.len() > fewest.len(), "{fast:?} against {fewest:?}");
+    // A schedule that already asks for a ratio keeps it.
+    let three = BootstrapSchedule {
+        log_bsgs_ratio: 3,
+        ..recommended.clone()
+    };
+    assert_eq!(
+        Bootstrapper::fit_schedule(&context, three)
+            .unwrap()
+            .log_bsgs_ratio,
+        3
+    );
+
+    let keygen = KeyGenerator::with_seed(&context, seed32(0xb595));
+    let secret = keygen.secret_key().unwrap();
+    let public = keygen.public_key(&secret).unwrap();
+    let keys = BootstrapKeys::generate(&keygen, &secret, &fitted).unwrap();
+    assert!(keys.serve(&fitted, &params));
+    assert!(
+        !keys.serve(&recommended, &params),
+        "the ratio-0 rotations are not all there"
+    );
+    assert!(keys.slot_counts(&params).contains(&params.slots()));
+    // The recommended schedule's keys serve it and not the fitted one.
+    let fewest_keys = BootstrapKeys::generate(&keygen, &secret, &recommended).unwrap();
+    assert!(fewest_keys.serve(&recommended, &params));
+    assert!(!fewest_keys.serve(&fitted, &params));
+    // A bootstrapper refuses keys made for the other ratio.
+    let Err(e) = Bootstrapper::new(&context, fitted.clone(), fewest_keys) else {
+        panic!("keys of ratio 0 accepted for ratio {FAST_LOG_BSGS_RATIO}");
+    };
+    println!("{e}");
+    assert!(e.to_string().contains("rotation"), "{e}");
+
+    let s = Setup {
+        bootstrapper: Bootstrapper::new(&context, fitted, keys).unwrap(),
+        context,
+        secret,
+        public,
+    };
+    let real = run(&s, true, 0xb596);
+    let complex = run(&s, false, 0xb597);
+    assert!(real > 22.0, "real {real:.2} bits");
+    assert!(complex > 22.0, "complex {complex:.2} bits");
 }
 
 /// A real preset bootstraps real inputs to at least `bits` (the issue's

@@ -23,7 +23,7 @@ use self::report::{Report, ResidencyFigures};
 use self::runs::{Outcome, Runner};
 use self::setup::HeldKeys;
 use super::device::DeviceArgs;
-use super::keygen::UniformPrf;
+use super::keygen::{BsgsArgs, UniformPrf};
 use super::memory::MemoryArgs;
 use super::progress::Status;
 use super::report::precision_bits;
@@ -92,6 +92,8 @@ pub struct Args {
     /// whichever runs fewer limb NTTs; ~1 % faster without a budget).
     #[arg(long, default_value = "single")]
     hoisting: String,
+    #[command(flatten)]
+    bsgs: BsgsArgs,
     /// With `--diagonals fit`: the working memory left free beside what is
     /// kept in full, in top-level ciphertexts (default: 32 under the
     /// `planned` policy, which streams what an estimate leaves short; 48
@@ -177,10 +179,18 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         memory.policy.kind().name()
     ));
 
-    let schedule = BootstrapSchedule::recommended_for_slots(
+    let recommended = BootstrapSchedule::recommended_for_slots(
         &params,
         args.slots.unwrap_or_else(|| params.slots()),
     )?;
+    // Loaded keys choose their ratio below; new keys are made for this one.
+    let schedule = match args.keys {
+        Some(_) => recommended,
+        None => args
+            .bsgs
+            .ratio
+            .for_new_keys(std::slice::from_ref(&context), recommended)?,
+    };
     let started = Instant::now();
     let HeldKeys {
         secret,
@@ -190,9 +200,16 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         ..
     } = HeldKeys::obtain(args, &context, &schedule, progress)?;
     let schedule = match loaded {
-        Some(_) => setup::schedule_for_loaded(args, &params, &keys, schedule, progress)?,
+        Some(_) => setup::schedule_for_loaded_keys(
+            args,
+            std::slice::from_ref(&context),
+            &keys,
+            schedule,
+            progress,
+        )?,
         None => schedule,
     };
+    progress.say(&format!("  BSGS ratio 2^{}", schedule.log_bsgs_ratio));
     let sse = schedule.choice.sse;
     if args.expand_keys {
         keys.expand()?;
@@ -303,6 +320,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             .is_none()
             .then(|| SeedPrf::from(args.uniform_prf).name()),
         hoisting: bootstrapper.hoisting().name(),
+        log_bsgs_ratio: bootstrapper.schedule().log_bsgs_ratio,
         sse,
         peak_bytes_by_class,
         peak_device_bytes_by_class,

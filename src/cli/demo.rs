@@ -16,6 +16,7 @@ use num_complex::Complex64;
 use serde::Serialize;
 
 use super::device::DeviceArgs;
+use super::keygen::BsgsRatio;
 use super::memory::MemoryArgs;
 use super::report::{human_bytes, max_abs_error, precision_bits, print_by_class};
 
@@ -230,15 +231,29 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     // Bootstrap, then compute again.
     if context.params().post_bootstrap_level().is_some() && !args.no_bootstrap {
         let t = Instant::now();
-        let schedule = BootstrapSchedule::recommended(context.params())?;
-        let (keys, made) = match bootstrap_keys.take() {
-            Some(keys) => (keys, "loaded"),
-            None => (
-                super::progress::with_bar("keys", args.json, |p| {
-                    BootstrapKeys::generate_with_progress(&keygen, &secret, &schedule, p)
-                })?,
-                "generated",
+        let recommended = BootstrapSchedule::recommended(context.params())?;
+        // The BSGS ratio the loaded keys serve, or the one this device's
+        // memory holds keys for (as `hemem bootstrap` and `keygen` choose).
+        let (schedule, keys, made) = match bootstrap_keys.take() {
+            Some(keys) => (
+                BsgsRatio::Fit.for_loaded_keys(
+                    &keys,
+                    context.params(),
+                    recommended,
+                    args.keys
+                        .as_deref()
+                        .unwrap_or(std::path::Path::new("--keys")),
+                )?,
+                keys,
+                "loaded",
             ),
+            None => {
+                let schedule = Bootstrapper::fit_schedule(&context, recommended)?;
+                let keys = super::progress::with_bar("keys", args.json, |p| {
+                    BootstrapKeys::generate_with_progress(&keygen, &secret, &schedule, p)
+                })?;
+                (schedule, keys, "generated")
+            }
         };
         let count = keys.len();
         let bootstrapper = super::progress::with_bar("diagonals", args.json, |p| {

@@ -12,8 +12,9 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context as _;
-use hemem_bootstrap::BootstrapKeys;
+use hemem_bootstrap::bootstrapper::MAX_LOG_BSGS_RATIO;
 use hemem_bootstrap::schedule::BootstrapSchedule;
+use hemem_bootstrap::{BootstrapKeys, Bootstrapper};
 use hemem_ckks::prelude::*;
 use hemem_ckks::sampling::SeedPrf;
 use serde::Serialize;
@@ -50,6 +51,8 @@ pub struct Args {
     /// default) or chacha20 (keys that builds before ChaCha12 can read).
     #[arg(long, value_enum, default_value_t = UniformPrf::Chacha12)]
     uniform_prf: UniformPrf,
+    #[command(flatten)]
+    bsgs: BsgsArgs,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -69,6 +72,126 @@ impl From<UniformPrf> for SeedPrf {
         match prf {
             UniformPrf::Chacha12 => Self::ChaCha12,
             UniformPrf::Chacha20 => Self::ChaCha20,
+        }
+    }
+}
+
+/// `--log-bsgs-ratio`, shared by `hemem keygen` and `hemem bootstrap`.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct BsgsArgs {
+    /// The DFTs' BSGS ratio, log2: how many baby steps per giant step
+    /// each linear transform may take (Lattigo's `FindBestBSGSRatio`).
+    /// fit (the default): 2 where the device's room holds the larger key
+    /// set without streaming it, else 0 (`Bootstrapper::fit_schedule`; on
+    /// `keygen`, the room of the device and budget it runs with); with
+    /// `--keys`, the largest ratio the loaded keys serve. 0 needs the
+    /// fewest rotation keys; 2 needs more (FGb: 27 rotations against 23,
+    /// +0.31 GB seeded) and runs fewer key-switch decompositions. A number
+    /// 0–4 is taken as given.
+    #[arg(long = "log-bsgs-ratio", value_name = "fit|LOG", default_value = "fit", value_parser = parse_bsgs_ratio)]
+    pub ratio: BsgsRatio,
+}
+
+/// What `--log-bsgs-ratio` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BsgsRatio {
+    /// [`Bootstrapper::fit_schedule`], or for loaded keys the larger ratio
+    /// they serve.
+    Fit,
+    /// This ratio (`log2`), whatever the memory.
+    Log(i32),
+}
+
+fn parse_bsgs_ratio(s: &str) -> Result<BsgsRatio, String> {
+    if s == "fit" {
+        return Ok(BsgsRatio::Fit);
+    }
+    match s.parse::<i32>() {
+        Ok(r) if (0..=MAX_LOG_BSGS_RATIO).contains(&r) => Ok(BsgsRatio::Log(r)),
+        _ => Err(format!("expected fit or a number 0..={MAX_LOG_BSGS_RATIO}")),
+    }
+}
+
+impl BsgsRatio {
+    /// The schedule to generate keys for, to be used in every one of
+    /// `contexts`: with `Fit`, [`Bootstrapper::fit_schedule`]'s ratio
+    /// where every context's memory holds its keys, else `schedule`'s.
+    pub fn for_new_keys(
+        self,
+        contexts: &[Context],
+        schedule: BootstrapSchedule,
+    ) -> hemem_bootstrap::Result<BootstrapSchedule> {
+        match self {
+            Self::Fit => {
+                let mut fitted = schedule.clone();
+                for context in contexts {
+                    fitted = Bootstrapper::fit_schedule(context, schedule.clone())?;
+                    if fitted.log_bsgs_ratio == schedule.log_bsgs_ratio {
+                        return Ok(schedule);
+                    }
+                }
+                Ok(fitted)
+            }
+            Self::Log(log_bsgs_ratio) => Ok(BootstrapSchedule {
+                log_bsgs_ratio,
+                ..schedule
+            }),
+        }
+    }
+
+    /// The schedule to bootstrap with `keys` loaded from `file`: with
+    /// `Fit`, the largest ratio they serve, or the smallest with its
+    /// rotations (`schedule`'s where they serve none, for the bootstrapper
+    /// to name what is missing); a ratio they do
+    /// not serve is refused here, before any key is expanded or diagonal
+    /// encoded.
+    pub fn for_loaded_keys(
+        self,
+        keys: &BootstrapKeys,
+        params: &Parameters,
+        schedule: BootstrapSchedule,
+        file: &Path,
+    ) -> anyhow::Result<BootstrapSchedule> {
+        let with = |log_bsgs_ratio| BootstrapSchedule {
+            log_bsgs_ratio,
+            ..schedule.clone()
+        };
+        match self {
+            Self::Fit => {
+                let Some(mut fitted) = (0..=MAX_LOG_BSGS_RATIO)
+                    .rev()
+                    .map(with)
+                    .find(|s| keys.serve(s, params))
+                else {
+                    return Ok(schedule);
+                };
+                // The smallest ratio with the same rotations (FGb's 0 and 1
+                // split alike): the one the keys were made for.
+                while fitted.log_bsgs_ratio > 0 {
+                    let smaller = with(fitted.log_bsgs_ratio - 1);
+                    if smaller.rotation_keys()? != fitted.rotation_keys()? {
+                        break;
+                    }
+                    fitted = smaller;
+                }
+                Ok(fitted)
+            }
+            Self::Log(r) if keys.serve(&with(r), params) => Ok(with(r)),
+            Self::Log(r) => {
+                let served: Vec<String> = (0..=MAX_LOG_BSGS_RATIO)
+                    .filter(|&q| keys.serve(&with(q), params))
+                    .map(|q| q.to_string())
+                    .collect();
+                anyhow::bail!(
+                    "the keys in {} were made for BSGS ratio {} (hemem keygen --log-bsgs-ratio), not {r}: run with --log-bsgs-ratio fit, or make keys with --log-bsgs-ratio {r}",
+                    file.display(),
+                    if served.is_empty() {
+                        "none of 0..=4".to_owned()
+                    } else {
+                        served.join(", ")
+                    }
+                )
+            }
         }
     }
 }
@@ -157,6 +280,8 @@ struct Report {
     device: String,
     slots: usize,
     sse: bool,
+    /// The BSGS ratio (log2) the keys were made for.
+    log_bsgs_ratio: i32,
     keys: usize,
     key_set_bytes: usize,
     keygen_ms: f64,
@@ -178,15 +303,19 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
     let context = Context::with_memory(params.clone(), selection, &memory)?;
     let progress = super::progress::Status::new(args.json);
-    let schedule = BootstrapSchedule::recommended_for_slots(
-        &params,
-        args.slots.unwrap_or_else(|| params.slots()),
+    let schedule = args.bsgs.ratio.for_new_keys(
+        std::slice::from_ref(&context),
+        BootstrapSchedule::recommended_for_slots(
+            &params,
+            args.slots.unwrap_or_else(|| params.slots()),
+        )?,
     )?;
     let slots = schedule.slots();
     let sse = schedule.choice.sse;
     progress.say(&format!(
-        "hemem keygen: {preset} on {}, {slots} slots, planned {} of keys",
+        "hemem keygen: {preset} on {}, {slots} slots, BSGS ratio 2^{}, planned {} of keys",
         context.device(),
+        schedule.log_bsgs_ratio,
         human_bytes(BootstrapKeys::planned_bytes(&schedule, &params)?)
     ));
 
@@ -233,6 +362,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         device: context.device().to_string(),
         slots,
         sse,
+        log_bsgs_ratio: schedule.log_bsgs_ratio,
         keys: keys.len(),
         key_set_bytes: keys.size_bytes(),
         keygen_ms,

@@ -140,7 +140,7 @@ pub(super) fn default_shared_expansions(context: &Context, schedule: &BootstrapS
 /// Bytes of one top-level ciphertext of `schedule` (two polynomials of
 /// `top_level + 1` limbs): the unit of [`working_ciphertexts`] and
 /// [`SHARING_MIN_CIPHERTEXTS`].
-fn top_ciphertext_bytes(context: &Context, schedule: &BootstrapSchedule) -> u64 {
+pub(super) fn top_ciphertext_bytes(context: &Context, schedule: &BootstrapSchedule) -> u64 {
     2 * (schedule.top_level as u64 + 1) * 8 * context.params().degree().get() as u64
 }
 
@@ -174,7 +174,7 @@ pub const HOST_SHARE: u64 = 2;
 /// `reserved`; on a CPU context, which has no budget, [`host_room`] of the
 /// memory the operating system reports available. `None` when neither is
 /// known.
-fn spare_room(context: &Context, reserved: u64) -> Option<u64> {
+pub(super) fn spare_room(context: &Context, reserved: u64) -> Option<u64> {
     let Some(usage) = context.backend().allocator().residency_usage() else {
         return host_room(hemem_memory::host::available_bytes(), reserved);
     };
@@ -203,7 +203,7 @@ fn halves_bytes(key: &SwitchingKey) -> u64 {
 }
 
 /// The sums of `sizes`' compact bytes and of what keeping them encoded adds.
-fn totals(sizes: &[FactorBytes]) -> (u64, u64) {
+pub(super) fn totals(sizes: &[FactorBytes]) -> (u64, u64) {
     sizes.iter().fold((0, 0), |(compact, extra), f| {
         (
             compact + f.compact,

@@ -197,7 +197,11 @@ impl BootstrapKeys {
     }
 
     /// The slot counts these keys bootstrap under the recommended schedule
-    /// ([`BootstrapSchedule::recommended_for_slots`]), largest first. A key
+    /// ([`BootstrapSchedule::recommended_for_slots`]) with some BSGS ratio
+    /// up to [`MAX_LOG_BSGS_RATIO`](super::MAX_LOG_BSGS_RATIO) (the
+    /// recommended 0, or what
+    /// [`Bootstrapper::fit_schedule`](super::Bootstrapper::fit_schedule)
+    /// made them for), largest first; [`Self::serve`] tells which ratio. A key
     /// set does not record the slot count it was made for, and the keys
     /// for one count lack rotations (or levels, or the sparse-secret keys)
     /// that another needs: a caller with keys from a file asks this
@@ -210,12 +214,28 @@ impl BootstrapKeys {
                 let Ok(schedule) = BootstrapSchedule::recommended_for_slots(params, slots) else {
                     return false;
                 };
-                (!schedule.choice.sse || self.sse.is_some())
-                    && key_request(&schedule, params)
-                        .and_then(|request| check_keys(&self.keys, &request, params))
-                        .is_ok()
+                (0..=super::MAX_LOG_BSGS_RATIO).any(|log_bsgs_ratio| {
+                    self.serve(
+                        &BootstrapSchedule {
+                            log_bsgs_ratio,
+                            ..schedule.clone()
+                        },
+                        params,
+                    )
+                })
             })
             .collect()
+    }
+
+    /// Whether these keys hold every key `schedule` needs, at the levels it
+    /// needs them (the check [`Bootstrapper::new`](super::Bootstrapper::new)
+    /// makes): for a caller with keys from a file choosing between
+    /// schedules, such as the BSGS ratio they were made for.
+    pub fn serve(&self, schedule: &BootstrapSchedule, params: &Parameters) -> bool {
+        (!schedule.choice.sse || self.sse.is_some())
+            && key_request(schedule, params)
+                .and_then(|request| check_keys(&self.keys, &request, params))
+                .is_ok()
     }
 
     /// Checks that these keys, `secret` and `public` belong together: an

@@ -33,13 +33,15 @@
 //! bootstrap stage by stage, `batch` runs many together (halving a batch
 //! the device budget refuses), `stages` holds the steps both share
 //! (ModRaise, SubSum, the EvalMod finish), `keys` the keys a schedule
-//! needs, and `footprint` which of them and of the diagonals are kept in
-//! full.
+//! needs, `footprint` which of them and of the diagonals are kept in
+//! full, and `ratio` the BSGS ratio the memory holds the keys for
+//! ([`Bootstrapper::fit_schedule`]).
 
 mod batch;
 mod diagonals;
 mod footprint;
 mod keys;
+mod ratio;
 mod setup;
 mod single;
 mod stages;
@@ -61,6 +63,7 @@ pub use footprint::{
     working_ciphertexts,
 };
 pub use keys::{BootstrapKeys, SseKeys, key_request};
+pub use ratio::{FAST_LOG_BSGS_RATIO, MAX_LOG_BSGS_RATIO};
 pub use setup::BootstrapOptions;
 pub use single::Stage;
 

@@ -55,6 +55,8 @@ struct Report {
     /// `even` or `stealing:N` (`--chunk N`).
     split: String,
     slots: usize,
+    /// The DFTs' BSGS ratio (log2).
+    log_bsgs_ratio: i32,
     complex: bool,
     iterations: usize,
     batch: usize,
@@ -125,10 +127,15 @@ pub fn run(args: &Args, devices: &[DeviceSelection]) -> anyhow::Result<()> {
         memory.policy.kind().name()
     ));
 
-    let schedule = BootstrapSchedule::recommended_for_slots(
+    let recommended = BootstrapSchedule::recommended_for_slots(
         &params,
         args.slots.unwrap_or_else(|| params.slots()),
     )?;
+    // New keys: the BSGS ratio every device's memory holds them for.
+    let schedule = match args.keys {
+        Some(_) => recommended,
+        None => args.bsgs.ratio.for_new_keys(&contexts, recommended)?,
+    };
     let HeldKeys {
         secret,
         public,
@@ -137,7 +144,7 @@ pub fn run(args: &Args, devices: &[DeviceSelection]) -> anyhow::Result<()> {
         generated_ms: key_setup_ms,
     } = HeldKeys::obtain(args, &home, &schedule, progress)?;
     let schedule = match loaded {
-        Some(_) => setup::schedule_for_loaded(args, &params, &keys, schedule, progress)?,
+        Some(_) => setup::schedule_for_loaded_keys(args, &contexts, &keys, schedule, progress)?,
         None => schedule,
     };
     progress.say(&format!(
@@ -237,6 +244,7 @@ pub fn run(args: &Args, devices: &[DeviceSelection]) -> anyhow::Result<()> {
         memory_policy: memory.policy.kind().name().into(),
         split: split_name,
         slots,
+        log_bsgs_ratio: group.schedule().log_bsgs_ratio,
         complex: args.complex,
         iterations: batch_ms.len(),
         batch,

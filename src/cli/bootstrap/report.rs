@@ -67,6 +67,8 @@ pub(super) struct Report {
     pub uniform_prf: Option<&'static str>,
     /// `single` or `double` hoisting in the linear transforms.
     pub hoisting: &'static str,
+    /// The DFTs' BSGS ratio (log2).
+    pub log_bsgs_ratio: i32,
     pub sse: bool,
     pub peak_bytes_by_class: serde_json::Map<String, serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]

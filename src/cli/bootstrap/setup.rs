@@ -13,6 +13,7 @@ use hemem_ckks::prelude::*;
 use hemem_ckks::sampling::Sampler;
 use num_complex::Complex64;
 
+use super::super::keygen::BsgsRatio;
 use super::super::progress::Status;
 use super::super::report::{human_bytes, max_abs_error};
 use super::Args;
@@ -124,6 +125,42 @@ pub(super) fn schedule_for_loaded(
             params.name()
         ),
     }
+}
+
+/// With `--keys`: the schedule for the slot count ([`schedule_for_loaded`])
+/// and the BSGS ratio (`--log-bsgs-ratio`, [`BsgsRatio::for_loaded_keys`])
+/// the loaded keys serve, with a note where that ratio takes more keys than
+/// `contexts`' memory holds unstreamed (keys made on a larger device).
+pub(super) fn schedule_for_loaded_keys(
+    args: &Args,
+    contexts: &[Context],
+    keys: &BootstrapKeys,
+    schedule: BootstrapSchedule,
+    progress: Status,
+) -> anyhow::Result<BootstrapSchedule> {
+    let Some(file) = args.keys.as_deref() else {
+        anyhow::bail!("no --keys file to take the schedule from");
+    };
+    let Some(params) = contexts.first().map(Context::params) else {
+        anyhow::bail!("no device to bootstrap on");
+    };
+    let schedule = schedule_for_loaded(args, params, keys, schedule, progress)?;
+    let fewest = BootstrapSchedule {
+        log_bsgs_ratio: 0,
+        ..schedule.clone()
+    };
+    let chosen = args
+        .bsgs
+        .ratio
+        .for_loaded_keys(keys, params, schedule, file)?;
+    let fitted = BsgsRatio::Fit.for_new_keys(contexts, fewest)?;
+    if args.bsgs.ratio == BsgsRatio::Fit && chosen.log_bsgs_ratio > fitted.log_bsgs_ratio {
+        progress.say(&format!(
+            "  note: the keys serve BSGS ratio {}, whose keys this device's room does not hold unstreamed (fit takes {} here): make keys for it on it, or with --log-bsgs-ratio {}",
+            chosen.log_bsgs_ratio, fitted.log_bsgs_ratio, fitted.log_bsgs_ratio
+        ));
+    }
+    Ok(chosen)
 }
 
 /// The bootstrapper's options from `--diagonals`, `--hoisting`,
