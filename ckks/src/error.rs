@@ -93,8 +93,8 @@ pub enum ParametersError {
     },
     /// Parameters below 128-bit security, or a test preset, without opt-in.
     #[error(
-        "insecure parameters refused: log QP = {log_qp} at N = 2^{log_n} {}; opt in explicitly to use them",
-        bound_text(*.bound)
+        "insecure parameters refused: {}; opt in explicitly to use them",
+        insecure_text(*.log_n, *.log_qp, *.bound, *.test)
     )]
     Insecure {
         /// `log2 N`.
@@ -103,6 +103,10 @@ pub enum ParametersError {
         log_qp: u32,
         /// The table's bound (`None`: the table has no row for this degree).
         bound: Option<u32>,
+        /// Whether the description is marked as test parameters (the
+        /// `test-*` presets, `ParametersSpec::insecure_test`), which are
+        /// refused whatever their size.
+        test: bool,
     },
     /// Custom parameters whose secret is sparser than the uniform ternary
     /// secret the security table assumes, without opt-in: the table says
@@ -196,11 +200,18 @@ pub enum ParametersError {
     },
 }
 
-/// [`ParametersError::Insecure`]'s bound in words.
-fn bound_text(bound: Option<u32>) -> String {
-    match bound {
-        Some(bound) => format!("exceeds the 128-bit bound {bound}"),
-        None => "has no 128-bit bound in the security table at this degree".into(),
+/// [`ParametersError::Insecure`]'s reason in words: the test marking, or
+/// the size against the table's bound.
+fn insecure_text(log_n: u32, log_qp: u32, bound: Option<u32>, test: bool) -> String {
+    let size = format!("log QP = {log_qp} at N = 2^{log_n}");
+    match (test, bound) {
+        (true, _) => {
+            format!("test parameters (a test-* preset: {size}), small and insecure by design")
+        }
+        (false, Some(bound)) => format!("{size} exceeds the 128-bit bound {bound}"),
+        (false, None) => {
+            format!("{size} has no 128-bit bound in the security table at this degree")
+        }
     }
 }
 
@@ -695,15 +706,27 @@ mod tests {
                     log_n: 12,
                     log_qp: 1555,
                     bound: Some(106),
+                    test: false,
                 }
                 .into(),
                 "insecure parameters refused: log QP = 1555 at N = 2^12 exceeds the 128-bit bound 106; opt in explicitly to use them",
             ),
             (
                 ParametersError::Insecure {
+                    log_n: 11,
+                    log_qp: 40,
+                    bound: Some(53),
+                    test: true,
+                }
+                .into(),
+                "insecure parameters refused: test parameters (a test-* preset: log QP = 40 at N = 2^11), small and insecure by design; opt in explicitly to use them",
+            ),
+            (
+                ParametersError::Insecure {
                     log_n: 4,
                     log_qp: 60,
                     bound: None,
+                    test: false,
                 }
                 .into(),
                 "insecure parameters refused: log QP = 60 at N = 2^4 has no 128-bit bound in the security table at this degree; opt in explicitly to use them",

@@ -127,6 +127,7 @@ impl Parameters {
                     log_n: spec.log_n,
                     log_qp,
                     bound: security.table_bound,
+                    test: spec.insecure_test,
                 }
                 .into());
             }

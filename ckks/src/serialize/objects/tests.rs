@@ -70,9 +70,22 @@ fn a_file_cannot_claim_security() {
         Parameters::from_bytes(&forged, SecurityCheck::Enforce),
         Err(Error::Parameters(ParametersError::Insecure {
             log_n: 11,
+            test: false,
             ..
         }))
     ));
+    // Its honest file is refused as test parameters, and says so.
+    let Err(e) = Parameters::from_bytes(&test.to_bytes().unwrap(), SecurityCheck::Enforce) else {
+        panic!("a test preset's file loaded without opt-in");
+    };
+    assert!(
+        matches!(
+            e,
+            Error::Parameters(ParametersError::Insecure { test: true, .. })
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("test parameters"), "{e}");
 }
 
 #[test]
