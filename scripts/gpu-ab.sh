@@ -23,7 +23,7 @@ r = json.load(open(sys.argv[1]))
 t = r['bootstrap_ms'][1:] or r['bootstrap_ms']
 print(sys.argv[5], sys.argv[2], sys.argv[4], 'round', sys.argv[3], 'median', round(statistics.median(t), 2),
       [round(x, 1) for x in t], 'GB', [round(x / 1e9, 2) for x in r['to_device_bytes'][1:]],
-      'bits', round(r['precision_bits'], 2),
+      'bits', round(r['precision_bits'], 2), 'bsgs', r.get('log_bsgs_ratio'),
       'prepare ms', [round(d.get('prepare', 0), 1) for d in r.get('driver_ms', [])[1:]],
       'diagonals', r.get('diagonal_storage'), 'keys kept', r.get('keys_expanded'),
       'plan', r.get('split_plan') or r.get('streaming_plan'))
