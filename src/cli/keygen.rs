@@ -81,13 +81,15 @@ impl From<UniformPrf> for SeedPrf {
 pub struct BsgsArgs {
     /// The DFTs' BSGS ratio, log2: how many baby steps per giant step
     /// each linear transform may take (Lattigo's `FindBestBSGSRatio`).
-    /// fit (the default): 2 where the device's room holds the larger key
-    /// set without streaming it, else 0 (`Bootstrapper::fit_schedule`; on
-    /// `keygen`, the room of the device and budget it runs with); with
+    /// fit (the default): on a GPU 3, else 2, where the device's room
+    /// holds that key set without streaming it, else the next smaller of
+    /// 2 and 0 (`Bootstrapper::fit_schedule`; on `keygen`, the room of the
+    /// device and budget it runs with; the FV presets stay at 0); with
     /// `--keys`, the largest ratio the loaded keys serve. 0 needs the
-    /// fewest rotation keys; 2 needs more (FGb: 27 rotations against 23,
-    /// +0.31 GB seeded) and runs fewer key-switch decompositions. A number
-    /// 0–4 is taken as given.
+    /// fewest rotation keys; 2 and 3 need more (FGb: 27 and 43 rotations
+    /// against 23, +0.31 and +1.51 GB seeded) and run fewer key-switch
+    /// decompositions (FGb on the H100: 31.1 and 30.1 ms against 32.7). A
+    /// number 0–4 is taken as given.
     #[arg(long = "log-bsgs-ratio", value_name = "fit|LOG", default_value = "fit", value_parser = parse_bsgs_ratio)]
     pub ratio: BsgsRatio,
 }
@@ -114,8 +116,8 @@ fn parse_bsgs_ratio(s: &str) -> Result<BsgsRatio, String> {
 
 impl BsgsRatio {
     /// The schedule to generate keys for, to be used in every one of
-    /// `contexts`: with `Fit`, [`Bootstrapper::fit_schedule`]'s ratio
-    /// where every context's memory holds its keys, else `schedule`'s.
+    /// `contexts`: with `Fit`, the smallest of the ratios
+    /// [`Bootstrapper::fit_schedule`] takes in each.
     pub fn for_new_keys(
         self,
         contexts: &[Context],
@@ -123,14 +125,19 @@ impl BsgsRatio {
     ) -> hemem_bootstrap::Result<BootstrapSchedule> {
         match self {
             Self::Fit => {
-                let mut fitted = schedule.clone();
+                // The smallest ratio any device fits (each step up the
+                // ladder only adds keys).
+                let mut fitted: Option<BootstrapSchedule> = None;
                 for context in contexts {
-                    fitted = Bootstrapper::fit_schedule(context, schedule.clone())?;
-                    if fitted.log_bsgs_ratio == schedule.log_bsgs_ratio {
-                        return Ok(schedule);
+                    let mine = Bootstrapper::fit_schedule(context, schedule.clone())?;
+                    if fitted
+                        .as_ref()
+                        .is_none_or(|f| mine.log_bsgs_ratio < f.log_bsgs_ratio)
+                    {
+                        fitted = Some(mine);
                     }
                 }
-                Ok(fitted)
+                Ok(fitted.unwrap_or(schedule))
             }
             Self::Log(log_bsgs_ratio) => Ok(BootstrapSchedule {
                 log_bsgs_ratio,

@@ -63,7 +63,7 @@ pub use footprint::{
     working_ciphertexts,
 };
 pub use keys::{BootstrapKeys, SseKeys, key_request};
-pub use ratio::{FAST_LOG_BSGS_RATIO, MAX_LOG_BSGS_RATIO};
+pub use ratio::{FAST_LOG_BSGS_RATIO, GPU_LOG_BSGS_RATIO, MAX_LOG_BSGS_RATIO};
 pub use setup::BootstrapOptions;
 pub use single::Stage;
 

@@ -13,14 +13,22 @@
 //! rotation keys for giant steps: at ratio 2, CoeffToSlot runs 6 % fewer
 //! limb NTTs on FGb and 21 % fewer on FTb (`hoisting_counts`, the
 //! simulator's cost model) for 4 and 8 more rotation keys (0.31 GB and
-//! 0.51 GB seeded). Measured on the CPU (docs/BENCHMARKS.md, "Twenty-second
-//! session"), FGb bootstraps 4–6 % faster and FTb 10–12 %; ratio 3 takes
-//! 20 more keys on FGb (+1.5 GB) and gains less than 2 on the CPU. On the
-//! FV presets, ratio 2 splits every factor as 0 does.
+//! 0.51 GB seeded); at ratio 3, 13 % and 30 % fewer for 20 and 16 more
+//! (+1.51 GB, +1.01 GB), with 8 more rotations a DFT on FGb. Measured
+//! (docs/BENCHMARKS.md, "Twenty-second session"), on the H100 ratio 2
+//! takes FGb from 32.7 to 31.1 ms and ratio 3 to 30.1 (FGa 36.5 → 34.9 →
+//! 33.6, FTb 16.9 → 14.8 → 14.7, FTa 16.9 → 15.3 → 14.9; ratio 4: FGb 47.2);
+//! on the CPU ratio 2 takes 3–6 % off FGb and 10–12 % off FTb, and ratio 3
+//! is slower than 2 (an inner product weighs more there against an NTT).
+//! On the FV presets ratio 2 splits every factor as 0 does, and ratio 3
+//! measured no faster on the H100 (FVb 78.7 ms against 78.6) for 24 more
+//! keys (+2.94 GB).
 //!
 //! Keys are made for a schedule before any bootstrapper exists, so the
-//! ratio is chosen with the schedule: [`FAST_LOG_BSGS_RATIO`] where the
-//! context's room (its budget less what the device holds, or on a CPU half
+//! ratio is chosen with the schedule, up a ladder — [`FAST_LOG_BSGS_RATIO`]
+//! (2), then on a GPU [`GPU_LOG_BSGS_RATIO`] (3) — taking each step that
+//! changes the rotations of the one below (so the FV presets stay at 0)
+//! where the context's room (its budget less what the device holds, or on a CPU half
 //! the available host memory: `footprint`) holds its whole key set seeded,
 //! the compact diagonals and one bootstrap's working memory — that is,
 //! where the extra keys never need to stream — else the schedule as given.
@@ -32,6 +40,7 @@
 //! [`DiagonalStorage::Fit`]: crate::linear_transform::DiagonalStorage::Fit
 
 use hemem_ckks::Context;
+use hemem_ckks::backend::Device;
 
 use super::footprint::{spare_room, top_ciphertext_bytes, totals};
 use super::{BootstrapKeys, Bootstrapper, STC_CACHE_CAPACITY, working_ciphertexts};
@@ -44,6 +53,12 @@ use crate::schedule::{BootstrapSchedule, INPUT_LEVEL};
 /// (docs/BENCHMARKS.md, "Twenty-second session").
 pub const FAST_LOG_BSGS_RATIO: i32 = 2;
 
+/// The ratio [`Bootstrapper::fit_schedule`] takes on a GPU above
+/// [`FAST_LOG_BSGS_RATIO`], where that one changed the rotations and the
+/// memory holds the larger keys: the fastest of 0–4 on the H100 for FGb,
+/// FGa, FTa and FTb (FGb 30.1 ms against 31.1 at 2 and 47.2 at 4).
+pub const GPU_LOG_BSGS_RATIO: i32 = 3;
+
 /// The largest BSGS ratio (`log2`) worth making keys for: at 4 the rotation
 /// keys outnumber what they save (FGb: 64 keys, more rotations than at 0).
 /// [`BootstrapKeys::slot_counts`] recognises keys of every ratio up to it.
@@ -51,19 +66,22 @@ pub const MAX_LOG_BSGS_RATIO: i32 = 4;
 
 impl Bootstrapper {
     /// `schedule` with the DFTs' BSGS ratio `context`'s memory holds the
-    /// keys for: [`FAST_LOG_BSGS_RATIO`] where its rotations differ from
-    /// `schedule`'s and the room (the budget less what the device holds
-    /// now, or on a CPU half the available host memory) holds the larger
-    /// key set seeded, the compact diagonals and one bootstrap's working
-    /// memory ([`working_ciphertexts`]) — where the extra keys never
-    /// stream — else `schedule` unchanged; also unchanged when `schedule`
-    /// already has a ratio at least as large. A larger ratio takes more
-    /// baby-step rotation keys and fewer giant steps, each of which costs a
-    /// decomposition and a ModDown: on FGb 4 more keys (+0.31 GB seeded)
-    /// for 6 % fewer limb NTTs in CoeffToSlot, on FTb 8 more (+0.51 GB)
-    /// for 21 % fewer; the FV presets split alike at 0 and 2. Call it
-    /// before generating the keys, with the context the bootstrapper will
-    /// run in (keys carry the ratio of the memory they were made for):
+    /// keys for: up the ladder [`FAST_LOG_BSGS_RATIO`], then on a GPU
+    /// [`GPU_LOG_BSGS_RATIO`], each step taken where its rotations differ
+    /// from those of the step below and the room (the budget less what the
+    /// device holds now, or on a CPU half the available host memory) holds
+    /// its key set seeded, the compact diagonals and one bootstrap's
+    /// working memory ([`working_ciphertexts`]) — where the extra keys
+    /// never stream. `schedule` is returned unchanged where the first step
+    /// is not taken, or where it already has a ratio at least
+    /// [`FAST_LOG_BSGS_RATIO`]. A larger ratio takes more baby-step
+    /// rotation keys and fewer giant steps, each of which costs a
+    /// decomposition and a ModDown: on the H100, FGb bootstraps in 31.1 ms
+    /// at 2 and 30.1 at 3 against 32.7 at 0, for 4 and 20 more keys
+    /// (+0.31 GB, +1.51 GB seeded); the FV presets split alike at 0 and 2
+    /// and stay at 0. Call it before generating the keys, with the context
+    /// the bootstrapper will run in (keys carry the ratio of the memory
+    /// they were made for):
     ///
     /// ```no_run
     /// # use hemem_bootstrap::{BootstrapKeys, Bootstrapper, schedule::BootstrapSchedule};
@@ -93,28 +111,38 @@ impl Bootstrapper {
         if schedule.log_bsgs_ratio >= FAST_LOG_BSGS_RATIO {
             return Ok(schedule);
         }
-        let fast = BootstrapSchedule {
-            log_bsgs_ratio: FAST_LOG_BSGS_RATIO,
-            ..schedule.clone()
+        let ladder: &[i32] = match context.device() {
+            Device::Gpu(_) => &[FAST_LOG_BSGS_RATIO, GPU_LOG_BSGS_RATIO],
+            Device::Cpu => &[FAST_LOG_BSGS_RATIO],
         };
-        if fast.rotation_keys()? == schedule.rotation_keys()? {
-            return Ok(schedule);
-        }
-        fit_in(spare_room(context, 0), context, schedule, fast)
+        fit_in(spare_room(context, 0), context, schedule, ladder)
     }
 }
 
-/// `fast` where a `room` of that many bytes (`None`: unknown) holds what a
-/// bootstrapper of it keeps resident in `context` ([`resident_bytes`]),
-/// else `schedule`.
+/// `schedule` taken up `ladder` (ratios, rising) while each step changes
+/// the rotations of the one below and a `room` of that many bytes (`None`:
+/// unknown) holds what a bootstrapper of it keeps resident in `context`
+/// ([`resident_bytes`]).
 fn fit_in(
     room: Option<u64>,
     context: &Context,
     schedule: BootstrapSchedule,
-    fast: BootstrapSchedule,
+    ladder: &[i32],
 ) -> Result<BootstrapSchedule> {
-    let needed = resident_bytes(context, &fast)?;
-    Ok(if holds(room, needed) { fast } else { schedule })
+    let mut fitted = schedule;
+    for &log_bsgs_ratio in ladder {
+        let step = BootstrapSchedule {
+            log_bsgs_ratio,
+            ..fitted.clone()
+        };
+        if step.rotation_keys()? == fitted.rotation_keys()?
+            || !holds(room, resident_bytes(context, &step)?)
+        {
+            break;
+        }
+        fitted = step;
+    }
+    Ok(fitted)
 }
 
 /// What a bootstrapper of `schedule` holds with nothing kept in full and
@@ -204,29 +232,58 @@ mod tests {
         Ok(())
     }
 
-    /// The room decides: the fast schedule exactly where the room holds
-    /// its keys, compact diagonals and working memory, the given one a
-    /// byte short of that or where the room is unknown.
+    /// The room decides each step: the top of the ladder where the room
+    /// holds its keys, compact diagonals and working memory, the step below
+    /// a byte short of that, the given schedule a byte short of the first
+    /// step or where the room is unknown.
     #[test]
-    fn the_fast_ratio_needs_room_for_its_resident_bytes() -> Result<()> {
+    fn each_step_needs_room_for_its_resident_bytes() -> Result<()> {
         let params = Parameters::from_preset_with(Preset::TestFGb, SecurityCheck::AllowInsecure)?;
         let context = Context::new(params.clone(), hemem_ckks::backend::DeviceSelection::Cpu)?;
         let schedule = BootstrapSchedule::recommended(&params)?;
-        let fast = BootstrapSchedule {
-            log_bsgs_ratio: FAST_LOG_BSGS_RATIO,
+        let at = |log_bsgs_ratio| BootstrapSchedule {
+            log_bsgs_ratio,
             ..schedule.clone()
         };
-        let needed = resident_bytes(&context, &fast)?;
+        let ladder = [FAST_LOG_BSGS_RATIO, GPU_LOG_BSGS_RATIO];
+        let (two, three) = (
+            resident_bytes(&context, &at(FAST_LOG_BSGS_RATIO))?,
+            resident_bytes(&context, &at(GPU_LOG_BSGS_RATIO))?,
+        );
         // More than the keys alone: the diagonals and working memory too.
-        assert!(needed > BootstrapKeys::planned_bytes(&fast, &params)?);
+        assert!(two > BootstrapKeys::planned_bytes(&at(FAST_LOG_BSGS_RATIO), &params)?);
+        assert!(three > two, "ratio 3 holds more keys");
         let ratio = |room| -> Result<i32> {
-            Ok(fit_in(room, &context, schedule.clone(), fast.clone())?.log_bsgs_ratio)
+            Ok(fit_in(room, &context, schedule.clone(), &ladder)?.log_bsgs_ratio)
         };
-        assert_eq!(ratio(Some(needed))?, FAST_LOG_BSGS_RATIO);
-        assert_eq!(ratio(Some(u64::MAX))?, FAST_LOG_BSGS_RATIO);
-        assert_eq!(ratio(Some(needed - 1))?, 0);
+        assert_eq!(ratio(Some(u64::MAX))?, GPU_LOG_BSGS_RATIO);
+        assert_eq!(ratio(Some(three))?, GPU_LOG_BSGS_RATIO);
+        assert_eq!(ratio(Some(three - 1))?, FAST_LOG_BSGS_RATIO);
+        assert_eq!(ratio(Some(two))?, FAST_LOG_BSGS_RATIO);
+        assert_eq!(ratio(Some(two - 1))?, 0);
         assert_eq!(ratio(Some(0))?, 0);
         assert_eq!(ratio(None)?, 0);
+        // The CPU's ladder stops at 2.
+        let cpu = fit_in(Some(u64::MAX), &context, schedule.clone(), &ladder[..1])?;
+        assert_eq!(cpu.log_bsgs_ratio, FAST_LOG_BSGS_RATIO);
+        Ok(())
+    }
+
+    /// A ladder stops at the first step that changes nothing: the FV
+    /// presets, whose ratio 2 splits as 0 does, stay at 0 even where
+    /// ratio 3 (which would change them) fits.
+    #[test]
+    fn the_fv_presets_stay_at_ratio_zero() -> Result<()> {
+        let params = Parameters::from_preset_with(Preset::FVb, SecurityCheck::AllowInsecure)?;
+        let context = Context::new(params.clone(), hemem_ckks::backend::DeviceSelection::Cpu)?;
+        let schedule = BootstrapSchedule::recommended(&params)?;
+        let fitted = fit_in(
+            Some(u64::MAX),
+            &context,
+            schedule,
+            &[FAST_LOG_BSGS_RATIO, GPU_LOG_BSGS_RATIO],
+        )?;
+        assert_eq!(fitted.log_bsgs_ratio, 0);
         Ok(())
     }
 }
