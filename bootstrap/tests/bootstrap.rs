@@ -47,7 +47,7 @@ fn setup(preset: Preset, slots: Option<usize>) -> Setup {
     .unwrap();
     // The real presets run as `hemem bootstrap` does, with the BSGS ratio
     // `fit_schedule` takes in the context (printed below: on the GPU
-    // machine 3 for FG and FT, 0 for FV); the test presets keep the
+    // machine 3 for FGb, FTa and FTb, 2 for FGa, 0 for FV); the test presets keep the
     // recommended ratio 0 (`fitted_bsgs_ratio_bootstraps` fits theirs).
     let schedule = if preset.is_test() {
         schedule

@@ -84,7 +84,8 @@ pub struct BsgsArgs {
     /// fit (the default): on a GPU 3, else 2, where the device's room
     /// holds that key set without streaming it, else the next smaller of
     /// 2 and 0 (`Bootstrapper::fit_schedule`; on `keygen`, the room of the
-    /// device and budget it runs with; the FV presets stay at 0); with
+    /// device and budget it runs with; FGa stops at 2, the FV presets
+    /// stay at 0); with
     /// `--keys`, the largest ratio the loaded keys serve. 0 needs the
     /// fewest rotation keys; 2 and 3 need more (FGb: 27 and 43 rotations
     /// against 23, +0.31 and +1.51 GB seeded) and run fewer key-switch
