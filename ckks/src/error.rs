@@ -206,7 +206,9 @@ fn insecure_text(log_n: u32, log_qp: u32, bound: Option<u32>, test: bool) -> Str
     let size = format!("log QP = {log_qp} at N = 2^{log_n}");
     match (test, bound) {
         (true, _) => {
-            format!("test parameters (a test-* preset: {size}), small and insecure by design")
+            format!(
+                "parameters marked as test parameters (as the test-* presets; {size}), insecure by design"
+            )
         }
         (false, Some(bound)) => format!("{size} exceeds the 128-bit bound {bound}"),
         (false, None) => {
@@ -719,7 +721,7 @@ mod tests {
                     test: true,
                 }
                 .into(),
-                "insecure parameters refused: test parameters (a test-* preset: log QP = 40 at N = 2^11), small and insecure by design; opt in explicitly to use them",
+                "insecure parameters refused: parameters marked as test parameters (as the test-* presets; log QP = 40 at N = 2^11), insecure by design; opt in explicitly to use them",
             ),
             (
                 ParametersError::Insecure {

@@ -129,8 +129,8 @@ pub(super) fn schedule_for_loaded(
 
 /// With `--keys`: the schedule for the slot count ([`schedule_for_loaded`])
 /// and the BSGS ratio (`--log-bsgs-ratio`, [`BsgsRatio::for_loaded_keys`])
-/// the loaded keys serve, with a note where that ratio takes more keys than
-/// `contexts`' memory holds unstreamed (keys made on a larger device).
+/// the loaded keys serve, with a note where that ratio is larger than
+/// `fit` would take on `contexts` (keys made on another device).
 pub(super) fn schedule_for_loaded_keys(
     args: &Args,
     contexts: &[Context],
@@ -156,7 +156,7 @@ pub(super) fn schedule_for_loaded_keys(
     let fitted = BsgsRatio::Fit.for_new_keys(contexts, fewest)?;
     if args.bsgs.ratio == BsgsRatio::Fit && chosen.log_bsgs_ratio > fitted.log_bsgs_ratio {
         progress.say(&format!(
-            "  note: the keys serve BSGS ratio {}, whose keys this device's room does not hold unstreamed (fit takes {} here): make keys for it on it, or with --log-bsgs-ratio {}",
+            "  note: the keys serve BSGS ratio {}; fit would take {} here (this device's room, kind and preset): make keys on it, or with --log-bsgs-ratio {}",
             chosen.log_bsgs_ratio, fitted.log_bsgs_ratio, fitted.log_bsgs_ratio
         ));
     }
