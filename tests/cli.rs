@@ -628,6 +628,18 @@ fn keygen_and_bootstrap_agree_on_the_bsgs_ratio() {
         bootstrap(&fit, &["--batch", "2", "--devices", "cpu,cpu"]),
         2,
     );
+    // A working reserve past the host's memory leaves no room for more keys.
+    let report = hemem_json(&[
+        "bootstrap",
+        "--preset",
+        "test-FGb",
+        "--iterations",
+        "1",
+        "--fit-reserve",
+        "100000000000",
+        "--json",
+    ]);
+    ratio_and_precision(report, 0);
     // Generated keys follow the ratio asked for.
     let report = hemem_json(&[
         "bootstrap",

@@ -97,7 +97,7 @@ pub struct Args {
     /// With `--diagonals fit`: the working memory left free beside what is
     /// kept in full, in top-level ciphertexts (default: 32 under the
     /// `planned` policy, which streams what an estimate leaves short; 48
-    /// under the others).
+    /// under the others). `--log-bsgs-ratio fit` leaves the same room.
     #[arg(long, value_name = "CIPHERTEXTS")]
     fit_reserve: Option<u64>,
     /// With `--batch`: how many ciphertexts share each expansion of a
@@ -186,10 +186,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     // Loaded keys choose their ratio below; new keys are made for this one.
     let schedule = match args.keys {
         Some(_) => recommended,
-        None => args
-            .bsgs
-            .ratio
-            .for_new_keys(std::slice::from_ref(&context), recommended)?,
+        None => {
+            args.bsgs
+                .ratio
+                .for_new_keys(std::slice::from_ref(&context), recommended, &options)?
+        }
     };
     let started = Instant::now();
     let HeldKeys {

@@ -14,7 +14,7 @@ use std::time::Instant;
 use anyhow::Context as _;
 use hemem_bootstrap::bootstrapper::MAX_LOG_BSGS_RATIO;
 use hemem_bootstrap::schedule::BootstrapSchedule;
-use hemem_bootstrap::{BootstrapKeys, Bootstrapper};
+use hemem_bootstrap::{BootstrapKeys, BootstrapOptions, Bootstrapper};
 use hemem_ckks::prelude::*;
 use hemem_ckks::sampling::SeedPrf;
 use serde::Serialize;
@@ -117,12 +117,14 @@ fn parse_bsgs_ratio(s: &str) -> Result<BsgsRatio, String> {
 
 impl BsgsRatio {
     /// The schedule to generate keys for, to be used in every one of
-    /// `contexts`: with `Fit`, the smallest of the ratios
-    /// [`Bootstrapper::fit_schedule`] takes in each.
+    /// `contexts` by a bootstrapper with `options`: with `Fit`, the
+    /// smallest of the ratios [`Bootstrapper::fit_schedule_with`] takes in
+    /// each.
     pub fn for_new_keys(
         self,
         contexts: &[Context],
         schedule: BootstrapSchedule,
+        options: &BootstrapOptions,
     ) -> hemem_bootstrap::Result<BootstrapSchedule> {
         match self {
             Self::Fit => {
@@ -130,7 +132,7 @@ impl BsgsRatio {
                 // ladder only adds keys).
                 let mut fitted: Option<BootstrapSchedule> = None;
                 for context in contexts {
-                    let mine = Bootstrapper::fit_schedule(context, schedule.clone())?;
+                    let mine = Bootstrapper::fit_schedule_with(context, schedule.clone(), options)?;
                     if fitted
                         .as_ref()
                         .is_none_or(|f| mine.log_bsgs_ratio < f.log_bsgs_ratio)
@@ -317,6 +319,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             &params,
             args.slots.unwrap_or_else(|| params.slots()),
         )?,
+        &BootstrapOptions::default(),
     )?;
     let slots = schedule.slots();
     let sse = schedule.choice.sse;

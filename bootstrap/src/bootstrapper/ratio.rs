@@ -44,7 +44,9 @@ use hemem_ckks::Context;
 use hemem_ckks::backend::Device;
 
 use super::footprint::{spare_room, top_ciphertext_bytes, totals};
-use super::{BootstrapKeys, Bootstrapper, STC_CACHE_CAPACITY, working_ciphertexts};
+use super::{
+    BootstrapKeys, BootstrapOptions, Bootstrapper, STC_CACHE_CAPACITY, working_ciphertexts,
+};
 use crate::Result;
 use crate::hoisting::Hoisting;
 use hemem_ckks::params::Preset;
@@ -109,14 +111,41 @@ impl Bootstrapper {
         context: &Context,
         schedule: BootstrapSchedule,
     ) -> Result<BootstrapSchedule> {
+        Self::fit_schedule_with(context, schedule, &BootstrapOptions::default())
+    }
+
+    /// [`Bootstrapper::fit_schedule`] for a bootstrapper that will be made
+    /// with `options`: their
+    /// [`working_reserve`](BootstrapOptions::working_reserve), where set,
+    /// is the working memory each step must leave room for.
+    ///
+    /// # Errors
+    /// As [`Bootstrapper::fit_schedule`].
+    pub fn fit_schedule_with(
+        context: &Context,
+        schedule: BootstrapSchedule,
+        options: &BootstrapOptions,
+    ) -> Result<BootstrapSchedule> {
         let params = context.params();
         schedule.check_for(params)?;
         let ladder = match context.device() {
             Device::Gpu(_) => gpu_ladder(params),
             Device::Cpu => &[FAST_LOG_BSGS_RATIO],
         };
-        fit_in(spare_room(context, 0), context, schedule, ladder)
+        let room = Room {
+            bytes: spare_room(context, 0),
+            working_reserve: options.working_reserve,
+        };
+        fit_in(&room, context, schedule, ladder)
     }
+}
+
+/// The room a ladder's steps must fit: its bytes (`None`: unknown) and the
+/// working memory to leave in it, in top-level ciphertexts (`None`:
+/// [`working_ciphertexts`]).
+struct Room {
+    bytes: Option<u64>,
+    working_reserve: Option<u64>,
 }
 
 /// The ratios a GPU context climbs: up to [`GPU_LOG_BSGS_RATIO`], but for
@@ -132,12 +161,11 @@ fn gpu_ladder(params: &hemem_ckks::params::Parameters) -> &'static [i32] {
 }
 
 /// `schedule` taken up the steps of `ladder` (ratios, rising) above its
-/// own ratio while each step changes
-/// the rotations of the one below and a `room` of that many bytes (`None`:
-/// unknown) holds what a bootstrapper of it keeps resident in `context`
+/// own ratio while each step changes the rotations of the one below and
+/// `room` holds what a bootstrapper of it keeps resident in `context`
 /// ([`resident_bytes`]).
 fn fit_in(
-    room: Option<u64>,
+    room: &Room,
     context: &Context,
     schedule: BootstrapSchedule,
     ladder: &[i32],
@@ -150,7 +178,10 @@ fn fit_in(
             ..fitted.clone()
         };
         if step.rotation_keys()? == fitted.rotation_keys()?
-            || !holds(room, resident_bytes(context, &step)?)
+            || !holds(
+                room.bytes,
+                resident_bytes(context, &step, room.working_reserve)?,
+            )
         {
             break;
         }
@@ -161,8 +192,13 @@ fn fit_in(
 
 /// What a bootstrapper of `schedule` holds with nothing kept in full and
 /// nothing streamed: the key set seeded, the compact diagonals (SlotToCoeff's
-/// for every cached input scale) and the working memory `fit` reserves.
-fn resident_bytes(context: &Context, schedule: &BootstrapSchedule) -> Result<u64> {
+/// for every cached input scale) and the working memory `fit` reserves
+/// (`working_reserve` top-level ciphertexts, or [`working_ciphertexts`]).
+fn resident_bytes(
+    context: &Context,
+    schedule: &BootstrapSchedule,
+    working_reserve: Option<u64>,
+) -> Result<u64> {
     let params = context.params();
     let limb_bytes = 8 * params.degree().get() as u64;
     let special = params.p_moduli().len();
@@ -181,8 +217,9 @@ fn resident_bytes(context: &Context, schedule: &BootstrapSchedule) -> Result<u64
         limb_bytes,
         special,
     ));
-    let working =
-        working_ciphertexts(context).saturating_mul(top_ciphertext_bytes(context, schedule));
+    let working = working_reserve
+        .unwrap_or_else(|| working_ciphertexts(context))
+        .saturating_mul(top_ciphertext_bytes(context, schedule));
     Ok(BootstrapKeys::planned_bytes(schedule, params)?
         .saturating_add(cts)
         .saturating_add((STC_CACHE_CAPACITY as u64).saturating_mul(stc))
@@ -261,17 +298,25 @@ mod tests {
         };
         let ladder = [FAST_LOG_BSGS_RATIO, GPU_LOG_BSGS_RATIO];
         let (two, three) = (
-            resident_bytes(&context, &at(FAST_LOG_BSGS_RATIO))?,
-            resident_bytes(&context, &at(GPU_LOG_BSGS_RATIO))?,
+            resident_bytes(&context, &at(FAST_LOG_BSGS_RATIO), None)?,
+            resident_bytes(&context, &at(GPU_LOG_BSGS_RATIO), None)?,
         );
         // More than the keys alone: the diagonals and working memory too.
         assert!(two > BootstrapKeys::planned_bytes(&at(FAST_LOG_BSGS_RATIO), &params)?);
         assert!(three > two, "ratio 3 holds more keys");
         let ratio = |room| -> Result<i32> {
-            Ok(fit_in(room, &context, schedule.clone(), &ladder)?.log_bsgs_ratio)
+            let room = Room {
+                bytes: room,
+                working_reserve: None,
+            };
+            Ok(fit_in(&room, &context, schedule.clone(), &ladder)?.log_bsgs_ratio)
         };
         let ratio_from = |start| -> Result<i32> {
-            Ok(fit_in(Some(u64::MAX), &context, at(start), &ladder)?.log_bsgs_ratio)
+            let room = Room {
+                bytes: Some(u64::MAX),
+                working_reserve: None,
+            };
+            Ok(fit_in(&room, &context, at(start), &ladder)?.log_bsgs_ratio)
         };
         assert_eq!(ratio_from(FAST_LOG_BSGS_RATIO)?, GPU_LOG_BSGS_RATIO);
         assert_eq!(ratio_from(4)?, 4, "a larger ratio is kept");
@@ -293,6 +338,13 @@ mod tests {
         );
         // Ratio 1 splits as 0 here: a schedule at 1 climbs like one at 0.
         assert_eq!(ratio_from(1)?, GPU_LOG_BSGS_RATIO);
+        // A working reserve past any memory (the options') leaves no room.
+        let reserved = BootstrapOptions {
+            working_reserve: Some(u64::MAX),
+            ..BootstrapOptions::default()
+        };
+        let kept = Bootstrapper::fit_schedule_with(&context, schedule.clone(), &reserved)?;
+        assert_eq!(kept.log_bsgs_ratio, 0);
         Ok(())
     }
 
@@ -322,8 +374,12 @@ mod tests {
         let params = Parameters::from_preset_with(Preset::FVb, SecurityCheck::AllowInsecure)?;
         let context = Context::new(params.clone(), hemem_ckks::backend::DeviceSelection::Cpu)?;
         let schedule = BootstrapSchedule::recommended(&params)?;
+        let room = Room {
+            bytes: Some(u64::MAX),
+            working_reserve: None,
+        };
         let fitted = fit_in(
-            Some(u64::MAX),
+            &room,
             &context,
             schedule,
             &[FAST_LOG_BSGS_RATIO, GPU_LOG_BSGS_RATIO],

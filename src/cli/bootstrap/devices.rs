@@ -134,7 +134,10 @@ pub fn run(args: &Args, devices: &[DeviceSelection]) -> anyhow::Result<()> {
     // New keys: the BSGS ratio every device's memory holds them for.
     let schedule = match args.keys {
         Some(_) => recommended,
-        None => args.bsgs.ratio.for_new_keys(&contexts, recommended)?,
+        None => args
+            .bsgs
+            .ratio
+            .for_new_keys(&contexts, recommended, &options)?,
     };
     let HeldKeys {
         secret,

@@ -153,7 +153,7 @@ pub(super) fn schedule_for_loaded_keys(
         .bsgs
         .ratio
         .for_loaded_keys(keys, params, schedule, file)?;
-    let fitted = BsgsRatio::Fit.for_new_keys(contexts, fewest)?;
+    let fitted = BsgsRatio::Fit.for_new_keys(contexts, fewest, &options(args)?)?;
     if args.bsgs.ratio == BsgsRatio::Fit && chosen.log_bsgs_ratio > fitted.log_bsgs_ratio {
         progress.say(&format!(
             "  note: the keys serve BSGS ratio {}; fit would take {} here (this device's room, kind and preset): make keys on it, or with --log-bsgs-ratio {}",
