@@ -14,7 +14,6 @@ use std::time::Instant;
 
 use hemem::bench::measure::{peak_rss_bytes, peaks};
 use hemem_bootstrap::Bootstrapper;
-use hemem_bootstrap::schedule::BootstrapSchedule;
 use hemem_ckks::prelude::*;
 use hemem_ckks::sampling::{Sampler, SeedPrf};
 use hemem_memory::PolicyKind;
@@ -179,19 +178,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         memory.policy.kind().name()
     ));
 
-    let recommended = BootstrapSchedule::recommended_for_slots(
-        &params,
-        args.slots.unwrap_or_else(|| params.slots()),
-    )?;
-    // Loaded keys choose their ratio below; new keys are made for this one.
-    let schedule = match args.keys {
-        Some(_) => recommended,
-        None => {
-            args.bsgs
-                .ratio
-                .for_new_keys(std::slice::from_ref(&context), recommended, &options)?
-        }
-    };
+    let schedule = setup::schedule_for_keys(args, std::slice::from_ref(&context), &options)?;
     let started = Instant::now();
     let HeldKeys {
         secret,
@@ -206,6 +193,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             std::slice::from_ref(&context),
             &keys,
             schedule,
+            &options,
             progress,
         )?,
         None => schedule,

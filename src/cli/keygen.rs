@@ -150,9 +150,9 @@ impl BsgsRatio {
     }
 
     /// The schedule to bootstrap with `keys` loaded from `file`: with
-    /// `Fit`, the largest ratio they serve, or the smallest with its
-    /// rotations (`schedule`'s where they serve none, for the bootstrapper
-    /// to name what is missing); a ratio they do
+    /// `Fit`, the largest of [`BootstrapKeys::log_bsgs_ratios`]
+    /// (`schedule`'s where they serve none, for the bootstrapper to name
+    /// what is missing); a ratio they do
     /// not serve is refused here, before any key is expanded or diagonal
     /// encoded.
     pub fn for_loaded_keys(
@@ -167,36 +167,22 @@ impl BsgsRatio {
             ..schedule.clone()
         };
         match self {
-            Self::Fit => {
-                let Some(mut fitted) = (0..=MAX_LOG_BSGS_RATIO)
-                    .rev()
-                    .map(with)
-                    .find(|s| keys.serve(s, params))
-                else {
-                    return Ok(schedule);
-                };
-                // The smallest ratio with the same rotations (FGb's 0 and 1
-                // split alike): the one the keys were made for.
-                while fitted.log_bsgs_ratio > 0 {
-                    let smaller = with(fitted.log_bsgs_ratio - 1);
-                    if smaller.rotation_keys()? != fitted.rotation_keys()? {
-                        break;
-                    }
-                    fitted = smaller;
-                }
-                Ok(fitted)
-            }
+            Self::Fit => Ok(keys
+                .log_bsgs_ratios(&schedule, params)
+                .last()
+                .map_or(schedule.clone(), |&r| with(r))),
             Self::Log(r) if keys.serve(&with(r), params) => Ok(with(r)),
             Self::Log(r) => {
-                let served: Vec<String> = (0..=MAX_LOG_BSGS_RATIO)
-                    .filter(|&q| keys.serve(&with(q), params))
-                    .map(|q| q.to_string())
+                let served: Vec<String> = keys
+                    .log_bsgs_ratios(&schedule, params)
+                    .iter()
+                    .map(i32::to_string)
                     .collect();
                 anyhow::bail!(
                     "the keys in {} were made for BSGS ratio {} (hemem keygen --log-bsgs-ratio), not {r}: run with --log-bsgs-ratio fit, or make keys with --log-bsgs-ratio {r}",
                     file.display(),
                     if served.is_empty() {
-                        "none of 0..=4".to_owned()
+                        format!("none of 0..={MAX_LOG_BSGS_RATIO}")
                     } else {
                         served.join(", ")
                     }

@@ -18,6 +18,7 @@ use hemem_ckks::sampling::Sampler;
 use hemem_ckks::{Context, KeyError};
 use num_complex::Complex64;
 
+use crate::dft::HomomorphicDft;
 use crate::schedule::{BootstrapSchedule, INPUT_LEVEL, SSE_HAMMING_WEIGHT};
 use crate::{Error, Result};
 
@@ -201,7 +202,8 @@ impl BootstrapKeys {
     /// up to [`MAX_LOG_BSGS_RATIO`](super::MAX_LOG_BSGS_RATIO) (the
     /// recommended 0, or what
     /// [`Bootstrapper::fit_schedule`](super::Bootstrapper::fit_schedule)
-    /// made them for), largest first; [`Self::serve`] tells which ratio. A key
+    /// made them for), largest first; [`Self::log_bsgs_ratios`] tells which
+    /// ratios. A key
     /// set does not record the slot count it was made for, and the keys
     /// for one count lack rotations (or levels, or the sparse-secret keys)
     /// that another needs: a caller with keys from a file asks this
@@ -211,18 +213,8 @@ impl BootstrapKeys {
         let max = params.slots();
         std::iter::successors(Some(max), |&s| (s > 1).then_some(s / 2))
             .filter(|&slots| {
-                let Ok(schedule) = BootstrapSchedule::recommended_for_slots(params, slots) else {
-                    return false;
-                };
-                (0..=super::MAX_LOG_BSGS_RATIO).any(|log_bsgs_ratio| {
-                    self.serve(
-                        &BootstrapSchedule {
-                            log_bsgs_ratio,
-                            ..schedule.clone()
-                        },
-                        params,
-                    )
-                })
+                BootstrapSchedule::recommended_for_slots(params, slots)
+                    .is_ok_and(|schedule| !self.log_bsgs_ratios(&schedule, params).is_empty())
             })
             .collect()
     }
@@ -232,10 +224,48 @@ impl BootstrapKeys {
     /// makes): for a caller with keys from a file choosing between
     /// schedules, such as the BSGS ratio they were made for.
     pub fn serve(&self, schedule: &BootstrapSchedule, params: &Parameters) -> bool {
+        key_request(schedule, params).is_ok_and(|request| self.hold(schedule, &request, params))
+    }
+
+    /// The BSGS ratios `0..=`[`MAX_LOG_BSGS_RATIO`](super::MAX_LOG_BSGS_RATIO)
+    /// with which these keys [`serve`](Self::serve) `schedule`, rising,
+    /// each the smallest of those that ask for the same keys (FGb's ratio
+    /// 1 splits as 0 does, so keys of ratio 0 give `[0]`); empty
+    /// where they serve none, or the schedule does not fit `params`. The
+    /// DFTs are built once for all the ratios.
+    pub fn log_bsgs_ratios(&self, schedule: &BootstrapSchedule, params: &Parameters) -> Vec<i32> {
+        let dfts = schedule
+            .check_for(params)
+            .and_then(|()| Ok((schedule.cts_dft()?, schedule.stc_dft()?)));
+        let Ok((cts, stc)) = dfts else {
+            return Vec::new();
+        };
+        let mut served = Vec::new();
+        let mut below: Option<KeySetRequest> = None;
+        for log_bsgs_ratio in 0..=super::MAX_LOG_BSGS_RATIO {
+            let at = BootstrapSchedule {
+                log_bsgs_ratio,
+                ..schedule.clone()
+            };
+            let request = request_from(&at, params, &cts, &stc);
+            if below.as_ref() != Some(&request) && self.hold(&at, &request, params) {
+                served.push(log_bsgs_ratio);
+            }
+            below = Some(request);
+        }
+        served
+    }
+
+    /// Whether these keys hold `request`, made for `schedule` (whose
+    /// sparse-secret keys they must then have too).
+    fn hold(
+        &self,
+        schedule: &BootstrapSchedule,
+        request: &KeySetRequest,
+        params: &Parameters,
+    ) -> bool {
         (!schedule.choice.sse || self.sse.is_some())
-            && key_request(schedule, params)
-                .and_then(|request| check_keys(&self.keys, &request, params))
-                .is_ok()
+            && check_keys(&self.keys, request, params).is_ok()
     }
 
     /// Checks that these keys, `secret` and `public` belong together: an
@@ -327,6 +357,22 @@ pub(super) fn subsum_steps(slots: usize, max_slots: usize) -> Vec<i64> {
 /// never generated or sized).
 pub fn key_request(schedule: &BootstrapSchedule, params: &Parameters) -> Result<KeySetRequest> {
     schedule.check_for(params)?;
+    Ok(request_from(
+        schedule,
+        params,
+        &schedule.cts_dft()?,
+        &schedule.stc_dft()?,
+    ))
+}
+
+/// [`key_request`] of a checked `schedule` whose DFTs are `cts` and `stc`
+/// (built once where several BSGS ratios are asked about).
+fn request_from(
+    schedule: &BootstrapSchedule,
+    params: &Parameters,
+    cts: &HomomorphicDft,
+    stc: &HomomorphicDft,
+) -> KeySetRequest {
     let n = params.degree().get();
     let mut levels: BTreeMap<KeyKind, Level> = BTreeMap::new();
     let mut need = |kind: KeyKind, level: usize| {
@@ -334,17 +380,13 @@ pub fn key_request(schedule: &BootstrapSchedule, params: &Parameters) -> Result<
         *entry = (*entry).max(Level(level));
     };
     let mut rotations = BTreeSet::new();
-    let dfts = [
-        (schedule.cts_dft()?, schedule.top_level),
-        (schedule.stc_dft()?, INPUT_LEVEL),
-    ];
-    for (dft, start) in &dfts {
-        for (i, transform) in dft
-            .linear_transforms(schedule.log_bsgs_ratio)
-            .iter()
+    for (dft, start) in [(cts, schedule.top_level), (stc, INPUT_LEVEL)] {
+        for (i, factor) in dft
+            .factor_rotations(schedule.log_bsgs_ratio)
+            .into_iter()
             .enumerate()
         {
-            for step in transform.rotations() {
+            for step in factor {
                 let step = step as i64;
                 rotations.insert(step);
                 need(
@@ -364,12 +406,12 @@ pub fn key_request(schedule: &BootstrapSchedule, params: &Parameters) -> Result<
     let user = params.enc_level().0;
     need(KeyKind::Conjugation, schedule.eval_mod_level.max(user));
     need(KeyKind::Relinearization, schedule.eval_mod_level.max(user));
-    Ok(KeySetRequest {
+    KeySetRequest {
         relinearization: true,
         conjugation: true,
         rotations: rotations.into_iter().collect(),
         levels,
-    })
+    }
 }
 
 /// `base` with `extra`'s keys added, each kind made for the higher of the

@@ -42,7 +42,7 @@ use hemem_ckks::progress::{NoProgress, Progress};
 use num_complex::Complex64;
 
 use crate::hoisting::{ExtendedArithmetic, Hoisting};
-use crate::linear_transform::{DiagonalStorage, LinearTransform};
+use crate::linear_transform::{BsgsIndex, DiagonalStorage, LinearTransform};
 use crate::{Error, Result};
 
 mod encoded;
@@ -252,9 +252,20 @@ impl HomomorphicDft {
     /// The nonzero rotation steps (in `0..n`) the evaluation needs: baby and
     /// giant steps of every factor.
     pub fn rotation_indices(&self, log_bsgs_ratio: i32) -> BTreeSet<usize> {
-        self.linear_transforms(log_bsgs_ratio)
+        self.factor_rotations(log_bsgs_ratio)
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
+    /// Each factor's rotation steps at `log_bsgs_ratio`, in order: what
+    /// [`Self::linear_transforms`] would split, from the diagonals' indices
+    /// alone (no matrix is copied: a key request asks this for several
+    /// ratios).
+    pub fn factor_rotations(&self, log_bsgs_ratio: i32) -> Vec<BTreeSet<usize>> {
+        self.factors
             .iter()
-            .flat_map(LinearTransform::rotations)
+            .map(|f| BsgsIndex::with_ratio(&f.indices(), f.slots(), log_bsgs_ratio).rotations())
             .collect()
     }
 

@@ -28,6 +28,19 @@ pub struct BsgsIndex {
 }
 
 impl BsgsIndex {
+    /// The split Lattigo's baby-step choice gives for `log_max_ratio`
+    /// ([`find_best_bsgs_ratio`]): what [`LinearTransform::new`] uses, for
+    /// callers that need the rotations of a ratio but not the matrix.
+    ///
+    /// [`LinearTransform::new`]: super::LinearTransform::new
+    pub fn with_ratio(diagonals: &[usize], n: usize, log_max_ratio: i32) -> Self {
+        Self::new(
+            diagonals,
+            n,
+            find_best_bsgs_ratio(diagonals, n, log_max_ratio),
+        )
+    }
+
     /// Splits `diagonals` (indices, taken modulo the power of two `n`) with
     /// baby-step size `n1` (a power of two): giant `(d / n1)·n1`, baby
     /// `d mod n1`.

@@ -67,10 +67,7 @@ impl LinearTransform {
     /// `log_bsgs_ratio` (see [`find_best_bsgs_ratio`]; 0 minimises the key
     /// count, larger values trade keys for fewer rotations).
     pub fn new(matrix: DiagonalMatrix, log_bsgs_ratio: i32) -> Self {
-        let n = matrix.slots();
-        let indices = matrix.indices();
-        let n1 = find_best_bsgs_ratio(&indices, n, log_bsgs_ratio);
-        let index = BsgsIndex::new(&indices, n, n1);
+        let index = BsgsIndex::with_ratio(&matrix.indices(), matrix.slots(), log_bsgs_ratio);
         Self { matrix, index }
     }
 

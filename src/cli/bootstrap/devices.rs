@@ -7,7 +7,6 @@ use std::time::Instant;
 use hemem::bench::measure::{peak_rss_bytes, peaks};
 use hemem_bootstrap::Bootstrapper;
 use hemem_bootstrap::multi_device::{MultiBootstrapper, Split};
-use hemem_bootstrap::schedule::BootstrapSchedule;
 use hemem_ckks::prelude::*;
 use hemem_ckks::sampling::Sampler;
 use serde::Serialize;
@@ -127,18 +126,8 @@ pub fn run(args: &Args, devices: &[DeviceSelection]) -> anyhow::Result<()> {
         memory.policy.kind().name()
     ));
 
-    let recommended = BootstrapSchedule::recommended_for_slots(
-        &params,
-        args.slots.unwrap_or_else(|| params.slots()),
-    )?;
     // New keys: the BSGS ratio every device's memory holds them for.
-    let schedule = match args.keys {
-        Some(_) => recommended,
-        None => args
-            .bsgs
-            .ratio
-            .for_new_keys(&contexts, recommended, &options)?,
-    };
+    let schedule = setup::schedule_for_keys(args, &contexts, &options)?;
     let HeldKeys {
         secret,
         public,
@@ -147,7 +136,9 @@ pub fn run(args: &Args, devices: &[DeviceSelection]) -> anyhow::Result<()> {
         generated_ms: key_setup_ms,
     } = HeldKeys::obtain(args, &home, &schedule, progress)?;
     let schedule = match loaded {
-        Some(_) => setup::schedule_for_loaded_keys(args, &contexts, &keys, schedule, progress)?,
+        Some(_) => {
+            setup::schedule_for_loaded_keys(args, &contexts, &keys, schedule, &options, progress)?
+        }
         None => schedule,
     };
     progress.say(&format!(

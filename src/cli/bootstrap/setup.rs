@@ -127,15 +127,42 @@ pub(super) fn schedule_for_loaded(
     }
 }
 
+/// The schedule the keys are obtained for: the recommended one for
+/// `--slots`, with `--log-bsgs-ratio` fitted on `contexts` for a
+/// bootstrapper with `options` where the keys are to be made (with
+/// `--keys` the loaded keys choose: [`schedule_for_loaded_keys`]).
+pub(super) fn schedule_for_keys(
+    args: &Args,
+    contexts: &[Context],
+    options: &BootstrapOptions,
+) -> anyhow::Result<BootstrapSchedule> {
+    let Some(params) = contexts.first().map(Context::params) else {
+        anyhow::bail!("no device to bootstrap on");
+    };
+    let recommended = BootstrapSchedule::recommended_for_slots(
+        params,
+        args.slots.unwrap_or_else(|| params.slots()),
+    )?;
+    Ok(match args.keys {
+        Some(_) => recommended,
+        None => args
+            .bsgs
+            .ratio
+            .for_new_keys(contexts, recommended, options)?,
+    })
+}
+
 /// With `--keys`: the schedule for the slot count ([`schedule_for_loaded`])
 /// and the BSGS ratio (`--log-bsgs-ratio`, [`BsgsRatio::for_loaded_keys`])
 /// the loaded keys serve, with a note where that ratio is larger than
-/// `fit` would take on `contexts` (keys made on another device).
+/// `fit` would take on `contexts` for a bootstrapper with `options` (keys
+/// made on another device).
 pub(super) fn schedule_for_loaded_keys(
     args: &Args,
     contexts: &[Context],
     keys: &BootstrapKeys,
     schedule: BootstrapSchedule,
+    options: &BootstrapOptions,
     progress: Status,
 ) -> anyhow::Result<BootstrapSchedule> {
     let Some(file) = args.keys.as_deref() else {
@@ -153,7 +180,7 @@ pub(super) fn schedule_for_loaded_keys(
         .bsgs
         .ratio
         .for_loaded_keys(keys, params, schedule, file)?;
-    let fitted = BsgsRatio::Fit.for_new_keys(contexts, fewest, &options(args)?)?;
+    let fitted = BsgsRatio::Fit.for_new_keys(contexts, fewest, options)?;
     if args.bsgs.ratio == BsgsRatio::Fit && chosen.log_bsgs_ratio > fitted.log_bsgs_ratio {
         progress.say(&format!(
             "  note: the keys serve BSGS ratio {}; fit would take {} here (this device's room, kind and preset): make keys on it, or with --log-bsgs-ratio {}",
