@@ -238,6 +238,22 @@ mod tests {
 
     use super::*;
 
+    /// A CPU context of `preset` and its recommended schedule.
+    fn cpu(preset: Preset) -> Result<(Parameters, Context, BootstrapSchedule)> {
+        let params = Parameters::from_preset_with(preset, SecurityCheck::AllowInsecure)?;
+        let context = Context::new(params.clone(), hemem_ckks::backend::DeviceSelection::Cpu)?;
+        let schedule = BootstrapSchedule::recommended(&params)?;
+        Ok((params, context, schedule))
+    }
+
+    /// A room of `bytes` with the default working reserve.
+    fn room(bytes: Option<u64>) -> Room {
+        Room {
+            bytes,
+            working_reserve: None,
+        }
+    }
+
     #[test]
     fn an_unknown_or_short_room_holds_nothing() {
         assert!(holds(Some(10), 10));
@@ -289,9 +305,7 @@ mod tests {
     /// step or where the room is unknown.
     #[test]
     fn each_step_needs_room_for_its_resident_bytes() -> Result<()> {
-        let params = Parameters::from_preset_with(Preset::TestFGb, SecurityCheck::AllowInsecure)?;
-        let context = Context::new(params.clone(), hemem_ckks::backend::DeviceSelection::Cpu)?;
-        let schedule = BootstrapSchedule::recommended(&params)?;
+        let (params, context, schedule) = cpu(Preset::TestFGb)?;
         let at = |log_bsgs_ratio| BootstrapSchedule {
             log_bsgs_ratio,
             ..schedule.clone()
@@ -304,18 +318,12 @@ mod tests {
         // More than the keys alone: the diagonals and working memory too.
         assert!(two > BootstrapKeys::planned_bytes(&at(FAST_LOG_BSGS_RATIO), &params)?);
         assert!(three > two, "ratio 3 holds more keys");
-        let ratio = |room| -> Result<i32> {
-            let room = Room {
-                bytes: room,
-                working_reserve: None,
-            };
+        let ratio = |bytes: Option<u64>| -> Result<i32> {
+            let room = room(bytes);
             Ok(fit_in(&room, &context, schedule.clone(), &ladder)?.log_bsgs_ratio)
         };
         let ratio_from = |start| -> Result<i32> {
-            let room = Room {
-                bytes: Some(u64::MAX),
-                working_reserve: None,
-            };
+            let room = room(Some(u64::MAX));
             Ok(fit_in(&room, &context, at(start), &ladder)?.log_bsgs_ratio)
         };
         assert_eq!(ratio_from(FAST_LOG_BSGS_RATIO)?, GPU_LOG_BSGS_RATIO);
@@ -371,15 +379,9 @@ mod tests {
     /// ratio 3 (which would change them) fits.
     #[test]
     fn the_fv_presets_stay_at_ratio_zero() -> Result<()> {
-        let params = Parameters::from_preset_with(Preset::FVb, SecurityCheck::AllowInsecure)?;
-        let context = Context::new(params.clone(), hemem_ckks::backend::DeviceSelection::Cpu)?;
-        let schedule = BootstrapSchedule::recommended(&params)?;
-        let room = Room {
-            bytes: Some(u64::MAX),
-            working_reserve: None,
-        };
+        let (_, context, schedule) = cpu(Preset::FVb)?;
         let fitted = fit_in(
-            &room,
+            &room(Some(u64::MAX)),
             &context,
             schedule,
             &[FAST_LOG_BSGS_RATIO, GPU_LOG_BSGS_RATIO],
