@@ -561,15 +561,14 @@ fn keygen_and_bootstrap_agree_on_the_bsgs_ratio() {
         ]);
         (path, made)
     };
-    let bootstrap = |path: &str, extra: &[&str]| {
+    // A bootstrap of test-FGb with `extra` flags (`--keys FILE` to load).
+    let bootstrap = |extra: &[&str]| {
         let mut args = vec![
             "bootstrap",
             "--preset",
             "test-FGb",
             "--iterations",
             "1",
-            "--keys",
-            path,
             "--json",
         ];
         args.extend(extra);
@@ -585,12 +584,12 @@ fn keygen_and_bootstrap_agree_on_the_bsgs_ratio() {
     let (fit, made) = keys("fit.keys", "fit");
     assert_eq!(made["log_bsgs_ratio"], 2, "{made}");
     let fit_keys = made["keys"].as_u64().unwrap();
-    ratio_and_precision(bootstrap(&fit, &[]), 2);
+    ratio_and_precision(bootstrap(&["--keys", &fit]), 2);
 
     let (fewest, made) = keys("fewest.keys", "0");
     assert_eq!(made["log_bsgs_ratio"], 0, "{made}");
     assert!(made["keys"].as_u64().unwrap() < fit_keys, "{made}");
-    ratio_and_precision(bootstrap(&fewest, &[]), 0);
+    ratio_and_precision(bootstrap(&["--keys", &fewest]), 0);
 
     // The demo takes the ratio its loaded keys serve too.
     let demo = hemem_json(&["demo", "--preset", "test-FGb", "--keys", &fewest, "--json"]);
@@ -622,28 +621,16 @@ fn keygen_and_bootstrap_agree_on_the_bsgs_ratio() {
     let (three, made) = keys("three.keys", "3");
     assert_eq!(made["log_bsgs_ratio"], 3, "{made}");
     assert!(made["keys"].as_u64().unwrap() > fit_keys, "{made}");
-    ratio_and_precision(bootstrap(&three, &[]), 3);
+    ratio_and_precision(bootstrap(&["--keys", &three]), 3);
     // Several devices load keys of the fitted ratio too.
     ratio_and_precision(
-        bootstrap(&fit, &["--batch", "2", "--devices", "cpu,cpu"]),
+        bootstrap(&["--keys", &fit, "--batch", "2", "--devices", "cpu,cpu"]),
         2,
     );
     // Generated keys: a working reserve past the host's memory leaves no
     // room for more keys; a forced ratio is followed.
-    let generated = |extra: &[&str]| {
-        let mut args = vec![
-            "bootstrap",
-            "--preset",
-            "test-FGb",
-            "--iterations",
-            "1",
-            "--json",
-        ];
-        args.extend(extra);
-        hemem_json(&args)
-    };
-    ratio_and_precision(generated(&["--fit-reserve", "100000000000"]), 0);
-    ratio_and_precision(generated(&["--log-bsgs-ratio", "3"]), 3);
+    ratio_and_precision(bootstrap(&["--fit-reserve", "100000000000"]), 0);
+    ratio_and_precision(bootstrap(&["--log-bsgs-ratio", "3"]), 3);
 }
 
 /// Without `--json` the demo prints byte counts for people (`KiB`, `MiB`),
