@@ -10,14 +10,16 @@
 
 use std::sync::Arc;
 
+use hemem_ckks::backend::{Limbs, LimbsMut};
 use hemem_ckks::encoding::CompactPlaintext;
 use hemem_ckks::keys::KeyKind;
-use hemem_ckks::ntt::GaloisElement;
+use hemem_ckks::ntt::{GaloisElement, automorphism_permutation};
 use hemem_ckks::prelude::*;
 use hemem_ckks::testing::{max_abs_error, seed32, seeded_rng, unit_disk};
 use hemem_ckks::{Error, KeyError, OperandError};
 use hemem_memory::MemoryClass;
 use num_complex::Complex64;
+use rand_core::Rng;
 
 struct Setup {
     context: Context,
@@ -1445,6 +1447,20 @@ fn hoisted_rotations_equal_single_rotations_from_the_decomposition() {
     }
     for (rotated, &k) in hoisted.iter().zip(&steps) {
         let one = eval.rotate_decomposed(&ct, &decomposition, k).unwrap();
+        // A single rotation decomposes `c1` unrotated too (the automorphism
+        // read through by the inner product and the ModDown): the same
+        // limbs as the hoisted one.
+        let single = eval.rotate(&ct, k).unwrap();
+        assert_eq!(
+            single.parts().0.to_words().unwrap(),
+            one.parts().0.to_words().unwrap(),
+            "single rotation, step {k}"
+        );
+        assert_eq!(
+            single.parts().1.to_words().unwrap(),
+            one.parts().1.to_words().unwrap(),
+            "single rotation, step {k}"
+        );
         assert_eq!(
             rotated.parts().0.to_words().unwrap(),
             one.parts().0.to_words().unwrap(),
@@ -1795,4 +1811,84 @@ fn automorphisms_take_elements_modulo_2n_and_refuse_even_ones() {
             "{even}"
         );
     }
+}
+
+/// `Backend::add_automorphism_assign` adds `x[perm_g[j]]` to word `j` of
+/// every limb (the addition that ends a rotation, without a rotated copy):
+/// against the permutation and the modular sum by hand, for rotations both
+/// ways and conjugation; an even element is a typed error.
+#[test]
+fn adding_through_an_automorphism_matches_the_permutation() {
+    let s = Setup::new(Preset::TestFGb, 141);
+    let params = s.context.params();
+    let n = params.degree().get();
+    let backend = s.context.backend();
+    let moduli = params.q_indices(params.max_level()).unwrap();
+    let table = params.all_moduli();
+    let mut rng = seeded_rng(141);
+    let mut random = || -> Vec<u64> {
+        moduli
+            .iter()
+            .flat_map(|&m| {
+                let q = table[m].value();
+                (0..n).map(|_| rng.next_u64() % q).collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let (x_words, acc_words) = (random(), random());
+    let buffer = |words: &[u64]| {
+        let mut b = backend
+            .allocate(MemoryClass::Temporary, moduli.len(), false)
+            .unwrap();
+        backend
+            .write(
+                LimbsMut::new(backend.as_ref(), &mut b, &moduli).unwrap(),
+                words,
+            )
+            .unwrap();
+        b
+    };
+    let x = buffer(&x_words);
+    for g in [
+        GaloisElement::rotation(1, n),
+        GaloisElement::rotation(-77, n),
+        GaloisElement::conjugation(n),
+    ] {
+        let mut acc = buffer(&acc_words);
+        backend
+            .add_automorphism_assign(
+                LimbsMut::new(backend.as_ref(), &mut acc, &moduli).unwrap(),
+                Limbs::new(backend.as_ref(), &x, &moduli).unwrap(),
+                g,
+            )
+            .unwrap();
+        let mut got = vec![0u64; moduli.len() * n];
+        backend
+            .read(
+                Limbs::new(backend.as_ref(), &acc, &moduli).unwrap(),
+                &mut got,
+            )
+            .unwrap();
+        let perm = automorphism_permutation(n, g);
+        for (i, &m) in moduli.iter().enumerate() {
+            let q = u128::from(table[m].value());
+            for (j, &p) in perm.iter().enumerate() {
+                let sum = u128::from(acc_words[i * n + j]) + u128::from(x_words[i * n + p]);
+                assert_eq!(
+                    u128::from(got[i * n + j]),
+                    sum % q,
+                    "{g:?} limb {i} word {j}"
+                );
+            }
+        }
+    }
+    let mut acc = buffer(&acc_words);
+    assert!(matches!(
+        backend.add_automorphism_assign(
+            LimbsMut::new(backend.as_ref(), &mut acc, &moduli).unwrap(),
+            Limbs::new(backend.as_ref(), &x, &moduli).unwrap(),
+            GaloisElement(4),
+        ),
+        Err(Error::Key(KeyError::InvalidGaloisElement { .. }))
+    ));
 }

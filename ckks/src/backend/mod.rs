@@ -31,7 +31,7 @@ pub(crate) use parts::{
 use views::any_sensitive;
 pub(crate) use views::check_moduli;
 pub(crate) use views::contiguous;
-pub use views::{Limbs, LimbsMut, PeriodicLimbs};
+pub use views::{Addend, Limbs, LimbsMut, PeriodicLimbs};
 
 use std::fmt;
 
@@ -259,23 +259,29 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn mod_down(&self, x: Limbs<'_>, p_count: usize, out: LimbsMut<'_>) -> Result<()>;
 
     /// ModDown followed by an addition: `out = round(x / P) + addend`, with
-    /// `addend` over `out`'s moduli (NTT form): the addition that ends
-    /// relinearisation and rotations.
+    /// `addend` over `out`'s moduli (NTT form), or `+ σ_g(addend)` for an
+    /// [`Addend::rotated`]: the addition that ends relinearisation and
+    /// rotations.
     ///
-    /// The default runs [`Backend::mod_down`] then [`Backend::binary_assign`];
-    /// the GPU backend adds in the epilogue of ModDown's forward transform.
+    /// The default runs [`Backend::mod_down`] then
+    /// [`Backend::binary_assign`] or [`Backend::add_automorphism_assign`];
+    /// the GPU backend adds in the epilogue of ModDown's forward transform,
+    /// reading a rotated addend through the permutation.
     ///
     /// # Errors
-    /// Shape or placement errors.
+    /// Shape or placement errors; an even Galois element.
     fn mod_down_add(
         &self,
         x: Limbs<'_>,
         p_count: usize,
-        addend: Limbs<'_>,
+        addend: Addend<'_>,
         mut out: LimbsMut<'_>,
     ) -> Result<()> {
         self.mod_down(x, p_count, out.reborrow())?;
-        self.binary_assign(BinaryOp::Add, out, addend)
+        match addend.galois {
+            None => self.binary_assign(BinaryOp::Add, out, addend.limbs),
+            Some(g) => self.add_automorphism_assign(out, addend.limbs, g),
+        }
     }
 
     /// ModDown of the two parts of a key switch, each followed by its
@@ -291,7 +297,7 @@ pub trait Backend: Send + Sync + fmt::Debug {
         &self,
         x: [Limbs<'_>; 2],
         p_count: usize,
-        addend: [Option<Limbs<'_>>; 2],
+        addend: [Option<Addend<'_>>; 2],
         out: [LimbsMut<'_>; 2],
     ) -> Result<()> {
         for ((x, addend), out) in x.into_iter().zip(addend).zip(out) {
@@ -319,7 +325,7 @@ pub trait Backend: Send + Sync + fmt::Debug {
         &self,
         x: &[Limbs<'_>],
         p_count: usize,
-        addend: &[Option<Limbs<'_>>],
+        addend: &[Option<Addend<'_>>],
         out: &mut [LimbsMut<'_>],
     ) -> Result<()> {
         mod_down_by_parts(self, x, p_count, addend, out)
@@ -385,6 +391,18 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// # Errors
     /// Shape or placement errors.
     fn automorphism(&self, x: Limbs<'_>, g: GaloisElement, out: LimbsMut<'_>) -> Result<()>;
+
+    /// Adds `X ↦ X^g` of NTT-form limbs: `out[j] += x[perm_g[j]]` (the
+    /// addition that ends a rotation, without a rotated copy of `x`).
+    ///
+    /// # Errors
+    /// Shape or placement errors; an even Galois element.
+    fn add_automorphism_assign(
+        &self,
+        out: LimbsMut<'_>,
+        x: Limbs<'_>,
+        g: GaloisElement,
+    ) -> Result<()>;
 
     /// The key-switching inner product over gadget digits, NTT form:
     /// `out0 = Σ_j digits[j]·b[j]`, `out1 = Σ_j digits[j]·a[j]`.

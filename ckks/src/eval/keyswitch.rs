@@ -8,7 +8,7 @@
 
 use hemem_memory::MemoryClass;
 
-use crate::backend::Limbs;
+use crate::backend::{Addend, Limbs};
 use crate::keys::SwitchingKey;
 use crate::ntt::GaloisElement;
 use crate::params::{Level, Parameters};
@@ -145,10 +145,11 @@ pub(crate) fn inner_product(
 }
 
 /// Applies `key` to a decomposition (after the automorphism `galois`, for
-/// hoisted rotations): returns `(k0, k1)` over `Q_l`, in `class` memory, with
+/// rotations): returns `(k0, k1)` over `Q_l`, in `class` memory, with
 /// `k0 + k1·s ≈ c·s'` (or `σ_g(c)·s'`), plus `add[0]` and `add[1]` when
-/// given (the additions that end relinearisation and rotations, done by
-/// [`crate::backend::Backend::mod_down_add`]).
+/// given, read through the same automorphism (`σ_g(add)`: a rotation's
+/// `c0`, never rotated on its own; the additions that end relinearisation
+/// and rotations, done by [`crate::backend::Backend::mod_down_add`]).
 pub(crate) fn apply_key(
     params: &Parameters,
     decomposition: &Decomposition,
@@ -172,11 +173,20 @@ pub(crate) fn apply_key(
     backend.mod_down_pair(
         [acc0.limbs()?, acc1.limbs()?],
         p_count,
-        [
-            add0.map(RnsPoly::limbs).transpose()?,
-            add1.map(RnsPoly::limbs).transpose()?,
-        ],
+        [addend(add0, galois)?, addend(add1, galois)?],
         [k0.limbs_mut()?, k1.limbs_mut()?],
     )?;
     Ok((k0, k1))
+}
+
+/// The view of a key switch's addend, read through `galois` where given.
+fn addend(add: Option<&RnsPoly<Ntt>>, galois: Option<GaloisElement>) -> Result<Option<Addend<'_>>> {
+    let Some(poly) = add else {
+        return Ok(None);
+    };
+    let limbs = poly.limbs()?;
+    Ok(Some(match galois {
+        Some(g) => Addend::rotated(limbs, g),
+        None => Addend::new(limbs),
+    }))
 }

@@ -1,10 +1,9 @@
 //! Rotations and conjugation: automorphisms of the slots followed by key
 //! switching, single or hoisted (one decomposition shared by many rotations).
 
-use hemem_memory::MemoryClass;
-
 use super::keyswitch::{Decomposition, apply_key, decompose, inner_product};
 use super::{Ciphertext, Evaluator};
+use crate::backend::Addend;
 use crate::keys::SwitchingKey;
 use crate::ntt::GaloisElement;
 use crate::poly::{Ntt, RnsPoly};
@@ -29,7 +28,11 @@ impl Evaluator {
         Ok(None)
     }
 
-    /// Applies the automorphism `g` and switches back to `s` with `key`.
+    /// Applies the automorphism `g` and switches back to `s` with `key`:
+    /// `c1` is decomposed as it is and the automorphism applied as the
+    /// inner product reads the digits and the ModDown reads `c0` (as a
+    /// hoisted rotation does: the decomposition commutes with `σ_g`), so
+    /// neither part is rotated into a temporary of its own.
     fn apply_galois(
         &self,
         a: &Ciphertext,
@@ -37,16 +40,25 @@ impl Evaluator {
         key: &SwitchingKey,
     ) -> Result<Ciphertext> {
         let params = self.context.params();
-        let c0 = a.c0.automorphism(g, MemoryClass::Temporary)?;
-        let c1 = a.c1.automorphism(g, MemoryClass::Temporary)?;
-        let decomposition = decompose(params, &c1, a.level)?;
+        let decomposition = decompose(params, &a.c1, a.level)?;
+        self.apply_galois_decomposed(a, &decomposition, g, key)
+    }
+
+    /// [`Evaluator::apply_galois`] with `a`'s decomposition given.
+    fn apply_galois_decomposed(
+        &self,
+        a: &Ciphertext,
+        decomposition: &Decomposition,
+        g: GaloisElement,
+        key: &SwitchingKey,
+    ) -> Result<Ciphertext> {
         let (k0, k1) = apply_key(
-            params,
-            &decomposition,
+            self.context.params(),
+            decomposition,
             key,
-            None,
+            Some(g),
             self.output_class,
-            [Some(&c0), None],
+            [Some(&a.c0), None],
         )?;
         Ciphertext::from_parts(&self.context, k0, k1, a.level, a.scale, a.slots)
     }
@@ -162,17 +174,7 @@ impl Evaluator {
         let (g, key) = self
             .direct_rotation_key(k, a.slots)?
             .ok_or(KeyError::MissingRotationKey { step: steps })?;
-        let params = self.context.params();
-        let c0 = a.c0.automorphism(g, MemoryClass::Temporary)?;
-        let (k0, k1) = apply_key(
-            params,
-            decomposition,
-            key,
-            Some(g),
-            self.output_class,
-            [Some(&c0), None],
-        )?;
-        Ciphertext::from_parts(&self.context, k0, k1, a.level, a.scale, a.slots)
+        self.apply_galois_decomposed(a, decomposition, g, key)
     }
 
     /// Rotations of `a` by each of `steps`, sharing one decomposition
@@ -202,7 +204,8 @@ impl Evaluator {
     ) -> Result<Vec<Ciphertext>> {
         self.check_decomposition(a, decomposition)?;
         let params = self.context.params();
-        // Each rotation's σ(c0) and inner product; `None` for a step of 0.
+        // Each rotation's element and inner product; `None` for a step of
+        // 0. Its σ(c0) is added by the ModDown, read through σ.
         let mut switched = Vec::with_capacity(steps.len());
         for &s in steps {
             let k = s.rem_euclid(a.slots as i64) as usize;
@@ -213,9 +216,8 @@ impl Evaluator {
             let (g, key) = self
                 .direct_rotation_key(k, a.slots)?
                 .ok_or(KeyError::MissingRotationKey { step: s })?;
-            let c0 = a.c0.automorphism(g, MemoryClass::Temporary)?;
             let (acc0, acc1) = inner_product(params, decomposition, key, Some(g))?;
-            switched.push(Some((c0, acc0, acc1)));
+            switched.push(Some((g, acc0, acc1)));
         }
         let q = params.q_indices(decomposition.level)?;
         let backend = a.c0.backend();
@@ -228,9 +230,9 @@ impl Evaluator {
         {
             let mut x = Vec::with_capacity(parts.len());
             let mut addend = Vec::with_capacity(parts.len());
-            for (c0, acc0, acc1) in switched.iter().flatten() {
+            for &(g, ref acc0, ref acc1) in switched.iter().flatten() {
                 x.extend([acc0.limbs()?, acc1.limbs()?]);
-                addend.extend([Some(c0.limbs()?), None]);
+                addend.extend([Some(Addend::rotated(a.c0.limbs()?, g)), None]);
             }
             let mut out = parts
                 .iter_mut()

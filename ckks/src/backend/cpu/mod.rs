@@ -466,6 +466,29 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
+    fn add_automorphism_assign(
+        &self,
+        out: LimbsMut<'_>,
+        x: Limbs<'_>,
+        g: GaloisElement,
+    ) -> Result<()> {
+        let n = self.degree;
+        Self::same_length(x.len(), out.len())?;
+        let perm = self.permutation(g)?;
+        let moduli = self.moduli_of(out.moduli)?;
+        let x = read_limbs(&x, n)?;
+        let out = write_limbs(out, n)?;
+        out.into_par_iter()
+            .zip(x)
+            .zip(moduli)
+            .for_each(|((o, x), m)| {
+                for (o, &p) in o.iter_mut().zip(perm.iter()) {
+                    *o = apply(&m, BinaryOp::Add, *o, x.get(p).copied().unwrap_or(0));
+                }
+            });
+        Ok(())
+    }
+
     /// In place, limbs and blocks of coefficients in parallel.
     fn uniform_from_seed(&self, seed: &UniformSeed, digit: usize, out: LimbsMut<'_>) -> Result<()> {
         let moduli = out.moduli;

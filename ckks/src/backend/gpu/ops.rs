@@ -10,8 +10,8 @@ use hemem_memory::{Allocator, Buffer, StreamId};
 use super::GpuBackend;
 use super::args::{address, first, first_u64, launch_seed, same_length};
 use crate::backend::{
-    Backend, BinaryOp, Device, Limbs, LimbsMut, PeriodicLimbs, decompose_by_parts, empty_sum,
-    mod_down_by_parts, seeded_inner_product_by_parts, tensor_by_parts,
+    Addend, Backend, BinaryOp, Device, Limbs, LimbsMut, PeriodicLimbs, decompose_by_parts,
+    empty_sum, mod_down_by_parts, seeded_inner_product_by_parts, tensor_by_parts,
 };
 use crate::ntt::GaloisElement;
 use crate::sampling::UniformSeed;
@@ -321,7 +321,7 @@ impl Backend for GpuBackend {
         &self,
         x: Limbs<'_>,
         p_count: usize,
-        addend: Limbs<'_>,
+        addend: Addend<'_>,
         out: LimbsMut<'_>,
     ) -> Result<()> {
         self.mod_down_parts(&[x], p_count, &[Some(addend)], &[out])
@@ -332,7 +332,7 @@ impl Backend for GpuBackend {
         &self,
         x: [Limbs<'_>; 2],
         p_count: usize,
-        addend: [Option<Limbs<'_>>; 2],
+        addend: [Option<Addend<'_>>; 2],
         out: [LimbsMut<'_>; 2],
     ) -> Result<()> {
         if self.mod_down_parts(&x, p_count, &addend, &out)? {
@@ -348,7 +348,7 @@ impl Backend for GpuBackend {
         &self,
         x: &[Limbs<'_>],
         p_count: usize,
-        addend: &[Option<Limbs<'_>>],
+        addend: &[Option<Addend<'_>>],
         out: &mut [LimbsMut<'_>],
     ) -> Result<()> {
         if addend.len() != x.len() || out.len() != x.len() || p_count == 0 {
@@ -567,6 +567,22 @@ impl Backend for GpuBackend {
             )
         }?;
         Ok(())
+    }
+
+    /// Rotated into scratch, then added: the fallback of a ModDown whose
+    /// parts do not fit one launch (a uniform ModDown reads the rotated
+    /// addend in its epilogue).
+    fn add_automorphism_assign(
+        &self,
+        out: LimbsMut<'_>,
+        x: Limbs<'_>,
+        g: GaloisElement,
+    ) -> Result<()> {
+        same_length(x.len(), out.len())?;
+        let moduli = out.moduli;
+        let mut rotated = self.scratch(out.len(), x.is_sensitive())?;
+        self.automorphism(x, g, LimbsMut::whole(&mut rotated, moduli)?)?;
+        self.binary_assign(BinaryOp::Add, out, Limbs::whole(&rotated, moduli)?)
     }
 
     fn key_switch_inner_product(
