@@ -1892,3 +1892,74 @@ fn adding_through_an_automorphism_matches_the_permutation() {
         Err(Error::Key(KeyError::InvalidGaloisElement { .. }))
     ));
 }
+
+/// `Backend::scalar_mul_add_assign` adds `x·s_i` to every word of limb `i`
+/// (relinearisation's `P·d` onto the inner product): against the modular
+/// product and sum by hand, with scalars above the moduli too (reduced
+/// first).
+#[test]
+fn a_scalar_multiply_add_matches_the_modular_arithmetic() {
+    let s = Setup::new(Preset::TestFGb, 143);
+    let params = s.context.params();
+    let n = params.degree().get();
+    let backend = s.context.backend();
+    let moduli = params.q_indices(params.max_level()).unwrap();
+    let table = params.all_moduli();
+    let mut rng = seeded_rng(143);
+    let mut random = || -> Vec<u64> {
+        moduli
+            .iter()
+            .flat_map(|&m| {
+                let q = table[m].value();
+                (0..n).map(|_| rng.next_u64() % q).collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let (x_words, acc_words) = (random(), random());
+    let scalars: Vec<u64> = moduli.iter().map(|_| rng.next_u64()).collect();
+    let buffer = |words: &[u64]| {
+        let mut b = backend
+            .allocate(MemoryClass::Temporary, moduli.len(), false)
+            .unwrap();
+        backend
+            .write(
+                LimbsMut::new(backend.as_ref(), &mut b, &moduli).unwrap(),
+                words,
+            )
+            .unwrap();
+        b
+    };
+    let x = buffer(&x_words);
+    let mut acc = buffer(&acc_words);
+    backend
+        .scalar_mul_add_assign(
+            LimbsMut::new(backend.as_ref(), &mut acc, &moduli).unwrap(),
+            Limbs::new(backend.as_ref(), &x, &moduli).unwrap(),
+            &scalars,
+        )
+        .unwrap();
+    let mut got = vec![0u64; moduli.len() * n];
+    backend
+        .read(
+            Limbs::new(backend.as_ref(), &acc, &moduli).unwrap(),
+            &mut got,
+        )
+        .unwrap();
+    for (i, &m) in moduli.iter().enumerate() {
+        let q = u128::from(table[m].value());
+        let s = u128::from(scalars[i]) % q;
+        for j in 0..n {
+            let want = (u128::from(acc_words[i * n + j]) + u128::from(x_words[i * n + j]) * s) % q;
+            assert_eq!(u128::from(got[i * n + j]), want, "limb {i} word {j}");
+        }
+    }
+    // One scalar short is a typed error.
+    assert!(matches!(
+        backend.scalar_mul_add_assign(
+            LimbsMut::new(backend.as_ref(), &mut acc, &moduli).unwrap(),
+            Limbs::new(backend.as_ref(), &x, &moduli).unwrap(),
+            &scalars[1..],
+        ),
+        Err(Error::LengthMismatch { .. })
+    ));
+}

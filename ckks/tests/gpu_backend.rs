@@ -231,6 +231,27 @@ fn primitives(name: &str, preset: Preset, rows: NttRows) {
             .unwrap();
         compare(label, &acc, &all, &qp);
     }
+    // acc += x·s per limb (relinearisation's P·d onto the inner product).
+    {
+        let scalars: Vec<u64> = random_words(&cpu_ctx, &qp, 6)
+            .into_iter()
+            .step_by(n)
+            .collect();
+        let mut acc = pair(&cpu, &gpu, total, &random_words(&cpu_ctx, &qp, 7));
+        cpu.scalar_mul_add_assign(
+            LimbsMut::unchecked(&mut acc.cpu, &all, &qp),
+            view(&a.cpu, &all, &qp),
+            &scalars,
+        )
+        .unwrap();
+        gpu.scalar_mul_add_assign(
+            LimbsMut::unchecked(&mut acc.gpu, &all, &qp),
+            view(&a.gpu, &all, &qp),
+            &scalars,
+        )
+        .unwrap();
+        compare("scalar_mul_add_assign", &acc, &all, &qp);
+    }
     // Copy into a permutation of limbs.
     let mut out = poisoned(&cpu, &gpu, total);
     let reversed: Vec<usize> = (0..total).rev().collect();

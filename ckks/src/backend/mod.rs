@@ -331,6 +331,16 @@ pub trait Backend: Send + Sync + fmt::Debug {
         mod_down_by_parts(self, x, p_count, addend, out)
     }
 
+    /// `acc += x·s_i` on each limb `i` (`scalars`: one reduced word per
+    /// limb): relinearisation's `P·(d0, d1)` onto the inner product's `Q`
+    /// limbs, in one pass over `x` where a product in place and an addition
+    /// took two.
+    ///
+    /// # Errors
+    /// Shape or placement errors.
+    fn scalar_mul_add_assign(&self, acc: LimbsMut<'_>, x: Limbs<'_>, scalars: &[u64])
+    -> Result<()>;
+
     /// [`Backend::rescale`] of the two parts of a ciphertext.
     ///
     /// The default rescales one part after the other; the GPU backend runs

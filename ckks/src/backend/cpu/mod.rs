@@ -419,6 +419,31 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
+    fn scalar_mul_add_assign(
+        &self,
+        acc: LimbsMut<'_>,
+        x: Limbs<'_>,
+        scalars: &[u64],
+    ) -> Result<()> {
+        let n = self.degree;
+        Self::same_length(x.len(), scalars.len())?;
+        Self::same_length(x.len(), acc.len())?;
+        let moduli = self.moduli_of(acc.moduli)?;
+        let x = read_limbs(&x, n)?;
+        let acc = write_limbs(acc, n)?;
+        acc.into_par_iter()
+            .zip(x)
+            .zip(moduli)
+            .zip(scalars)
+            .for_each(|(((o, x), m), &s)| {
+                let w = m.shoup(s);
+                for (o, &v) in o.iter_mut().zip(x) {
+                    *o = m.add(*o, m.mul_shoup(v, &w));
+                }
+            });
+        Ok(())
+    }
+
     fn spread_centered(&self, src: Limbs<'_>, out: LimbsMut<'_>) -> Result<()> {
         let n = self.degree;
         Self::same_length(1, src.len())?;

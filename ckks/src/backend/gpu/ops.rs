@@ -274,6 +274,35 @@ impl Backend for GpuBackend {
         Ok(())
     }
 
+    fn scalar_mul_add_assign(
+        &self,
+        acc: LimbsMut<'_>,
+        x: Limbs<'_>,
+        scalars: &[u64],
+    ) -> Result<()> {
+        same_length(x.len(), scalars.len())?;
+        same_length(x.len(), acc.len())?;
+        let _guard = self.allocator.prepare(&[x.buffer, acc.buffer])?;
+        let (xa, xm) = self.read_view(&x)?;
+        let (oa, om) = self.write_view(&acc)?;
+        let s = self.scalars(acc.moduli, scalars)?;
+        // SAFETY: as `binary_assign`; `x` is another buffer than `acc`
+        // (a shared and a mutable borrow); the scalars are reduced by
+        // `shoup`.
+        unsafe {
+            launch::arith::scalar_mul_add_async(
+                &self.kernels,
+                StreamId::Compute,
+                (oa, &om),
+                (xa, &xm),
+                &s,
+                self.consts()?,
+                self.n(),
+            )
+        }?;
+        Ok(())
+    }
+
     fn scalar(&self, op: BinaryOp, x: Limbs<'_>, scalars: &[u64], out: LimbsMut<'_>) -> Result<()> {
         same_length(x.len(), scalars.len())?;
         same_length(x.len(), out.len())?;
