@@ -145,11 +145,12 @@ pub(crate) fn inner_product(
 }
 
 /// Applies `key` to a decomposition (after the automorphism `galois`, for
-/// rotations): returns `(k0, k1)` over `Q_l`, in `class` memory, with
-/// `k0 + k1·s ≈ c·s'` (or `σ_g(c)·s'`), plus `add[0]` and `add[1]` when
-/// given, read through the same automorphism (`σ_g(add)`: a rotation's
-/// `c0`, never rotated on its own; the additions that end relinearisation
-/// and rotations, done by [`crate::backend::Backend::mod_down_add`]).
+/// hoisted rotations): returns `(k0, k1)` over `Q_l`, in `class` memory,
+/// with `k0 + k1·s ≈ c·s'` (or `σ_g(c)·s'`), plus `add[0]` and `add[1]`
+/// when given, read through the automorphism `add_galois` where given (a
+/// rotation's `σ_g(c0)`, never rotated into a temporary of its own; the
+/// additions that end relinearisation and rotations, done by
+/// [`crate::backend::Backend::mod_down_add`]).
 pub(crate) fn apply_key(
     params: &Parameters,
     decomposition: &Decomposition,
@@ -157,6 +158,7 @@ pub(crate) fn apply_key(
     galois: Option<GaloisElement>,
     class: MemoryClass,
     add: [Option<&RnsPoly<Ntt>>; 2],
+    add_galois: Option<GaloisElement>,
 ) -> Result<(RnsPoly<Ntt>, RnsPoly<Ntt>)> {
     let (acc0, acc1) = inner_product(params, decomposition, key, galois)?;
     let backend = acc0.backend();
@@ -173,7 +175,7 @@ pub(crate) fn apply_key(
     backend.mod_down_pair(
         [acc0.limbs()?, acc1.limbs()?],
         p_count,
-        [addend(add0, galois)?, addend(add1, galois)?],
+        [addend(add0, add_galois)?, addend(add1, add_galois)?],
         [k0.limbs_mut()?, k1.limbs_mut()?],
     )?;
     Ok((k0, k1))

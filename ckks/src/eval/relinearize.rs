@@ -41,6 +41,7 @@ impl Evaluator {
             None,
             self.output_class,
             [Some(&t.d0), Some(&t.d1)],
+            None,
         )?;
         Ciphertext::from_parts(&self.context, k0, k1, t.level, t.scale, t.slots)
     }

@@ -1,6 +1,8 @@
 //! Rotations and conjugation: automorphisms of the slots followed by key
 //! switching, single or hoisted (one decomposition shared by many rotations).
 
+use hemem_memory::MemoryClass;
+
 use super::keyswitch::{Decomposition, apply_key, decompose, inner_product};
 use super::{Ciphertext, Evaluator};
 use crate::backend::Addend;
@@ -28,11 +30,11 @@ impl Evaluator {
         Ok(None)
     }
 
-    /// Applies the automorphism `g` and switches back to `s` with `key`:
-    /// `c1` is decomposed as it is and the automorphism applied as the
-    /// inner product reads the digits and the ModDown reads `c0` (as a
-    /// hoisted rotation does: the decomposition commutes with `σ_g`), so
-    /// neither part is rotated into a temporary of its own.
+    /// Applies the automorphism `g` and switches back to `s` with `key`.
+    /// `c1` is rotated before its decomposition (one pass over its limbs,
+    /// where reading every digit through `σ_g` would permute all the
+    /// digits' limbs on the CPU), `c0` is read through `σ_g` by the ModDown
+    /// as it adds it.
     fn apply_galois(
         &self,
         a: &Ciphertext,
@@ -40,15 +42,21 @@ impl Evaluator {
         key: &SwitchingKey,
     ) -> Result<Ciphertext> {
         let params = self.context.params();
-        let decomposition = decompose(params, &a.c1, a.level)?;
-        self.apply_galois_decomposed(a, &decomposition, g, key)
+        let c1 = a.c1.automorphism(g, MemoryClass::Temporary)?;
+        let decomposition = decompose(params, &c1, a.level)?;
+        drop(c1);
+        self.switch_rotated(a, &decomposition, None, g, key)
     }
 
-    /// [`Evaluator::apply_galois`] with `a`'s decomposition given.
-    fn apply_galois_decomposed(
+    /// `σ_g(a)` switched back with `key`, from a decomposition of `σ_g(c1)`
+    /// (`digits_galois` `None`) or of `c1` (`Some(g)`: the inner product
+    /// reads its digits through `σ_g`, as hoisted rotations do); `c0` is
+    /// read through `σ_g` by the ModDown.
+    fn switch_rotated(
         &self,
         a: &Ciphertext,
         decomposition: &Decomposition,
+        digits_galois: Option<GaloisElement>,
         g: GaloisElement,
         key: &SwitchingKey,
     ) -> Result<Ciphertext> {
@@ -56,9 +64,10 @@ impl Evaluator {
             self.context.params(),
             decomposition,
             key,
-            Some(g),
+            digits_galois,
             self.output_class,
             [Some(&a.c0), None],
+            Some(g),
         )?;
         Ciphertext::from_parts(&self.context, k0, k1, a.level, a.scale, a.slots)
     }
@@ -117,6 +126,7 @@ impl Evaluator {
             None,
             self.output_class,
             [Some(&a.c0), None],
+            None,
         )?;
         Ciphertext::from_parts(&self.context, k0, k1, a.level, a.scale, a.slots)
     }
@@ -174,7 +184,7 @@ impl Evaluator {
         let (g, key) = self
             .direct_rotation_key(k, a.slots)?
             .ok_or(KeyError::MissingRotationKey { step: steps })?;
-        self.apply_galois_decomposed(a, decomposition, g, key)
+        self.switch_rotated(a, decomposition, Some(g), g, key)
     }
 
     /// Rotations of `a` by each of `steps`, sharing one decomposition
@@ -275,5 +285,99 @@ impl Evaluator {
             k <<= 1;
         }
         Ok(acc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::backend::DeviceSelection;
+    use crate::context::Context;
+    use crate::encoding::Encoder;
+    use crate::eval::Encryptor;
+    use crate::keys::{KeyGenerator, KeySetRequest};
+    use crate::params::{Parameters, Preset, SecurityCheck};
+    use crate::testing::{seed32, seeded_rng, unit_disk};
+
+    /// A rotation with `c0` read through `σ_g` by the ModDown gives the
+    /// limbs of the construction it replaced, `σ_g(c0)` rotated into a
+    /// temporary and added as it is: for single rotations (`c1` rotated
+    /// first), hoisted ones (digits read through `σ_g`) and conjugation.
+    #[test]
+    fn c0_read_through_the_automorphism_equals_c0_rotated_first() {
+        let params = Parameters::from_preset_with(Preset::TestFGb, SecurityCheck::AllowInsecure)
+            .expect("preset");
+        let context = Context::new(params, DeviceSelection::Cpu).expect("context");
+        let keygen = KeyGenerator::with_seed(&context, seed32(151));
+        let secret = keygen.secret_key().expect("secret");
+        let public = keygen.public_key(&secret).expect("public");
+        let steps = [3i64, -5];
+        let keys = keygen
+            .key_set(
+                &secret,
+                &KeySetRequest {
+                    rotations: steps.to_vec(),
+                    conjugation: true,
+                    ..Default::default()
+                },
+            )
+            .expect("keys");
+        let eval = Evaluator::with_keys(&context, Arc::new(keys));
+        let slots = context.params().slots();
+        let message = Encoder::new(&context)
+            .encode(&unit_disk(&mut seeded_rng(152), slots))
+            .expect("encode");
+        let ct = Encryptor::with_seed(&context, seed32(153))
+            .encrypt(&message, &public)
+            .expect("encrypt");
+        let params = context.params();
+        let n = params.degree().get();
+        let words = |c: &Ciphertext| (c.c0.to_words().expect("c0"), c.c1.to_words().expect("c1"));
+        // The replaced construction: both parts rotated, c0 added as it is.
+        let reference = |g: GaloisElement, key: &SwitchingKey, hoisted: bool| {
+            let c0 = ct
+                .c0
+                .automorphism(g, MemoryClass::Temporary)
+                .expect("σ(c0)");
+            let (decomposition, galois) = if hoisted {
+                (
+                    decompose(params, &ct.c1, ct.level).expect("digits"),
+                    Some(g),
+                )
+            } else {
+                let c1 = ct
+                    .c1
+                    .automorphism(g, MemoryClass::Temporary)
+                    .expect("σ(c1)");
+                (decompose(params, &c1, ct.level).expect("digits"), None)
+            };
+            let (k0, k1) = apply_key(
+                params,
+                &decomposition,
+                key,
+                galois,
+                MemoryClass::Ciphertext,
+                [Some(&c0), None],
+                None,
+            )
+            .expect("switch");
+            (k0.to_words().expect("k0"), k1.to_words().expect("k1"))
+        };
+        let hoisted = eval.rotate_hoisted(&ct, &steps).expect("hoisted");
+        for (&k, rotated) in steps.iter().zip(&hoisted) {
+            let (g, key) = eval
+                .direct_rotation_key(k.rem_euclid(slots as i64) as usize, slots)
+                .expect("keys")
+                .expect("a key");
+            let single = eval.rotate(&ct, k).expect("rotate");
+            assert_eq!(words(&single), reference(g, key, false), "rotation {k}");
+            assert_eq!(words(rotated), reference(g, key, true), "hoisted {k}");
+        }
+        let g = GaloisElement::conjugation(n);
+        let key = eval.keys().expect("keys").conjugation_key().expect("key");
+        let conjugated = eval.conjugate(&ct).expect("conjugate");
+        assert_eq!(words(&conjugated), reference(g, key, false), "conjugation");
     }
 }

@@ -613,6 +613,37 @@ impl Backend for CpuBackend {
         out0: LimbsMut<'_>,
         out1: LimbsMut<'_>,
     ) -> Result<()> {
+        self.inner_product(digits, None, b, a, out0, out1)
+    }
+
+    /// The digits read through the permutation as the sums are formed,
+    /// block by block (no rotated copy of every digit).
+    fn key_switch_inner_product_galois(
+        &self,
+        digits: &[Limbs<'_>],
+        g: GaloisElement,
+        b: &[Limbs<'_>],
+        a: &[Limbs<'_>],
+        out0: LimbsMut<'_>,
+        out1: LimbsMut<'_>,
+    ) -> Result<()> {
+        let perm = self.permutation(g)?;
+        self.inner_product(digits, Some(&perm), b, a, out0, out1)
+    }
+}
+
+impl CpuBackend {
+    /// The key-switching inner product, the digits read through `perm`
+    /// where given (`digit[perm[j]]` for output word `j`).
+    fn inner_product(
+        &self,
+        digits: &[Limbs<'_>],
+        perm: Option<&[usize]>,
+        b: &[Limbs<'_>],
+        a: &[Limbs<'_>],
+        out0: LimbsMut<'_>,
+        out1: LimbsMut<'_>,
+    ) -> Result<()> {
         let n = self.degree;
         if digits.is_empty() || digits.len() != b.len() || digits.len() != a.len() {
             return Err(Error::LengthMismatch {
@@ -656,6 +687,7 @@ impl Backend for CpuBackend {
                 const BLOCK: usize = 512;
                 let mut acc0 = [0u128; BLOCK];
                 let mut acc1 = [0u128; BLOCK];
+                let mut gathered = vec![[0u64; BLOCK]; if perm.is_some() { dl.len() } else { 0 }];
                 for (start, (o0, o1)) in o0
                     .chunks_mut(BLOCK)
                     .zip(o1.chunks_mut(BLOCK))
@@ -675,11 +707,24 @@ impl Backend for CpuBackend {
                             .collect()
                     }
                     let range = start..start + len;
-                    let (x, y0, y1) = (
-                        cut(&dl, range.clone()),
-                        cut(&bl, range.clone()),
-                        cut(&al, range),
-                    );
+                    // Through the permutation: each digit's words for this
+                    // block gathered first.
+                    if let Some(perm) = perm {
+                        let indices = perm.get(range.clone()).unwrap_or_default();
+                        for (buffer, digit) in gathered.iter_mut().zip(&dl) {
+                            for (w, &p) in buffer.iter_mut().zip(indices) {
+                                *w = digit.get(p).copied().unwrap_or(0);
+                            }
+                        }
+                    }
+                    let x = match perm {
+                        Some(_) => gathered
+                            .iter()
+                            .map(|w| w.get(..len).unwrap_or_default())
+                            .collect(),
+                        None => cut(&dl, range.clone()),
+                    };
+                    let (y0, y1) = (cut(&bl, range.clone()), cut(&al, range));
                     // Two digits per pass: their products are added in
                     // registers, the running sums read and written once per
                     // pair.
