@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use hemem_ckks::backend::{Limbs, LimbsMut};
+use hemem_ckks::backend::{Backend, Limbs, LimbsMut};
 use hemem_ckks::encoding::CompactPlaintext;
 use hemem_ckks::keys::KeyKind;
 use hemem_ckks::ntt::{GaloisElement, automorphism_permutation};
@@ -1799,6 +1799,33 @@ fn automorphisms_take_elements_modulo_2n_and_refuse_even_ones() {
     }
 }
 
+/// Random residues for `moduli` (global indices), limb after limb.
+fn random_words(params: &Parameters, moduli: &[usize], rng: &mut impl Rng) -> Vec<u64> {
+    let n = params.degree().get();
+    let table = params.all_moduli();
+    moduli
+        .iter()
+        .flat_map(|&m| {
+            let q = table[m].value();
+            (0..n).map(|_| rng.next_u64() % q).collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// `words` in a new buffer of `moduli.len()` limbs on `backend`.
+fn upload(backend: &Arc<dyn Backend>, moduli: &[usize], words: &[u64]) -> hemem_memory::Buffer {
+    let mut b = backend
+        .allocate(MemoryClass::Temporary, moduli.len(), false)
+        .unwrap();
+    backend
+        .write(
+            LimbsMut::new(backend.as_ref(), &mut b, moduli).unwrap(),
+            words,
+        )
+        .unwrap();
+    b
+}
+
 /// `Backend::add_automorphism_assign` adds `x[perm_g[j]]` to word `j` of
 /// every limb (the addition that ends a rotation, without a rotated copy):
 /// against the permutation and the modular sum by hand, for rotations both
@@ -1812,28 +1839,9 @@ fn adding_through_an_automorphism_matches_the_permutation() {
     let moduli = params.q_indices(params.max_level()).unwrap();
     let table = params.all_moduli();
     let mut rng = seeded_rng(141);
-    let mut random = || -> Vec<u64> {
-        moduli
-            .iter()
-            .flat_map(|&m| {
-                let q = table[m].value();
-                (0..n).map(|_| rng.next_u64() % q).collect::<Vec<_>>()
-            })
-            .collect()
-    };
-    let (x_words, acc_words) = (random(), random());
-    let buffer = |words: &[u64]| {
-        let mut b = backend
-            .allocate(MemoryClass::Temporary, moduli.len(), false)
-            .unwrap();
-        backend
-            .write(
-                LimbsMut::new(backend.as_ref(), &mut b, &moduli).unwrap(),
-                words,
-            )
-            .unwrap();
-        b
-    };
+    let x_words = random_words(params, &moduli, &mut rng);
+    let acc_words = random_words(params, &moduli, &mut rng);
+    let buffer = |words: &[u64]| upload(backend, &moduli, words);
     let x = buffer(&x_words);
     for g in [
         GaloisElement::rotation(1, n),
@@ -1892,29 +1900,10 @@ fn a_scalar_multiply_add_matches_the_modular_arithmetic() {
     let moduli = params.q_indices(params.max_level()).unwrap();
     let table = params.all_moduli();
     let mut rng = seeded_rng(143);
-    let mut random = || -> Vec<u64> {
-        moduli
-            .iter()
-            .flat_map(|&m| {
-                let q = table[m].value();
-                (0..n).map(|_| rng.next_u64() % q).collect::<Vec<_>>()
-            })
-            .collect()
-    };
-    let (x_words, acc_words) = (random(), random());
+    let x_words = random_words(params, &moduli, &mut rng);
+    let acc_words = random_words(params, &moduli, &mut rng);
     let scalars: Vec<u64> = moduli.iter().map(|_| rng.next_u64()).collect();
-    let buffer = |words: &[u64]| {
-        let mut b = backend
-            .allocate(MemoryClass::Temporary, moduli.len(), false)
-            .unwrap();
-        backend
-            .write(
-                LimbsMut::new(backend.as_ref(), &mut b, &moduli).unwrap(),
-                words,
-            )
-            .unwrap();
-        b
-    };
+    let buffer = |words: &[u64]| upload(backend, &moduli, words);
     let x = buffer(&x_words);
     let mut acc = buffer(&acc_words);
     backend
@@ -1961,27 +1950,8 @@ fn the_inner_product_through_an_automorphism_equals_rotated_digits() {
     let n = params.degree().get();
     let backend = s.context.backend();
     let moduli = params.qp_indices(params.max_level()).unwrap();
-    let table = params.all_moduli();
     let mut rng = seeded_rng(145);
-    let mut buffer = || {
-        let words: Vec<u64> = moduli
-            .iter()
-            .flat_map(|&m| {
-                let q = table[m].value();
-                (0..n).map(|_| rng.next_u64() % q).collect::<Vec<_>>()
-            })
-            .collect();
-        let mut b = backend
-            .allocate(MemoryClass::Temporary, moduli.len(), false)
-            .unwrap();
-        backend
-            .write(
-                LimbsMut::new(backend.as_ref(), &mut b, &moduli).unwrap(),
-                &words,
-            )
-            .unwrap();
-        b
-    };
+    let mut buffer = || upload(backend, &moduli, &random_words(params, &moduli, &mut rng));
     let digits: Vec<_> = (0..3).map(|_| buffer()).collect();
     let (b, a): (Vec<_>, Vec<_>) = (0..3).map(|_| (buffer(), buffer())).unzip();
     macro_rules! view {
