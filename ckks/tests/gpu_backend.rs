@@ -312,12 +312,6 @@ fn primitives(name: &str, preset: Preset, rows: NttRows) {
         GaloisElement::rotation(-29, n),
         GaloisElement::conjugation(n),
     ];
-    fn add_through(limbs: Limbs<'_>, galois: Option<GaloisElement>) -> Addend<'_> {
-        match galois {
-            Some(g) => Addend::rotated(limbs, g),
-            None => Addend::new(limbs),
-        }
-    }
     for galois in [None, Some(rotations[0]), Some(rotations[2])] {
         let l = q_count - 1;
         let qp_l = params.qp_indices(Level(l)).expect("a level of the chain");
@@ -327,14 +321,14 @@ fn primitives(name: &str, preset: Preset, rows: NttRows) {
         cpu.mod_down_add(
             Limbs::unchecked(&a.cpu, &positions, &qp_l),
             p_count,
-            add_through(Limbs::unchecked(&b.cpu, &q, &q), galois),
+            Addend::through(Limbs::unchecked(&b.cpu, &q, &q), galois),
             LimbsMut::unchecked(&mut out.cpu, &q, &q),
         )
         .unwrap();
         gpu.mod_down_add(
             Limbs::unchecked(&a.gpu, &positions, &qp_l),
             p_count,
-            add_through(Limbs::unchecked(&b.gpu, &q, &q), galois),
+            Addend::through(Limbs::unchecked(&b.gpu, &q, &q), galois),
             LimbsMut::unchecked(&mut out.gpu, &q, &q),
         )
         .unwrap();
@@ -345,8 +339,7 @@ fn primitives(name: &str, preset: Preset, rows: NttRows) {
             &q,
         );
     }
-    // The addition through an automorphism on its own (the GPU's fallback
-    // for ModDowns that do not fit one launch).
+    // The addition through an automorphism on its own.
     for g in rotations {
         let mut acc = pair(&cpu, &gpu, total, &random_words(&cpu_ctx, &qp, 4));
         cpu.add_automorphism_assign(
@@ -449,7 +442,7 @@ fn primitives(name: &str, preset: Preset, rows: NttRows) {
             (&gpu, &a.gpu, &b.gpu, &a.gpu, &mut o0.gpu, &mut o1.gpu),
         ] {
             let addend = |add: Option<Option<GaloisElement>>| {
-                add.map(|galois| add_through(view(e, &q, &q), galois))
+                add.map(|galois| Addend::through(view(e, &q, &q), galois))
             };
             backend
                 .mod_down_pair(
@@ -500,7 +493,7 @@ fn primitives(name: &str, preset: Preset, rows: NttRows) {
                 .collect();
             let addend: Vec<Option<Addend<'_>>> = galois
                 .iter()
-                .map(|add| add.map(|g| add_through(view(e, &q, &q), g)))
+                .map(|add| add.map(|g| Addend::through(view(e, &q, &q), g)))
                 .collect();
             let mut out: Vec<LimbsMut<'_>> = outs
                 .iter_mut()

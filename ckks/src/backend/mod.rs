@@ -292,7 +292,7 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// both parts in one launch per kernel.
     ///
     /// # Errors
-    /// Shape or placement errors.
+    /// Shape or placement errors; an even Galois element.
     fn mod_down_pair(
         &self,
         x: [Limbs<'_>; 2],
@@ -320,7 +320,8 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// idle).
     ///
     /// # Errors
-    /// Shape or placement errors; lists of different lengths.
+    /// Shape or placement errors; lists of different lengths; an even
+    /// Galois element.
     fn mod_down_many(
         &self,
         x: &[Limbs<'_>],
@@ -331,10 +332,10 @@ pub trait Backend: Send + Sync + fmt::Debug {
         mod_down_by_parts(self, x, p_count, addend, out)
     }
 
-    /// `acc += x·s_i` on each limb `i` (`scalars`: one reduced word per
-    /// limb): relinearisation's `P·(d0, d1)` onto the inner product's `Q`
-    /// limbs, in one pass over `x` where a product in place and an addition
-    /// took two.
+    /// `acc += x·s_i` on each limb `i` (`scalars`: one word per limb,
+    /// reduced modulo the limb's prime first): relinearisation's
+    /// `P·(d0, d1)` onto the inner product's `Q` limbs, in one pass over
+    /// `x` where a product in place and an addition took two.
     ///
     /// # Errors
     /// Shape or placement errors.
@@ -439,9 +440,9 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// `σ_g` is [`Backend::automorphism`].
     ///
     /// The default permutes every digit into a temporary buffer first
-    /// (sensitive when the digit is); the GPU backend gathers the permuted
-    /// words inside the inner product, so the rotated digits are never
-    /// written.
+    /// (sensitive when the digit is); the CPU backend gathers each block of
+    /// the digits' permuted words as it sums them, the GPU backend inside
+    /// its inner-product kernel, so neither writes the rotated digits.
     ///
     /// # Errors
     /// As [`Backend::key_switch_inner_product`]; allocation errors.

@@ -66,8 +66,8 @@ pub struct LimbsMut<'a> {
 /// `limbs` (over the ModDown's output moduli, NTT form), or, for a rotation,
 /// their automorphism `σ_g(limbs)`. The GPU's ModDown reads a rotation's
 /// `c0` through the permutation as it adds it, where rotating `c0` first
-/// took a launch, a write and a read of the polynomial (the automorphism
-/// commutes with the ModDown's arithmetic, so the sum is the same).
+/// took a launch, a write and a read of the polynomial (the same values,
+/// read in another order: the same sum).
 #[derive(Clone, Copy, Debug)]
 pub struct Addend<'a> {
     /// The limbs added.
@@ -91,6 +91,11 @@ impl<'a> Addend<'a> {
             limbs,
             galois: Some(g),
         }
+    }
+
+    /// `limbs` read through `galois` where given, as they are otherwise.
+    pub fn through(limbs: Limbs<'a>, galois: Option<GaloisElement>) -> Self {
+        Self { limbs, galois }
     }
 
     /// The limbs added.

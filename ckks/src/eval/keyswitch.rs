@@ -175,20 +175,15 @@ pub(crate) fn apply_key(
     backend.mod_down_pair(
         [acc0.limbs()?, acc1.limbs()?],
         p_count,
-        [addend(add0, add_galois)?, addend(add1, add_galois)?],
+        [
+            add0.map(RnsPoly::limbs)
+                .transpose()?
+                .map(|l| Addend::through(l, add_galois)),
+            add1.map(RnsPoly::limbs)
+                .transpose()?
+                .map(|l| Addend::through(l, add_galois)),
+        ],
         [k0.limbs_mut()?, k1.limbs_mut()?],
     )?;
     Ok((k0, k1))
-}
-
-/// The view of a key switch's addend, read through `galois` where given.
-fn addend(add: Option<&RnsPoly<Ntt>>, galois: Option<GaloisElement>) -> Result<Option<Addend<'_>>> {
-    let Some(poly) = add else {
-        return Ok(None);
-    };
-    let limbs = poly.limbs()?;
-    Ok(Some(match galois {
-        Some(g) => Addend::rotated(limbs, g),
-        None => Addend::new(limbs),
-    }))
 }

@@ -687,7 +687,13 @@ impl CpuBackend {
                 const BLOCK: usize = 512;
                 let mut acc0 = [0u128; BLOCK];
                 let mut acc1 = [0u128; BLOCK];
-                let mut gathered = vec![[0u64; BLOCK]; if perm.is_some() { dl.len() } else { 0 }];
+                // Zeroed when dropped: the rotated words of a sensitive
+                // digit are as sensitive (docs/SECURITY.md).
+                let mut gathered =
+                    zeroize::Zeroizing::new(vec![
+                        [0u64; BLOCK];
+                        if perm.is_some() { dl.len() } else { 0 }
+                    ]);
                 for (start, (o0, o1)) in o0
                     .chunks_mut(BLOCK)
                     .zip(o1.chunks_mut(BLOCK))

@@ -403,9 +403,9 @@ fn batched_decomposition_matches_mod_up() {
 /// The ModDown pair: the P limbs' inverse transform with the conversion's
 /// y scales, then the prescaled exact conversion (part z's sources are
 /// entries `[z·p, z·p + p)` of the doubled source list) and the
-/// sub-scale epilogue, with an addend for part 0 (relinearisation) and an
-/// addend read through an automorphism for part 1 (a rotation's `σ_g(c0)`,
-/// 8- and 16-point rows kernels); and rescaling's NTT_SPREAD. Against the
+/// sub-scale epilogue with its addend, plain (relinearisation) and read
+/// through an automorphism (a rotation's `σ_g(c0)`), by the 8- and the
+/// 16-point rows kernels; and rescaling's NTT_SPREAD. Against the
 /// CPU's `convert_centered`, `center`/`reduce_i64` and
 /// `automorphism_permutation`.
 #[test]
@@ -424,16 +424,13 @@ fn prescaled_mod_down_and_spread_match_the_cpu() {
         let (table, scale) = conversion_words(&p_moduli, &q).unwrap();
         let y_scale = y_scale_words(n, &p_moduli).unwrap();
         let mut rng = seeded_rng(9000 + u64::from(log_n));
-        // Part 1's rotation (a random odd element below 2N) and its rows
-        // kernel.
+        // The rotated addends' element (a random odd one below 2N).
         let galois = GaloisElement::rotation(1 + (rng.next_u64() % 1000) as i64, n);
         let perm = automorphism_permutation(n, galois);
+        let epilogues = [NttRows::Radix8, NttRows::Radix16]
+            .into_iter()
+            .flat_map(|rows| [(rows, false), (rows, true)]);
         for part in 0..2u32 {
-            let g = g.with_rows(if part == 0 {
-                NttRows::Radix8
-            } else {
-                NttRows::Radix16
-            });
             assert_eq!(part_span(5, 10, part), 5);
             let x_p = random_limbs(&mut rng, &p_moduli, n);
             let y: Vec<Vec<u64>> = x_p
@@ -469,12 +466,16 @@ fn prescaled_mod_down_and_spread_match_the_cpu() {
                     .unwrap();
             }
             let source_q: Vec<u64> = p_moduli.iter().map(Modulus::value).collect();
-            for (row, &m) in q.iter().enumerate() {
+            // Three limbs a part: part 0 takes the first three epilogues,
+            // part 1 the last two and the first.
+            let shifted = epilogues.clone().cycle().skip(2 * part as usize);
+            for ((row, &m), (rows, rotated)) in q.iter().enumerate().zip(shifted) {
+                let g = g.with_rows(rows);
                 let (fwd, _, _, plan) = tables_of(n, m);
                 let aux: Vec<u64> = (0..n).map(|_| rng.next_u64() % m.value()).collect();
                 let extra: Vec<u64> = (0..n).map(|_| rng.next_u64() % m.value()).collect();
                 let s = (scale[2 * row], scale[2 * row + 1]);
-                let add = Some((extra.as_slice(), part * galois.0 as u32));
+                let add = Some((extra.as_slice(), u32::from(rotated) * galois.0 as u32));
                 let mut sources: Vec<Global> = y.iter().map(|v| Global::new(v.clone())).collect();
                 let mut convert = |e: usize| {
                     convert_one(
@@ -507,12 +508,12 @@ fn prescaled_mod_down_and_spread_match_the_cpu() {
                     .enumerate()
                     .map(|(j, ((&a, &w), &p))| {
                         let r = m.mul_shoup(m.sub(a, w), &sh);
-                        m.add(r, if part == 0 { extra[j] } else { extra[p] })
+                        m.add(r, if rotated { extra[p] } else { extra[j] })
                     })
                     .collect();
                 assert_eq!(
                     got, reference,
-                    "ModDown, N = 2^{log_n}, part {part}, limb {row}"
+                    "ModDown, N = 2^{log_n}, part {part}, limb {row}, {rows:?}, rotated {rotated}"
                 );
             }
         }

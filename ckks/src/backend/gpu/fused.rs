@@ -267,6 +267,26 @@ impl GpuBackend {
         Ok(true)
     }
 
+    /// ModDown of one part: [`GpuBackend::mod_down_parts`], whose single
+    /// part always fits its launch but where `p_count` exceeds the limb
+    /// map ([`launch::MAX_LIMBS`]), a typed error.
+    pub(super) fn mod_down_one(
+        &self,
+        x: Limbs<'_>,
+        p_count: usize,
+        addend: Option<Addend<'_>>,
+        out: LimbsMut<'_>,
+    ) -> Result<()> {
+        if self.mod_down_parts(&[x], p_count, &[addend], &[out])? {
+            Ok(())
+        } else {
+            Err(Error::LengthMismatch {
+                expected: launch::MAX_LIMBS,
+                actual: p_count,
+            })
+        }
+    }
+
     /// Rescale of one or two parts (the same views but for their
     /// buffers): one launch per kernel for every part; `Ok(false)` when the
     /// views differ.

@@ -342,8 +342,7 @@ impl Backend for GpuBackend {
     }
 
     fn mod_down(&self, x: Limbs<'_>, p_count: usize, out: LimbsMut<'_>) -> Result<()> {
-        self.mod_down_parts(&[x], p_count, &[None], &[out])
-            .map(|_| ())
+        self.mod_down_one(x, p_count, None, out)
     }
 
     fn mod_down_add(
@@ -353,8 +352,7 @@ impl Backend for GpuBackend {
         addend: Addend<'_>,
         out: LimbsMut<'_>,
     ) -> Result<()> {
-        self.mod_down_parts(&[x], p_count, &[Some(addend)], &[out])
-            .map(|_| ())
+        self.mod_down_one(x, p_count, Some(addend), out)
     }
 
     fn mod_down_pair(
@@ -368,7 +366,7 @@ impl Backend for GpuBackend {
             return Ok(());
         }
         for ((x, addend), out) in x.into_iter().zip(addend).zip(out) {
-            self.mod_down_parts(&[x], p_count, &[addend], &[out])?;
+            self.mod_down_one(x, p_count, addend, out)?;
         }
         Ok(())
     }
@@ -598,9 +596,8 @@ impl Backend for GpuBackend {
         Ok(())
     }
 
-    /// Rotated into scratch, then added: the fallback of a ModDown whose
-    /// parts do not fit one launch (a uniform ModDown reads the rotated
-    /// addend in its epilogue).
+    /// Stand-alone `out += σ_g(x)`: rotated into scratch, then added (a
+    /// ModDown reads a rotated addend in its epilogue instead).
     fn add_automorphism_assign(
         &self,
         out: LimbsMut<'_>,
