@@ -10,14 +10,16 @@
 
 use std::sync::Arc;
 
+use hemem_ckks::backend::{Backend, Limbs, LimbsMut};
 use hemem_ckks::encoding::CompactPlaintext;
 use hemem_ckks::keys::KeyKind;
-use hemem_ckks::ntt::GaloisElement;
+use hemem_ckks::ntt::{GaloisElement, automorphism_permutation};
 use hemem_ckks::prelude::*;
 use hemem_ckks::testing::{max_abs_error, seed32, seeded_rng, unit_disk};
 use hemem_ckks::{Error, KeyError, OperandError};
 use hemem_memory::MemoryClass;
 use num_complex::Complex64;
+use rand_core::Rng;
 
 struct Setup {
     context: Context,
@@ -1794,5 +1796,213 @@ fn automorphisms_take_elements_modulo_2n_and_refuse_even_ones() {
             ),
             "{even}"
         );
+    }
+}
+
+/// Random residues for `moduli` (global indices), limb after limb.
+fn random_words(params: &Parameters, moduli: &[usize], rng: &mut impl Rng) -> Vec<u64> {
+    let n = params.degree().get();
+    let table = params.all_moduli();
+    moduli
+        .iter()
+        .flat_map(|&m| {
+            let q = table[m].value();
+            (0..n).map(|_| rng.next_u64() % q).collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// `words` in a new buffer of `moduli.len()` limbs on `backend`.
+fn upload(backend: &Arc<dyn Backend>, moduli: &[usize], words: &[u64]) -> hemem_memory::Buffer {
+    let mut b = backend
+        .allocate(MemoryClass::Temporary, moduli.len(), false)
+        .unwrap();
+    backend
+        .write(
+            LimbsMut::new(backend.as_ref(), &mut b, moduli).unwrap(),
+            words,
+        )
+        .unwrap();
+    b
+}
+
+/// `Backend::add_automorphism_assign` adds `x[perm_g[j]]` to word `j` of
+/// every limb (the addition that ends a rotation, without a rotated copy):
+/// against the permutation and the modular sum by hand, for rotations both
+/// ways and conjugation; an even element is a typed error.
+#[test]
+fn adding_through_an_automorphism_matches_the_permutation() {
+    let s = Setup::new(Preset::TestFGb, 141);
+    let params = s.context.params();
+    let n = params.degree().get();
+    let backend = s.context.backend();
+    let moduli = params.q_indices(params.max_level()).unwrap();
+    let table = params.all_moduli();
+    let mut rng = seeded_rng(141);
+    let x_words = random_words(params, &moduli, &mut rng);
+    let acc_words = random_words(params, &moduli, &mut rng);
+    let buffer = |words: &[u64]| upload(backend, &moduli, words);
+    let x = buffer(&x_words);
+    for g in [
+        GaloisElement::rotation(1, n),
+        GaloisElement::rotation(-77, n),
+        GaloisElement::conjugation(n),
+    ] {
+        let mut acc = buffer(&acc_words);
+        backend
+            .add_automorphism_assign(
+                LimbsMut::new(backend.as_ref(), &mut acc, &moduli).unwrap(),
+                Limbs::new(backend.as_ref(), &x, &moduli).unwrap(),
+                g,
+            )
+            .unwrap();
+        let mut got = vec![0u64; moduli.len() * n];
+        backend
+            .read(
+                Limbs::new(backend.as_ref(), &acc, &moduli).unwrap(),
+                &mut got,
+            )
+            .unwrap();
+        let perm = automorphism_permutation(n, g);
+        for (i, &m) in moduli.iter().enumerate() {
+            let q = u128::from(table[m].value());
+            for (j, &p) in perm.iter().enumerate() {
+                let sum = u128::from(acc_words[i * n + j]) + u128::from(x_words[i * n + p]);
+                assert_eq!(
+                    u128::from(got[i * n + j]),
+                    sum % q,
+                    "{g:?} limb {i} word {j}"
+                );
+            }
+        }
+    }
+    let mut acc = buffer(&acc_words);
+    assert!(matches!(
+        backend.add_automorphism_assign(
+            LimbsMut::new(backend.as_ref(), &mut acc, &moduli).unwrap(),
+            Limbs::new(backend.as_ref(), &x, &moduli).unwrap(),
+            GaloisElement(4),
+        ),
+        Err(Error::Key(KeyError::InvalidGaloisElement { .. }))
+    ));
+}
+
+/// `Backend::scalar_mul_add_assign` adds `x·s_i` to every word of limb `i`
+/// (relinearisation's `P·d` onto the inner product): against the modular
+/// product and sum by hand, with scalars above the moduli too (reduced
+/// first).
+#[test]
+fn a_scalar_multiply_add_matches_the_modular_arithmetic() {
+    let s = Setup::new(Preset::TestFGb, 143);
+    let params = s.context.params();
+    let n = params.degree().get();
+    let backend = s.context.backend();
+    let moduli = params.q_indices(params.max_level()).unwrap();
+    let table = params.all_moduli();
+    let mut rng = seeded_rng(143);
+    let x_words = random_words(params, &moduli, &mut rng);
+    let acc_words = random_words(params, &moduli, &mut rng);
+    let scalars: Vec<u64> = moduli.iter().map(|_| rng.next_u64()).collect();
+    let buffer = |words: &[u64]| upload(backend, &moduli, words);
+    let x = buffer(&x_words);
+    let mut acc = buffer(&acc_words);
+    backend
+        .scalar_mul_add_assign(
+            LimbsMut::new(backend.as_ref(), &mut acc, &moduli).unwrap(),
+            Limbs::new(backend.as_ref(), &x, &moduli).unwrap(),
+            &scalars,
+        )
+        .unwrap();
+    let mut got = vec![0u64; moduli.len() * n];
+    backend
+        .read(
+            Limbs::new(backend.as_ref(), &acc, &moduli).unwrap(),
+            &mut got,
+        )
+        .unwrap();
+    for (i, &m) in moduli.iter().enumerate() {
+        let q = u128::from(table[m].value());
+        let s = u128::from(scalars[i]) % q;
+        for j in 0..n {
+            let want = (u128::from(acc_words[i * n + j]) + u128::from(x_words[i * n + j]) * s) % q;
+            assert_eq!(u128::from(got[i * n + j]), want, "limb {i} word {j}");
+        }
+    }
+    // One scalar short is a typed error.
+    assert!(matches!(
+        backend.scalar_mul_add_assign(
+            LimbsMut::new(backend.as_ref(), &mut acc, &moduli).unwrap(),
+            Limbs::new(backend.as_ref(), &x, &moduli).unwrap(),
+            &scalars[1..],
+        ),
+        Err(Error::LengthMismatch { .. })
+    ));
+}
+
+/// `Backend::key_switch_inner_product_galois` (the CPU reads the digits
+/// through the permutation block by block) equals every digit rotated by
+/// `Backend::automorphism` first and the plain inner product, for three
+/// digits (an odd count: a pass of one) and two elements.
+#[test]
+fn the_inner_product_through_an_automorphism_equals_rotated_digits() {
+    let s = Setup::new(Preset::TestFGb, 145);
+    let params = s.context.params();
+    let n = params.degree().get();
+    let backend = s.context.backend();
+    let moduli = params.qp_indices(params.max_level()).unwrap();
+    let mut rng = seeded_rng(145);
+    let mut buffer = || upload(backend, &moduli, &random_words(params, &moduli, &mut rng));
+    let digits: Vec<_> = (0..3).map(|_| buffer()).collect();
+    let (b, a): (Vec<_>, Vec<_>) = (0..3).map(|_| (buffer(), buffer())).unzip();
+    macro_rules! view {
+        ($x:expr) => {
+            Limbs::new(backend.as_ref(), $x, &moduli).unwrap()
+        };
+    }
+    let read = |x: &hemem_memory::Buffer| {
+        let mut w = vec![0u64; moduli.len() * n];
+        backend.read(view!(x), &mut w).unwrap();
+        w
+    };
+    let bv: Vec<_> = b.iter().map(|x| view!(x)).collect();
+    let av: Vec<_> = a.iter().map(|x| view!(x)).collect();
+    for g in [GaloisElement::rotation(9, n), GaloisElement::conjugation(n)] {
+        let (mut o0, mut o1) = (buffer(), buffer());
+        backend
+            .key_switch_inner_product_galois(
+                &digits.iter().map(|x| view!(x)).collect::<Vec<_>>(),
+                g,
+                &bv,
+                &av,
+                LimbsMut::new(backend.as_ref(), &mut o0, &moduli).unwrap(),
+                LimbsMut::new(backend.as_ref(), &mut o1, &moduli).unwrap(),
+            )
+            .unwrap();
+        let rotated: Vec<_> = digits
+            .iter()
+            .map(|d| {
+                let mut r = buffer();
+                backend
+                    .automorphism(
+                        view!(d),
+                        g,
+                        LimbsMut::new(backend.as_ref(), &mut r, &moduli).unwrap(),
+                    )
+                    .unwrap();
+                r
+            })
+            .collect();
+        let (mut r0, mut r1) = (buffer(), buffer());
+        backend
+            .key_switch_inner_product(
+                &rotated.iter().map(|x| view!(x)).collect::<Vec<_>>(),
+                &bv,
+                &av,
+                LimbsMut::new(backend.as_ref(), &mut r0, &moduli).unwrap(),
+                LimbsMut::new(backend.as_ref(), &mut r1, &moduli).unwrap(),
+            )
+            .unwrap();
+        assert_eq!(read(&o0), read(&r0), "{g:?}, first part");
+        assert_eq!(read(&o1), read(&r1), "{g:?}, second part");
     }
 }

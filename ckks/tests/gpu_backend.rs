@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use hemem_ckks::backend::{Backend, BinaryOp, Limbs, LimbsMut, NttRows, PeriodicLimbs};
+use hemem_ckks::backend::{Addend, Backend, BinaryOp, Limbs, LimbsMut, NttRows, PeriodicLimbs};
 use hemem_ckks::ntt::GaloisElement;
 use hemem_ckks::prelude::*;
 use hemem_ckks::sampling::{SeedPrf, UniformSeed};
@@ -231,6 +231,27 @@ fn primitives(name: &str, preset: Preset, rows: NttRows) {
             .unwrap();
         compare(label, &acc, &all, &qp);
     }
+    // acc += x·s per limb (relinearisation's P·d onto the inner product).
+    {
+        let scalars: Vec<u64> = random_words(&cpu_ctx, &qp, 6)
+            .into_iter()
+            .step_by(n)
+            .collect();
+        let mut acc = pair(&cpu, &gpu, total, &random_words(&cpu_ctx, &qp, 7));
+        cpu.scalar_mul_add_assign(
+            LimbsMut::unchecked(&mut acc.cpu, &all, &qp),
+            view(&a.cpu, &all, &qp),
+            &scalars,
+        )
+        .unwrap();
+        gpu.scalar_mul_add_assign(
+            LimbsMut::unchecked(&mut acc.gpu, &all, &qp),
+            view(&a.gpu, &all, &qp),
+            &scalars,
+        )
+        .unwrap();
+        compare("scalar_mul_add_assign", &acc, &all, &qp);
+    }
     // Copy into a permutation of limbs.
     let mut out = poisoned(&cpu, &gpu, total);
     let reversed: Vec<usize> = (0..total).rev().collect();
@@ -284,8 +305,14 @@ fn primitives(name: &str, preset: Preset, rows: NttRows) {
         .unwrap();
         compare(&format!("mod_down at level {l}"), &out, &q, &q);
     }
-    // ModDown with the addition after it (relinearisation, rotations).
-    {
+    // ModDown with the addition after it (relinearisation), and with the
+    // addend read through an automorphism (rotations, conjugation).
+    let rotations = [
+        GaloisElement::rotation(3, n),
+        GaloisElement::rotation(-29, n),
+        GaloisElement::conjugation(n),
+    ];
+    for galois in [None, Some(rotations[0]), Some(rotations[2])] {
         let l = q_count - 1;
         let qp_l = params.qp_indices(Level(l)).expect("a level of the chain");
         let positions: Vec<usize> = (0..=l).chain(q_count..total).collect();
@@ -294,18 +321,40 @@ fn primitives(name: &str, preset: Preset, rows: NttRows) {
         cpu.mod_down_add(
             Limbs::unchecked(&a.cpu, &positions, &qp_l),
             p_count,
-            Limbs::unchecked(&b.cpu, &q, &q),
+            Addend::through(Limbs::unchecked(&b.cpu, &q, &q), galois),
             LimbsMut::unchecked(&mut out.cpu, &q, &q),
         )
         .unwrap();
         gpu.mod_down_add(
             Limbs::unchecked(&a.gpu, &positions, &qp_l),
             p_count,
-            Limbs::unchecked(&b.gpu, &q, &q),
+            Addend::through(Limbs::unchecked(&b.gpu, &q, &q), galois),
             LimbsMut::unchecked(&mut out.gpu, &q, &q),
         )
         .unwrap();
-        compare(&format!("mod_down_add at level {l}"), &out, &q, &q);
+        compare(
+            &format!("mod_down_add at level {l} (through {galois:?})"),
+            &out,
+            &q,
+            &q,
+        );
+    }
+    // The addition through an automorphism on its own.
+    for g in rotations {
+        let mut acc = pair(&cpu, &gpu, total, &random_words(&cpu_ctx, &qp, 4));
+        cpu.add_automorphism_assign(
+            LimbsMut::unchecked(&mut acc.cpu, &all, &qp),
+            view(&a.cpu, &all, &qp),
+            g,
+        )
+        .unwrap();
+        gpu.add_automorphism_assign(
+            LimbsMut::unchecked(&mut acc.gpu, &all, &qp),
+            view(&a.gpu, &all, &qp),
+            g,
+        )
+        .unwrap();
+        compare(&format!("add_automorphism_assign ({g:?})"), &acc, &all, &qp);
     }
     // ModUp of the first and the last digit at the top level, with and
     // without the digit's NTT form.
@@ -373,9 +422,16 @@ fn primitives(name: &str, preset: Preset, rows: NttRows) {
             &kept,
         );
     }
+    // Each part's addend: none, as it is (`None` inside), or through an
+    // automorphism.
     for (l, adds) in [
-        (q_count - 1, [true, false]),
-        (3.min(q_count - 1), [true, true]),
+        (q_count - 1, [Some(None), None]),
+        (3.min(q_count - 1), [Some(None), Some(None)]),
+        (q_count - 1, [Some(Some(rotations[1])), None]),
+        (
+            q_count / 2,
+            [Some(Some(rotations[0])), Some(Some(rotations[2]))],
+        ),
     ] {
         let qp_l = params.qp_indices(Level(l)).expect("a level of the chain");
         let positions: Vec<usize> = (0..=l).chain(q_count..total).collect();
@@ -385,7 +441,9 @@ fn primitives(name: &str, preset: Preset, rows: NttRows) {
             (&cpu, &a.cpu, &b.cpu, &a.cpu, &mut o0.cpu, &mut o1.cpu),
             (&gpu, &a.gpu, &b.gpu, &a.gpu, &mut o0.gpu, &mut o1.gpu),
         ] {
-            let addend = |on: bool| on.then(|| view(e, &q, &q));
+            let addend = |add: Option<Option<GaloisElement>>| {
+                add.map(|galois| Addend::through(view(e, &q, &q), galois))
+            };
             backend
                 .mod_down_pair(
                     [view(x0, &positions, &qp_l), view(x1, &positions, &qp_l)],
@@ -410,6 +468,52 @@ fn primitives(name: &str, preset: Preset, rows: NttRows) {
             &q,
             &q,
         );
+    }
+    // Four ModDowns in one launch, as a batch of hoisted rotations: each
+    // part's addend through its own automorphism, or none.
+    {
+        let l = q_count - 1;
+        let qp_l = params.qp_indices(Level(l)).expect("a level of the chain");
+        let positions: Vec<usize> = (0..=l).chain(q_count..total).collect();
+        let q: Vec<usize> = (0..=l).collect();
+        let galois = [
+            Some(Some(rotations[0])),
+            None,
+            Some(None),
+            Some(Some(rotations[1])),
+        ];
+        let mut outs: Vec<Pair> = (0..4).map(|_| poisoned(&cpu, &gpu, l + 1)).collect();
+        for (backend, x0, x1, e, on_gpu) in [
+            (&cpu, &a.cpu, &b.cpu, &b.cpu, false),
+            (&gpu, &a.gpu, &b.gpu, &b.gpu, true),
+        ] {
+            let x: Vec<Limbs<'_>> = [x0, x1, x0, x1]
+                .into_iter()
+                .map(|x| view(x, &positions, &qp_l))
+                .collect();
+            let addend: Vec<Option<Addend<'_>>> = galois
+                .iter()
+                .map(|add| add.map(|g| Addend::through(view(e, &q, &q), g)))
+                .collect();
+            let mut out: Vec<LimbsMut<'_>> = outs
+                .iter_mut()
+                .map(|o| {
+                    let d = if on_gpu { &mut o.gpu } else { &mut o.cpu };
+                    LimbsMut::new(be(backend), d, &q).unwrap()
+                })
+                .collect();
+            backend
+                .mod_down_many(&x, p_count, &addend, &mut out)
+                .unwrap();
+        }
+        for (z, o) in outs.iter().enumerate() {
+            compare(
+                &format!("mod_down_many part {z} at level {l} ({:?})", galois[z]),
+                o,
+                &q,
+                &q,
+            );
+        }
     }
     for l in [q_count - 1, (q_count / 2) | 1] {
         let qp_l = params.qp_indices(Level(l)).expect("a level of the chain");

@@ -141,6 +141,23 @@ extern "C" __global__ void scalar_op(u64 out, LimbMap out_map, u64 src, LimbMap 
     }
 }
 
+// acc += x * s_limb (s reduced; multiplication by Shoup): relinearisation's
+// P*(d0, d1) onto the inner product's Q limbs in one pass, where a
+// scalar_op then a binary_op wrote x and read it back.
+extern "C" __global__ void scalar_mul_add(u64 acc, LimbMap acc_map, u64 x, LimbMap x_map, Scalars scalars,
+                                          const ModConst* __restrict__ consts, u32 n) {
+    grid_dependency_sync();
+    const u32 limb = blockIdx.y;
+    const u64 q = consts[acc_map.mod[limb]].q;
+    const u64 s = scalars.value[limb], ss = scalars.shoup[limb];
+    u64* o = limb_ptr(acc, acc_map.pos[limb], n);
+    const u64* a = limb_ptr(x, x_map.pos[limb], n);
+    FOR_PAIRS(c, n) {
+        const ulonglong2 u = load2(o, c), v = load2(a, c);
+        store2(o, c, add_mod(u.x, mul_shoup(v.x, s, ss, q), q), add_mod(u.y, mul_shoup(v.y, s, ss, q), q));
+    }
+}
+
 // out = (x - y) * s_limb: the last step of ModDown and of rescaling (kept
 // for callers that do not fuse it into the forward NTT).
 extern "C" __global__ void sub_then_scale(u64 out, LimbMap out_map, u64 x, LimbMap x_map, u64 y, LimbMap y_map,

@@ -243,6 +243,38 @@ __device__ __forceinline__ u32 galois_source(u32 j, u64 galois, u32 log_n) {
     return __brev(k) >> (32 - log_n);
 }
 
+// The automorphism of each part of a batched launch (struct PartGalois):
+// part z's addend is read through sigma_g for g = g[z] > 1 (1 or 0: as it
+// is). The ModDowns of rotations (hoisted, single, conjugation) add each
+// rotation's sigma_g(c0) this way instead of rotating c0 first (one launch,
+// a write and a read of c0 fewer per rotation).
+struct PartGalois {
+    u32 g[HEMEM_MAX_PARTS];
+};
+
+// x[k] += addend[p + k] (k < K), or addend[galois_source(p + k)] with
+// galois > 1, mod q: the addition that ends a key switch, in the forward
+// rows kernels' epilogue (K contiguous points from p, p a multiple of K,
+// so the plain reads are 16-byte loads). The gather reads one aligned block
+// of K points (in general not p's): galois_source maps the points that
+// share their high bits to points that share theirs, so a warp's reads stay
+// in a few sectors.
+template <int K>
+__device__ __forceinline__ void add_addend(u64 (&x)[K], const u64* __restrict__ limb, u32 p, u32 galois,
+                                           u32 log_n, u64 q) {
+    if (galois > 1) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) x[k] = add_mod(x[k], limb[galois_source(p + k, galois, log_n)], q);
+    } else {
+#pragma unroll
+        for (int k = 0; k < K; k += 2) {
+            const ulonglong2 ev = *reinterpret_cast<const ulonglong2*>(limb + p + k);
+            x[k] = add_mod(x[k], ev.x, q);
+            x[k + 1] = add_mod(x[k + 1], ev.y, q);
+        }
+    }
+}
+
 // x mod q for the bits of an integer-valued double, exactly (as the CPU's
 // Modulus::reduce_f64): below 2^63 the value converts to a word without
 // loss; above, it is mantissa · 2^shift, reduced 62 bits of shift at a time

@@ -433,11 +433,13 @@ __device__ __forceinline__ void fwd_columns(const Parts& parts, const LimbMap& d
 // parts.dst[z] in place, fully reduced; with NTT_SUB_SCALE,
 // dst = (aux - v) * scale[entry] instead (aux: parts.aux[z] through
 // aux_map, scale = (s, s_shoup) per entry), plus the entry's limb of
-// parts.extra[z] (add_map, reduced) where that is not 0.
+// parts.extra[z] (add_map, reduced) where that is not 0, read through the
+// automorphism add_galois.g[z] where that is above 1 (add_addend).
 template <int LOG_M>
 __device__ __forceinline__ void fwd_rows(const Parts& parts, const LimbMap& map, const ModConst* __restrict__ consts,
                                          const u64* __restrict__ tw, u32 log_r, u32 log_s, const LimbMap& aux_map,
-                                         const Twiddle* __restrict__ scale, u32 mode, const LimbMap& add_map) {
+                                         const Twiddle* __restrict__ scale, u32 mode, const LimbMap& add_map,
+                                         const PartGalois& add_galois) {
     u32 sub, j;
     thread_coords<LOG_M, false>(log_s, sub, j);
     const u32 z = blockIdx.z;
@@ -475,13 +477,8 @@ __device__ __forceinline__ void fwd_rows(const Parts& parts, const LimbMap& map,
         }
         const u64 add = parts.extra[z];
         if (add != 0) {
-            const u64* e = limb_ptr(add, add_map.pos[entry], n) + ((size_t)r << LOG_M) + 8 * j;
-#pragma unroll
-            for (int k = 0; k < 8; k += 2) {
-                const ulonglong2 ev = *reinterpret_cast<const ulonglong2*>(e + k);
-                x[k] = add_mod(x[k], ev.x, q);
-                x[k + 1] = add_mod(x[k + 1], ev.y, q);
-            }
+            add_addend<8>(x, limb_ptr(add, add_map.pos[entry], n), (r << LOG_M) + 8 * j, add_galois.g[z],
+                           LOG_M + log_r, q);
         }
     }
 #pragma unroll
@@ -680,7 +677,8 @@ __device__ __forceinline__ void exchange16(u64 (&x)[16], u64* s, int from, int t
 template <int LOG_M>
 __device__ __forceinline__ void fwd_rows16(const Parts& parts, const LimbMap& map, const ModConst* __restrict__ consts,
                                            const u64* __restrict__ tw, u32 log_r, u32 log_s, const LimbMap& aux_map,
-                                           const Twiddle* __restrict__ scale, u32 mode, const LimbMap& add_map) {
+                                           const Twiddle* __restrict__ scale, u32 mode, const LimbMap& add_map,
+                                           const PartGalois& add_galois) {
     extern __shared__ u64 smem[];
     u32 sub, j;
     thread_coords16<LOG_M>(sub, j);
@@ -727,13 +725,8 @@ __device__ __forceinline__ void fwd_rows16(const Parts& parts, const LimbMap& ma
         }
         const u64 add = parts.extra[z];
         if (add != 0) {
-            const u64* e = limb_ptr(add, add_map.pos[entry], n) + ((size_t)r << LOG_M) + 16 * j;
-#pragma unroll
-            for (int k = 0; k < 16; k += 2) {
-                const ulonglong2 ev = *reinterpret_cast<const ulonglong2*>(e + k);
-                x[k] = add_mod(x[k], ev.x, q);
-                x[k + 1] = add_mod(x[k + 1], ev.y, q);
-            }
+            add_addend<16>(x, limb_ptr(add, add_map.pos[entry], n), (r << LOG_M) + 16 * j, add_galois.g[z],
+                           LOG_M + log_r, q);
         }
     }
 #pragma unroll
@@ -807,10 +800,10 @@ __device__ __forceinline__ void inv_rows16(const Parts& parts, const LimbMap& ds
     extern "C" __global__ void __launch_bounds__(256, MIN_BLOCKS)                                            \
         ntt_fwd_rows_##L(Parts parts, LimbMap map, const ModConst* __restrict__ consts,                      \
                          const u64* __restrict__ tw, u32 log_r, u32 log_s, LimbMap aux_map,                  \
-                         const u64* __restrict__ scale, u32 mode, LimbMap add_map) {                         \
+                         const u64* __restrict__ scale, u32 mode, LimbMap add_map, PartGalois add_galois) {  \
         grid_dependency_sync();                                                                               \
         fwd_rows<L>(parts, map, consts, tw, log_r, log_s, aux_map, reinterpret_cast<const Twiddle*>(scale),   \
-                    mode, add_map);                                                                          \
+                    mode, add_map, add_galois);                                                              \
     }                                                                                                        \
     extern "C" __global__ void __launch_bounds__(256, INV_MIN_BLOCKS)                                        \
         ntt_inv_rows_##L(Parts parts, LimbMap dst_map, LimbMap src_map, const ModConst* __restrict__ consts, \
@@ -837,10 +830,10 @@ HEMEM_NTT_ROWS(9, 3, 4)
     extern "C" __global__ void __launch_bounds__(128, MIN_BLOCKS)                                            \
         ntt_fwd_rows16_##L(Parts parts, LimbMap map, const ModConst* __restrict__ consts,                    \
                            const u64* __restrict__ tw, u32 log_r, u32 log_s, LimbMap aux_map,                \
-                           const u64* __restrict__ scale, u32 mode, LimbMap add_map) {                       \
+                           const u64* __restrict__ scale, u32 mode, LimbMap add_map, PartGalois add_galois) { \
         grid_dependency_sync();                                                                               \
         fwd_rows16<L>(parts, map, consts, tw, log_r, log_s, aux_map, reinterpret_cast<const Twiddle*>(scale), \
-                      mode, add_map);                                                                        \
+                      mode, add_map, add_galois);                                                            \
     }                                                                                                        \
     extern "C" __global__ void __launch_bounds__(128, INV_MIN_BLOCKS)                                        \
         ntt_inv_rows16_##L(Parts parts, LimbMap dst_map, LimbMap src_map, const ModConst* __restrict__ consts, \

@@ -31,7 +31,7 @@ pub(crate) use parts::{
 use views::any_sensitive;
 pub(crate) use views::check_moduli;
 pub(crate) use views::contiguous;
-pub use views::{Limbs, LimbsMut, PeriodicLimbs};
+pub use views::{Addend, Limbs, LimbsMut, PeriodicLimbs};
 
 use std::fmt;
 
@@ -259,23 +259,29 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn mod_down(&self, x: Limbs<'_>, p_count: usize, out: LimbsMut<'_>) -> Result<()>;
 
     /// ModDown followed by an addition: `out = round(x / P) + addend`, with
-    /// `addend` over `out`'s moduli (NTT form): the addition that ends
-    /// relinearisation and rotations.
+    /// `addend` over `out`'s moduli (NTT form), or `+ σ_g(addend)` for an
+    /// [`Addend::rotated`]: the addition that ends relinearisation and
+    /// rotations.
     ///
-    /// The default runs [`Backend::mod_down`] then [`Backend::binary_assign`];
-    /// the GPU backend adds in the epilogue of ModDown's forward transform.
+    /// The default runs [`Backend::mod_down`] then
+    /// [`Backend::binary_assign`] or [`Backend::add_automorphism_assign`];
+    /// the GPU backend adds in the epilogue of ModDown's forward transform,
+    /// reading a rotated addend through the permutation.
     ///
     /// # Errors
-    /// Shape or placement errors.
+    /// Shape or placement errors; an even Galois element.
     fn mod_down_add(
         &self,
         x: Limbs<'_>,
         p_count: usize,
-        addend: Limbs<'_>,
+        addend: Addend<'_>,
         mut out: LimbsMut<'_>,
     ) -> Result<()> {
         self.mod_down(x, p_count, out.reborrow())?;
-        self.binary_assign(BinaryOp::Add, out, addend)
+        match addend.galois {
+            None => self.binary_assign(BinaryOp::Add, out, addend.limbs),
+            Some(g) => self.add_automorphism_assign(out, addend.limbs, g),
+        }
     }
 
     /// ModDown of the two parts of a key switch, each followed by its
@@ -286,12 +292,12 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// both parts in one launch per kernel.
     ///
     /// # Errors
-    /// Shape or placement errors.
+    /// Shape or placement errors; an even Galois element.
     fn mod_down_pair(
         &self,
         x: [Limbs<'_>; 2],
         p_count: usize,
-        addend: [Option<Limbs<'_>>; 2],
+        addend: [Option<Addend<'_>>; 2],
         out: [LimbsMut<'_>; 2],
     ) -> Result<()> {
         for ((x, addend), out) in x.into_iter().zip(addend).zip(out) {
@@ -314,16 +320,27 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// idle).
     ///
     /// # Errors
-    /// Shape or placement errors; lists of different lengths.
+    /// Shape or placement errors; lists of different lengths; an even
+    /// Galois element.
     fn mod_down_many(
         &self,
         x: &[Limbs<'_>],
         p_count: usize,
-        addend: &[Option<Limbs<'_>>],
+        addend: &[Option<Addend<'_>>],
         out: &mut [LimbsMut<'_>],
     ) -> Result<()> {
         mod_down_by_parts(self, x, p_count, addend, out)
     }
+
+    /// `acc += x·s_i` on each limb `i` (`scalars`: one word per limb,
+    /// reduced modulo the limb's prime first): relinearisation's
+    /// `P·(d0, d1)` onto the inner product's `Q` limbs, in one pass over
+    /// `x` where a product in place and an addition took two.
+    ///
+    /// # Errors
+    /// Shape or placement errors.
+    fn scalar_mul_add_assign(&self, acc: LimbsMut<'_>, x: Limbs<'_>, scalars: &[u64])
+    -> Result<()>;
 
     /// [`Backend::rescale`] of the two parts of a ciphertext.
     ///
@@ -386,6 +403,18 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// Shape or placement errors.
     fn automorphism(&self, x: Limbs<'_>, g: GaloisElement, out: LimbsMut<'_>) -> Result<()>;
 
+    /// Adds `X ↦ X^g` of NTT-form limbs: `out[j] += x[perm_g[j]]` (the
+    /// addition that ends a rotation, without a rotated copy of `x`).
+    ///
+    /// # Errors
+    /// Shape or placement errors; an even Galois element.
+    fn add_automorphism_assign(
+        &self,
+        out: LimbsMut<'_>,
+        x: Limbs<'_>,
+        g: GaloisElement,
+    ) -> Result<()>;
+
     /// The key-switching inner product over gadget digits, NTT form:
     /// `out0 = Σ_j digits[j]·b[j]`, `out1 = Σ_j digits[j]·a[j]`.
     ///
@@ -411,9 +440,9 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// `σ_g` is [`Backend::automorphism`].
     ///
     /// The default permutes every digit into a temporary buffer first
-    /// (sensitive when the digit is); the GPU backend gathers the permuted
-    /// words inside the inner product, so the rotated digits are never
-    /// written.
+    /// (sensitive when the digit is); the CPU backend gathers each block of
+    /// the digits' permuted words as it sums them, the GPU backend inside
+    /// its inner-product kernel, so neither writes the rotated digits.
     ///
     /// # Errors
     /// As [`Backend::key_switch_inner_product`]; allocation errors.

@@ -4,7 +4,7 @@
 
 use hemem_memory::{Buffer, MemoryClass};
 
-use super::{Backend, BinaryOp, Limbs, LimbsMut, contiguous};
+use super::{Addend, Backend, BinaryOp, Limbs, LimbsMut, contiguous};
 use crate::Result;
 use crate::ntt::GaloisElement;
 use crate::sampling::UniformSeed;
@@ -185,7 +185,7 @@ pub(crate) fn mod_down_by_parts<B: Backend + ?Sized>(
     backend: &B,
     x: &[Limbs<'_>],
     p_count: usize,
-    addend: &[Option<Limbs<'_>>],
+    addend: &[Option<Addend<'_>>],
     out: &mut [LimbsMut<'_>],
 ) -> Result<()> {
     if addend.len() != x.len() || out.len() != x.len() {

@@ -11,6 +11,7 @@
 use hemem_memory::Buffer;
 
 use super::Backend;
+use crate::ntt::GaloisElement;
 use crate::{Error, Result};
 
 /// `0, 1, 2, …`: positions for contiguous views without allocating.
@@ -59,6 +60,53 @@ pub struct LimbsMut<'a> {
     pub(crate) positions: &'a [usize],
     /// Global modulus index of each limb.
     pub(crate) moduli: &'a [usize],
+}
+
+/// What a ModDown adds to its result, the addition that ends a key switch:
+/// `limbs` (over the ModDown's output moduli, NTT form), or, for a rotation,
+/// their automorphism `σ_g(limbs)`. The GPU's ModDown reads a rotation's
+/// `c0` through the permutation as it adds it, where rotating `c0` first
+/// took a launch, a write and a read of the polynomial (the same values,
+/// read in another order: the same sum).
+#[derive(Clone, Copy, Debug)]
+pub struct Addend<'a> {
+    /// The limbs added.
+    pub(crate) limbs: Limbs<'a>,
+    /// The automorphism they are read through, if any.
+    pub(crate) galois: Option<GaloisElement>,
+}
+
+impl<'a> Addend<'a> {
+    /// `limbs`, added as they are.
+    pub fn new(limbs: Limbs<'a>) -> Self {
+        Self {
+            limbs,
+            galois: None,
+        }
+    }
+
+    /// `σ_g(limbs)`: `limbs` read through the automorphism `g`.
+    pub fn rotated(limbs: Limbs<'a>, g: GaloisElement) -> Self {
+        Self {
+            limbs,
+            galois: Some(g),
+        }
+    }
+
+    /// `limbs` read through `galois` where given, as they are otherwise.
+    pub fn through(limbs: Limbs<'a>, galois: Option<GaloisElement>) -> Self {
+        Self { limbs, galois }
+    }
+
+    /// The limbs added.
+    pub fn limbs(&self) -> Limbs<'a> {
+        self.limbs
+    }
+
+    /// The automorphism the limbs are read through, if any.
+    pub fn galois(&self) -> Option<GaloisElement> {
+        self.galois
+    }
 }
 
 impl<'a> Limbs<'a> {

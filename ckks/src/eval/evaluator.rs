@@ -126,8 +126,9 @@ impl Evaluator {
     /// hoisted rotations together ([`Evaluator::rotate_hoisted`]; at least
     /// 1, [`DEFAULT_MOD_DOWN_BATCH`] by default). Larger batches use the
     /// GPU better and hold more temporaries: each rotation waiting for its
-    /// ModDown keeps its inner product over `Q ∪ P` and its rotated `c0`
-    /// (about 44 MB at FGb's top level). The results are the same.
+    /// ModDown keeps its inner product over `Q ∪ P` (about 31 MB at FGb's
+    /// top level; `c0` is read through the automorphism by the ModDown,
+    /// not copied). The results are the same.
     pub fn with_mod_down_batch(mut self, rotations: usize) -> Self {
         self.mod_down_batch = rotations.max(1);
         self

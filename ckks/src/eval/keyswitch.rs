@@ -8,7 +8,7 @@
 
 use hemem_memory::MemoryClass;
 
-use crate::backend::Limbs;
+use crate::backend::{Addend, Limbs};
 use crate::keys::SwitchingKey;
 use crate::ntt::GaloisElement;
 use crate::params::{Level, Parameters};
@@ -145,9 +145,11 @@ pub(crate) fn inner_product(
 }
 
 /// Applies `key` to a decomposition (after the automorphism `galois`, for
-/// hoisted rotations): returns `(k0, k1)` over `Q_l`, in `class` memory, with
-/// `k0 + k1·s ≈ c·s'` (or `σ_g(c)·s'`), plus `add[0]` and `add[1]` when
-/// given (the additions that end relinearisation and rotations, done by
+/// hoisted rotations): returns `(k0, k1)` over `Q_l`, in `class` memory,
+/// with `k0 + k1·s ≈ c·s'` (or `σ_g(c)·s'`), plus `add[0]` and `add[1]`
+/// when given, read through the automorphism `add_galois` where given (a
+/// rotation's `σ_g(c0)`, never rotated into a temporary of its own; the
+/// additions that end relinearisation and rotations, done by
 /// [`crate::backend::Backend::mod_down_add`]).
 pub(crate) fn apply_key(
     params: &Parameters,
@@ -156,6 +158,7 @@ pub(crate) fn apply_key(
     galois: Option<GaloisElement>,
     class: MemoryClass,
     add: [Option<&RnsPoly<Ntt>>; 2],
+    add_galois: Option<GaloisElement>,
 ) -> Result<(RnsPoly<Ntt>, RnsPoly<Ntt>)> {
     let (acc0, acc1) = inner_product(params, decomposition, key, galois)?;
     let backend = acc0.backend();
@@ -173,8 +176,12 @@ pub(crate) fn apply_key(
         [acc0.limbs()?, acc1.limbs()?],
         p_count,
         [
-            add0.map(RnsPoly::limbs).transpose()?,
-            add1.map(RnsPoly::limbs).transpose()?,
+            add0.map(RnsPoly::limbs)
+                .transpose()?
+                .map(|l| Addend::through(l, add_galois)),
+            add1.map(RnsPoly::limbs)
+                .transpose()?
+                .map(|l| Addend::through(l, add_galois)),
         ],
         [k0.limbs_mut()?, k1.limbs_mut()?],
     )?;

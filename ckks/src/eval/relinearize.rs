@@ -20,7 +20,6 @@ use super::ciphertext::check_operands;
 use super::keyswitch::{apply_key, decompose, inner_product};
 use super::{Ciphertext, Evaluator, TensoredCiphertext};
 use crate::Result;
-use crate::backend::BinaryOp;
 use crate::poly::{Ntt, RnsPoly};
 
 impl Evaluator {
@@ -42,6 +41,7 @@ impl Evaluator {
             None,
             self.output_class,
             [Some(&t.d0), Some(&t.d1)],
+            None,
         )?;
         Ciphertext::from_parts(&self.context, k0, k1, t.level, t.scale, t.slots)
     }
@@ -187,9 +187,8 @@ impl Evaluator {
         // P·(d0, d1) onto the inner product's Q limbs (zero on its P limbs).
         let p_mod_q = params.p_mod_q(level);
         let backend = Arc::clone(acc0.backend());
-        for (acc, d) in [(&mut acc0, &mut d0), (&mut acc1, &mut d1)] {
-            d.scalar_assign(BinaryOp::Mul, &p_mod_q)?;
-            backend.binary_assign(BinaryOp::Add, acc.prefix_mut(level.primes())?, d.limbs()?)?;
+        for (acc, d) in [(&mut acc0, &d0), (&mut acc1, &d1)] {
+            backend.scalar_mul_add_assign(acc.prefix_mut(level.primes())?, d.limbs()?, &p_mod_q)?;
         }
         drop((d0, d1));
         // Q_l ∪ P is q_0 … q_{l−1}, then q_l next to P: dividing by the

@@ -5,6 +5,7 @@ use hemem_memory::MemoryClass;
 
 use super::keyswitch::{Decomposition, apply_key, decompose, inner_product};
 use super::{Ciphertext, Evaluator};
+use crate::backend::Addend;
 use crate::keys::SwitchingKey;
 use crate::ntt::GaloisElement;
 use crate::poly::{Ntt, RnsPoly};
@@ -30,6 +31,10 @@ impl Evaluator {
     }
 
     /// Applies the automorphism `g` and switches back to `s` with `key`.
+    /// `c1` is rotated before its decomposition (one pass over its limbs,
+    /// where reading every digit through `σ_g` would permute all the
+    /// digits' limbs on the CPU), `c0` is read through `σ_g` by the ModDown
+    /// as it adds it.
     fn apply_galois(
         &self,
         a: &Ciphertext,
@@ -37,16 +42,32 @@ impl Evaluator {
         key: &SwitchingKey,
     ) -> Result<Ciphertext> {
         let params = self.context.params();
-        let c0 = a.c0.automorphism(g, MemoryClass::Temporary)?;
         let c1 = a.c1.automorphism(g, MemoryClass::Temporary)?;
         let decomposition = decompose(params, &c1, a.level)?;
+        drop(c1);
+        self.switch_rotated(a, &decomposition, None, g, key)
+    }
+
+    /// `σ_g(a)` switched back with `key`, from a decomposition of `σ_g(c1)`
+    /// (`digits_galois` `None`) or of `c1` (`Some(g)`: the inner product
+    /// reads its digits through `σ_g`, as hoisted rotations do); `c0` is
+    /// read through `σ_g` by the ModDown.
+    fn switch_rotated(
+        &self,
+        a: &Ciphertext,
+        decomposition: &Decomposition,
+        digits_galois: Option<GaloisElement>,
+        g: GaloisElement,
+        key: &SwitchingKey,
+    ) -> Result<Ciphertext> {
         let (k0, k1) = apply_key(
-            params,
-            &decomposition,
+            self.context.params(),
+            decomposition,
             key,
-            None,
+            digits_galois,
             self.output_class,
-            [Some(&c0), None],
+            [Some(&a.c0), None],
+            Some(g),
         )?;
         Ciphertext::from_parts(&self.context, k0, k1, a.level, a.scale, a.slots)
     }
@@ -105,6 +126,7 @@ impl Evaluator {
             None,
             self.output_class,
             [Some(&a.c0), None],
+            None,
         )?;
         Ciphertext::from_parts(&self.context, k0, k1, a.level, a.scale, a.slots)
     }
@@ -162,17 +184,7 @@ impl Evaluator {
         let (g, key) = self
             .direct_rotation_key(k, a.slots)?
             .ok_or(KeyError::MissingRotationKey { step: steps })?;
-        let params = self.context.params();
-        let c0 = a.c0.automorphism(g, MemoryClass::Temporary)?;
-        let (k0, k1) = apply_key(
-            params,
-            decomposition,
-            key,
-            Some(g),
-            self.output_class,
-            [Some(&c0), None],
-        )?;
-        Ciphertext::from_parts(&self.context, k0, k1, a.level, a.scale, a.slots)
+        self.switch_rotated(a, decomposition, Some(g), g, key)
     }
 
     /// Rotations of `a` by each of `steps`, sharing one decomposition
@@ -202,7 +214,8 @@ impl Evaluator {
     ) -> Result<Vec<Ciphertext>> {
         self.check_decomposition(a, decomposition)?;
         let params = self.context.params();
-        // Each rotation's σ(c0) and inner product; `None` for a step of 0.
+        // Each rotation's element and inner product; `None` for a step of
+        // 0. Its σ(c0) is added by the ModDown, read through σ.
         let mut switched = Vec::with_capacity(steps.len());
         for &s in steps {
             let k = s.rem_euclid(a.slots as i64) as usize;
@@ -213,9 +226,8 @@ impl Evaluator {
             let (g, key) = self
                 .direct_rotation_key(k, a.slots)?
                 .ok_or(KeyError::MissingRotationKey { step: s })?;
-            let c0 = a.c0.automorphism(g, MemoryClass::Temporary)?;
             let (acc0, acc1) = inner_product(params, decomposition, key, Some(g))?;
-            switched.push(Some((c0, acc0, acc1)));
+            switched.push(Some((g, acc0, acc1)));
         }
         let q = params.q_indices(decomposition.level)?;
         let backend = a.c0.backend();
@@ -228,9 +240,9 @@ impl Evaluator {
         {
             let mut x = Vec::with_capacity(parts.len());
             let mut addend = Vec::with_capacity(parts.len());
-            for (c0, acc0, acc1) in switched.iter().flatten() {
+            for &(g, ref acc0, ref acc1) in switched.iter().flatten() {
                 x.extend([acc0.limbs()?, acc1.limbs()?]);
-                addend.extend([Some(c0.limbs()?), None]);
+                addend.extend([Some(Addend::rotated(a.c0.limbs()?, g)), None]);
             }
             let mut out = parts
                 .iter_mut()
@@ -273,5 +285,99 @@ impl Evaluator {
             k <<= 1;
         }
         Ok(acc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::backend::DeviceSelection;
+    use crate::context::Context;
+    use crate::encoding::Encoder;
+    use crate::eval::Encryptor;
+    use crate::keys::{KeyGenerator, KeySetRequest};
+    use crate::params::{Parameters, Preset, SecurityCheck};
+    use crate::testing::{seed32, seeded_rng, unit_disk};
+
+    /// A rotation with `c0` read through `σ_g` by the ModDown gives the
+    /// limbs of the construction it replaced, `σ_g(c0)` rotated into a
+    /// temporary and added as it is: for single rotations (`c1` rotated
+    /// first), hoisted ones (digits read through `σ_g`) and conjugation.
+    #[test]
+    fn c0_read_through_the_automorphism_equals_c0_rotated_first() {
+        let params = Parameters::from_preset_with(Preset::TestFGb, SecurityCheck::AllowInsecure)
+            .expect("preset");
+        let context = Context::new(params, DeviceSelection::Cpu).expect("context");
+        let keygen = KeyGenerator::with_seed(&context, seed32(151));
+        let secret = keygen.secret_key().expect("secret");
+        let public = keygen.public_key(&secret).expect("public");
+        let steps = [3i64, -5];
+        let keys = keygen
+            .key_set(
+                &secret,
+                &KeySetRequest {
+                    rotations: steps.to_vec(),
+                    conjugation: true,
+                    ..Default::default()
+                },
+            )
+            .expect("keys");
+        let eval = Evaluator::with_keys(&context, Arc::new(keys));
+        let slots = context.params().slots();
+        let message = Encoder::new(&context)
+            .encode(&unit_disk(&mut seeded_rng(152), slots))
+            .expect("encode");
+        let ct = Encryptor::with_seed(&context, seed32(153))
+            .encrypt(&message, &public)
+            .expect("encrypt");
+        let params = context.params();
+        let n = params.degree().get();
+        let words = |c: &Ciphertext| (c.c0.to_words().expect("c0"), c.c1.to_words().expect("c1"));
+        // The replaced construction: both parts rotated, c0 added as it is.
+        let reference = |g: GaloisElement, key: &SwitchingKey, hoisted: bool| {
+            let c0 = ct
+                .c0
+                .automorphism(g, MemoryClass::Temporary)
+                .expect("σ(c0)");
+            let (decomposition, galois) = if hoisted {
+                (
+                    decompose(params, &ct.c1, ct.level).expect("digits"),
+                    Some(g),
+                )
+            } else {
+                let c1 = ct
+                    .c1
+                    .automorphism(g, MemoryClass::Temporary)
+                    .expect("σ(c1)");
+                (decompose(params, &c1, ct.level).expect("digits"), None)
+            };
+            let (k0, k1) = apply_key(
+                params,
+                &decomposition,
+                key,
+                galois,
+                MemoryClass::Ciphertext,
+                [Some(&c0), None],
+                None,
+            )
+            .expect("switch");
+            (k0.to_words().expect("k0"), k1.to_words().expect("k1"))
+        };
+        let hoisted = eval.rotate_hoisted(&ct, &steps).expect("hoisted");
+        for (&k, rotated) in steps.iter().zip(&hoisted) {
+            let (g, key) = eval
+                .direct_rotation_key(k.rem_euclid(slots as i64) as usize, slots)
+                .expect("keys")
+                .expect("a key");
+            let single = eval.rotate(&ct, k).expect("rotate");
+            assert_eq!(words(&single), reference(g, key, false), "rotation {k}");
+            assert_eq!(words(rotated), reference(g, key, true), "hoisted {k}");
+        }
+        let g = GaloisElement::conjugation(n);
+        let key = eval.keys().expect("keys").conjugation_key().expect("key");
+        let conjugated = eval.conjugate(&ct).expect("conjugate");
+        assert_eq!(words(&conjugated), reference(g, key, false), "conjugation");
     }
 }

@@ -419,6 +419,31 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
+    fn scalar_mul_add_assign(
+        &self,
+        acc: LimbsMut<'_>,
+        x: Limbs<'_>,
+        scalars: &[u64],
+    ) -> Result<()> {
+        let n = self.degree;
+        Self::same_length(x.len(), scalars.len())?;
+        Self::same_length(x.len(), acc.len())?;
+        let moduli = self.moduli_of(acc.moduli)?;
+        let x = read_limbs(&x, n)?;
+        let acc = write_limbs(acc, n)?;
+        acc.into_par_iter()
+            .zip(x)
+            .zip(moduli)
+            .zip(scalars)
+            .for_each(|(((o, x), m), &s)| {
+                let w = m.shoup(s);
+                for (o, &v) in o.iter_mut().zip(x) {
+                    *o = m.add(*o, m.mul_shoup(v, &w));
+                }
+            });
+        Ok(())
+    }
+
     fn spread_centered(&self, src: Limbs<'_>, out: LimbsMut<'_>) -> Result<()> {
         let n = self.degree;
         Self::same_length(1, src.len())?;
@@ -463,6 +488,29 @@ impl Backend for CpuBackend {
                 *o = x.get(p).copied().unwrap_or(0);
             }
         });
+        Ok(())
+    }
+
+    fn add_automorphism_assign(
+        &self,
+        out: LimbsMut<'_>,
+        x: Limbs<'_>,
+        g: GaloisElement,
+    ) -> Result<()> {
+        let n = self.degree;
+        Self::same_length(x.len(), out.len())?;
+        let perm = self.permutation(g)?;
+        let moduli = self.moduli_of(out.moduli)?;
+        let x = read_limbs(&x, n)?;
+        let out = write_limbs(out, n)?;
+        out.into_par_iter()
+            .zip(x)
+            .zip(moduli)
+            .for_each(|((o, x), m)| {
+                for (o, &p) in o.iter_mut().zip(perm.iter()) {
+                    *o = apply(&m, BinaryOp::Add, *o, x.get(p).copied().unwrap_or(0));
+                }
+            });
         Ok(())
     }
 
@@ -565,6 +613,37 @@ impl Backend for CpuBackend {
         out0: LimbsMut<'_>,
         out1: LimbsMut<'_>,
     ) -> Result<()> {
+        self.inner_product(digits, None, b, a, out0, out1)
+    }
+
+    /// The digits read through the permutation as the sums are formed,
+    /// block by block (no rotated copy of every digit).
+    fn key_switch_inner_product_galois(
+        &self,
+        digits: &[Limbs<'_>],
+        g: GaloisElement,
+        b: &[Limbs<'_>],
+        a: &[Limbs<'_>],
+        out0: LimbsMut<'_>,
+        out1: LimbsMut<'_>,
+    ) -> Result<()> {
+        let perm = self.permutation(g)?;
+        self.inner_product(digits, Some(&perm), b, a, out0, out1)
+    }
+}
+
+impl CpuBackend {
+    /// The key-switching inner product, the digits read through `perm`
+    /// where given (`digit[perm[j]]` for output word `j`).
+    fn inner_product(
+        &self,
+        digits: &[Limbs<'_>],
+        perm: Option<&[usize]>,
+        b: &[Limbs<'_>],
+        a: &[Limbs<'_>],
+        out0: LimbsMut<'_>,
+        out1: LimbsMut<'_>,
+    ) -> Result<()> {
         let n = self.degree;
         if digits.is_empty() || digits.len() != b.len() || digits.len() != a.len() {
             return Err(Error::LengthMismatch {
@@ -608,6 +687,13 @@ impl Backend for CpuBackend {
                 const BLOCK: usize = 512;
                 let mut acc0 = [0u128; BLOCK];
                 let mut acc1 = [0u128; BLOCK];
+                // Zeroed when dropped: the rotated words of a sensitive
+                // digit are as sensitive (docs/SECURITY.md).
+                let mut gathered =
+                    zeroize::Zeroizing::new(vec![
+                        [0u64; BLOCK];
+                        if perm.is_some() { dl.len() } else { 0 }
+                    ]);
                 for (start, (o0, o1)) in o0
                     .chunks_mut(BLOCK)
                     .zip(o1.chunks_mut(BLOCK))
@@ -627,11 +713,24 @@ impl Backend for CpuBackend {
                             .collect()
                     }
                     let range = start..start + len;
-                    let (x, y0, y1) = (
-                        cut(&dl, range.clone()),
-                        cut(&bl, range.clone()),
-                        cut(&al, range),
-                    );
+                    // Through the permutation: each digit's words for this
+                    // block gathered first.
+                    if let Some(perm) = perm {
+                        let indices = perm.get(range.clone()).unwrap_or_default();
+                        for (buffer, digit) in gathered.iter_mut().zip(&dl) {
+                            for (w, &p) in buffer.iter_mut().zip(indices) {
+                                *w = digit.get(p).copied().unwrap_or(0);
+                            }
+                        }
+                    }
+                    let x = match perm {
+                        Some(_) => gathered
+                            .iter()
+                            .map(|w| w.get(..len).unwrap_or_default())
+                            .collect(),
+                        None => cut(&dl, range.clone()),
+                    };
+                    let (y0, y1) = (cut(&bl, range.clone()), cut(&al, range));
                     // Two digits per pass: their products are added in
                     // registers, the running sums read and written once per
                     // pair.

@@ -14,12 +14,14 @@ use rand_core::Rng;
 use super::emulate::{Global, Twiddle, forward, inverse, mul_shoup};
 use super::emulate_acc::LazyAcc;
 use super::tables::{conversion_words, twiddle_tables, y_scale_words};
-use crate::ntt::{NttPlan, TwiddleTables, forward_staged, inverse_staged};
+use crate::ntt::{
+    GaloisElement, NttPlan, TwiddleTables, automorphism_permutation, forward_staged, inverse_staged,
+};
 use crate::rns::BaseConverter;
 use crate::testing::seeded_rng;
 use crate::zq::Modulus;
 use crate::zq::primes::PrimeGenerator;
-use hemem_gpu_kernels::launch::ckks::ntt::NttGeometry;
+use hemem_gpu_kernels::launch::ckks::ntt::{NttGeometry, NttRows};
 
 /// `fwd_columns`' conversion of one coefficient `e` for target row `row`
 /// of a table of `targets` rows: each source's word loaded (counted), then
@@ -401,9 +403,11 @@ fn batched_decomposition_matches_mod_up() {
 /// The ModDown pair: the P limbs' inverse transform with the conversion's
 /// y scales, then the prescaled exact conversion (part z's sources are
 /// entries `[z·p, z·p + p)` of the doubled source list) and the
-/// sub-scale epilogue, with an addend for part 0 only (a rotation); and
-/// rescaling's NTT_SPREAD. Against the CPU's `convert_centered` and
-/// `center`/`reduce_i64`.
+/// sub-scale epilogue with its addend, plain (relinearisation) and read
+/// through an automorphism (a rotation's `σ_g(c0)`), by the 8- and the
+/// 16-point rows kernels; and rescaling's NTT_SPREAD. Against the
+/// CPU's `convert_centered`, `center`/`reduce_i64` and
+/// `automorphism_permutation`.
 #[test]
 fn prescaled_mod_down_and_spread_match_the_cpu() {
     for log_n in [10u32, 16] {
@@ -420,6 +424,12 @@ fn prescaled_mod_down_and_spread_match_the_cpu() {
         let (table, scale) = conversion_words(&p_moduli, &q).unwrap();
         let y_scale = y_scale_words(n, &p_moduli).unwrap();
         let mut rng = seeded_rng(9000 + u64::from(log_n));
+        // The rotated addends' element (a random odd one below 2N).
+        let galois = GaloisElement::rotation(1 + (rng.next_u64() % 1000) as i64, n);
+        let perm = automorphism_permutation(n, galois);
+        let epilogues = [NttRows::Radix8, NttRows::Radix16]
+            .into_iter()
+            .flat_map(|rows| [(rows, false), (rows, true)]);
         for part in 0..2u32 {
             assert_eq!(part_span(5, 10, part), 5);
             let x_p = random_limbs(&mut rng, &p_moduli, n);
@@ -456,12 +466,16 @@ fn prescaled_mod_down_and_spread_match_the_cpu() {
                     .unwrap();
             }
             let source_q: Vec<u64> = p_moduli.iter().map(Modulus::value).collect();
-            for (row, &m) in q.iter().enumerate() {
+            // Three limbs a part: part 0 takes the first three epilogues,
+            // part 1 the last two and the first.
+            let shifted = epilogues.clone().cycle().skip(2 * part as usize);
+            for ((row, &m), (rows, rotated)) in q.iter().enumerate().zip(shifted) {
+                let g = g.with_rows(rows);
                 let (fwd, _, _, plan) = tables_of(n, m);
                 let aux: Vec<u64> = (0..n).map(|_| rng.next_u64() % m.value()).collect();
                 let extra: Vec<u64> = (0..n).map(|_| rng.next_u64() % m.value()).collect();
                 let s = (scale[2 * row], scale[2 * row + 1]);
-                let add = (part == 0).then_some(extra.as_slice());
+                let add = Some((extra.as_slice(), u32::from(rotated) * galois.0 as u32));
                 let mut sources: Vec<Global> = y.iter().map(|v| Global::new(v.clone())).collect();
                 let mut convert = |e: usize| {
                     convert_one(
@@ -490,15 +504,16 @@ fn prescaled_mod_down_and_spread_match_the_cpu() {
                 let reference: Vec<u64> = aux
                     .iter()
                     .zip(&v)
-                    .zip(&extra)
-                    .map(|((&a, &w), &e)| {
+                    .zip(&perm)
+                    .enumerate()
+                    .map(|(j, ((&a, &w), &p))| {
                         let r = m.mul_shoup(m.sub(a, w), &sh);
-                        if part == 0 { m.add(r, e) } else { r }
+                        m.add(r, if rotated { extra[p] } else { extra[j] })
                     })
                     .collect();
                 assert_eq!(
                     got, reference,
-                    "ModDown, N = 2^{log_n}, part {part}, limb {row}"
+                    "ModDown, N = 2^{log_n}, part {part}, limb {row}, {rows:?}, rotated {rotated}"
                 );
             }
         }

@@ -22,6 +22,7 @@ use hemem_gpu_kernels::launch::ckks::prf::Seed;
 use rand_core::Rng;
 
 use super::args::launch_seed;
+use super::emulate::galois_source;
 use super::emulate_acc::LazyAcc;
 use crate::backend::{Backend, CpuBackend, Limbs, LimbsMut};
 use crate::ntt::GaloisElement;
@@ -188,14 +189,6 @@ fn reduce_u128(hi: u64, lo: u64, m: &ModConst) -> u64 {
 fn acc_reduce(acc: LazyAcc, m: &ModConst) -> u64 {
     let v = acc.value();
     reduce_u128((v >> 64) as u64, v as u64, m)
-}
-
-fn galois_source(j: u32, galois: u64, log_n: u32) -> u32 {
-    let mask = (2u64 << log_n) - 1;
-    let rev = u64::from(j.reverse_bits() >> (32 - log_n));
-    let e = (galois.wrapping_mul(2 * rev + 1)) & mask;
-    let k = ((e - 1) >> 1) as u32;
-    k.reverse_bits() >> (32 - log_n)
 }
 
 const MAX_DIGITS: u32 = 16;

@@ -11,7 +11,7 @@ use hemem_memory::{Buffer, MemoryClass, StreamId};
 
 use super::GpuBackend;
 use super::args::{address, first, first_u64, launch_seed};
-use crate::backend::{Backend, Limbs, LimbsMut, contiguous, inner_product_by_parts};
+use crate::backend::{Addend, Backend, Limbs, LimbsMut, contiguous, inner_product_by_parts};
 use crate::ntt::GaloisElement;
 use crate::sampling::UniformSeed;
 use crate::{Error, Result};
@@ -111,14 +111,15 @@ impl GpuBackend {
     /// ModDown of several parts (the same views but for their buffers; at
     /// most [`launch::ntt::MAX_PARTS`], and `parts · p_count` at most
     /// [`launch::MAX_LIMBS`]), each with the addition after it in the
-    /// epilogue where `addend` has one: one launch per kernel for every
-    /// part. `Ok(false)` when the views differ or there are too many parts
-    /// (the caller falls back to one part at a time).
+    /// epilogue where `addend` has one (a rotated addend read through its
+    /// automorphism): one launch per kernel for every part. `Ok(false)`
+    /// when the views differ or there are too many parts (the caller falls
+    /// back to one part at a time).
     pub(super) fn mod_down_parts(
         &self,
         x: &[Limbs<'_>],
         p_count: usize,
-        addend: &[Option<Limbs<'_>>],
+        addend: &[Option<Addend<'_>>],
         out: &[LimbsMut<'_>],
     ) -> Result<bool> {
         let (Some(x0), Some(o0)) = (x.first(), out.first()) else {
@@ -140,8 +141,13 @@ impl GpuBackend {
                 actual: o0.len(),
             });
         }
-        let first_add = addend.iter().flatten().next();
-        if let Some(e) = addend.iter().flatten().find(|e| e.moduli != o0.moduli) {
+        let first_add = addend.iter().flatten().map(|e| e.limbs).next();
+        if let Some(e) = addend
+            .iter()
+            .flatten()
+            .map(|e| e.limbs)
+            .find(|e| e.moduli != o0.moduli)
+        {
             return Err(Error::LengthMismatch {
                 expected: o0.len(),
                 actual: e.len(),
@@ -156,7 +162,7 @@ impl GpuBackend {
             && addend
                 .iter()
                 .flatten()
-                .all(|e| first_add.is_some_and(|f| f.positions == e.positions))
+                .all(|e| first_add.is_some_and(|f| f.positions == e.limbs.positions))
             && x.len() == out.len()
             && x.len() == addend.len()
             && x.len() <= launch::ntt::MAX_PARTS
@@ -168,31 +174,40 @@ impl GpuBackend {
         let mut xs = [0u64; launch::ntt::MAX_PARTS];
         let mut outs = [0u64; launch::ntt::MAX_PARTS];
         let mut adds = [0u64; launch::ntt::MAX_PARTS];
-        for (((v, o), e), (xa, (oa, ea))) in x
-            .iter()
-            .zip(out)
-            .zip(addend)
-            .zip(xs.iter_mut().zip(outs.iter_mut().zip(adds.iter_mut())))
-        {
+        let mut galois = [0u32; launch::ntt::MAX_PARTS];
+        for (((v, o), e), (xa, (oa, (ea, ga)))) in x.iter().zip(out).zip(addend).zip(
+            xs.iter_mut()
+                .zip(outs.iter_mut().zip(adds.iter_mut().zip(galois.iter_mut()))),
+        ) {
             *xa = self.read_view(v)?.0;
             *oa = self.write_view(o)?.0;
             if let Some(e) = e {
-                *ea = self.read_view(e)?.0;
+                *ea = self.read_view(&e.limbs)?.0;
+                if let Some(g) = e.galois {
+                    // Below 2N once reduced; the launch checks it again.
+                    *ga = u32::try_from(g.reduced(self.degree)?.0).unwrap_or(u32::MAX);
+                }
             }
         }
+        let rotated = galois.iter().any(|&g| g > 1);
         let (xs, outs, adds) = (
             first_u64(&xs, parts)?,
             first_u64(&outs, parts)?,
             first_u64(&adds, parts)?,
         );
+        let add_galois = match galois.get(..parts) {
+            Some(g) if rotated => g,
+            _ => &[],
+        };
         let tables = self.conversion(p_moduli, q_moduli)?;
         let p_part = self.scratch(
             parts * p_count,
-            x.iter().any(Limbs::is_sensitive) || addend.iter().flatten().any(Limbs::is_sensitive),
+            x.iter().any(Limbs::is_sensitive)
+                || addend.iter().flatten().any(|e| e.limbs.is_sensitive()),
         )?;
         let mut touched: Vec<&Buffer> = x.iter().map(|v| v.buffer).collect();
         touched.extend(out.iter().map(|o| &*o.buffer));
-        touched.extend(addend.iter().flatten().map(|e| e.buffer));
+        touched.extend(addend.iter().flatten().map(|e| e.limbs.buffer));
         touched.extend([&p_part, &tables.table, &tables.scale, &tables.y_scale]);
         let _guard = self.allocator.prepare(&touched)?;
         let p_addr = address(&p_part)?;
@@ -246,9 +261,30 @@ impl GpuBackend {
                 scale: address(&tables.scale)?,
                 add: if first_add.is_some() { adds } else { &[] },
                 add_map: &add_map,
+                add_galois,
             },
         )?;
         Ok(true)
+    }
+
+    /// ModDown of one part: [`GpuBackend::mod_down_parts`], whose single
+    /// part always fits its launch but where `p_count` exceeds the limb
+    /// map ([`launch::MAX_LIMBS`]), a typed error.
+    pub(super) fn mod_down_one(
+        &self,
+        x: Limbs<'_>,
+        p_count: usize,
+        addend: Option<Addend<'_>>,
+        out: LimbsMut<'_>,
+    ) -> Result<()> {
+        if self.mod_down_parts(&[x], p_count, &[addend], &[out])? {
+            Ok(())
+        } else {
+            Err(Error::LengthMismatch {
+                expected: launch::MAX_LIMBS,
+                actual: p_count,
+            })
+        }
     }
 
     /// Rescale of one or two parts (the same views but for their
@@ -320,6 +356,7 @@ impl GpuBackend {
                 scale: address(&scale)?,
                 add: &[],
                 add_map: &self.limb_map(&[], &[])?,
+                add_galois: &[],
             },
         )?;
         Ok(true)

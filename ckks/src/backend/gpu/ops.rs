@@ -10,8 +10,8 @@ use hemem_memory::{Allocator, Buffer, StreamId};
 use super::GpuBackend;
 use super::args::{address, first, first_u64, launch_seed, same_length};
 use crate::backend::{
-    Backend, BinaryOp, Device, Limbs, LimbsMut, PeriodicLimbs, decompose_by_parts, empty_sum,
-    mod_down_by_parts, seeded_inner_product_by_parts, tensor_by_parts,
+    Addend, Backend, BinaryOp, Device, Limbs, LimbsMut, PeriodicLimbs, decompose_by_parts,
+    empty_sum, mod_down_by_parts, seeded_inner_product_by_parts, tensor_by_parts,
 };
 use crate::ntt::GaloisElement;
 use crate::sampling::UniformSeed;
@@ -274,6 +274,35 @@ impl Backend for GpuBackend {
         Ok(())
     }
 
+    fn scalar_mul_add_assign(
+        &self,
+        acc: LimbsMut<'_>,
+        x: Limbs<'_>,
+        scalars: &[u64],
+    ) -> Result<()> {
+        same_length(x.len(), scalars.len())?;
+        same_length(x.len(), acc.len())?;
+        let _guard = self.allocator.prepare(&[x.buffer, acc.buffer])?;
+        let (xa, xm) = self.read_view(&x)?;
+        let (oa, om) = self.write_view(&acc)?;
+        let s = self.scalars(acc.moduli, scalars)?;
+        // SAFETY: as `binary_assign`; `x` is another buffer than `acc`
+        // (a shared and a mutable borrow); the scalars are reduced by
+        // `shoup`.
+        unsafe {
+            launch::arith::scalar_mul_add_async(
+                &self.kernels,
+                StreamId::Compute,
+                (oa, &om),
+                (xa, &xm),
+                &s,
+                self.consts()?,
+                self.n(),
+            )
+        }?;
+        Ok(())
+    }
+
     fn scalar(&self, op: BinaryOp, x: Limbs<'_>, scalars: &[u64], out: LimbsMut<'_>) -> Result<()> {
         same_length(x.len(), scalars.len())?;
         same_length(x.len(), out.len())?;
@@ -313,33 +342,31 @@ impl Backend for GpuBackend {
     }
 
     fn mod_down(&self, x: Limbs<'_>, p_count: usize, out: LimbsMut<'_>) -> Result<()> {
-        self.mod_down_parts(&[x], p_count, &[None], &[out])
-            .map(|_| ())
+        self.mod_down_one(x, p_count, None, out)
     }
 
     fn mod_down_add(
         &self,
         x: Limbs<'_>,
         p_count: usize,
-        addend: Limbs<'_>,
+        addend: Addend<'_>,
         out: LimbsMut<'_>,
     ) -> Result<()> {
-        self.mod_down_parts(&[x], p_count, &[Some(addend)], &[out])
-            .map(|_| ())
+        self.mod_down_one(x, p_count, Some(addend), out)
     }
 
     fn mod_down_pair(
         &self,
         x: [Limbs<'_>; 2],
         p_count: usize,
-        addend: [Option<Limbs<'_>>; 2],
+        addend: [Option<Addend<'_>>; 2],
         out: [LimbsMut<'_>; 2],
     ) -> Result<()> {
         if self.mod_down_parts(&x, p_count, &addend, &out)? {
             return Ok(());
         }
         for ((x, addend), out) in x.into_iter().zip(addend).zip(out) {
-            self.mod_down_parts(&[x], p_count, &[addend], &[out])?;
+            self.mod_down_one(x, p_count, addend, out)?;
         }
         Ok(())
     }
@@ -348,7 +375,7 @@ impl Backend for GpuBackend {
         &self,
         x: &[Limbs<'_>],
         p_count: usize,
-        addend: &[Option<Limbs<'_>>],
+        addend: &[Option<Addend<'_>>],
         out: &mut [LimbsMut<'_>],
     ) -> Result<()> {
         if addend.len() != x.len() || out.len() != x.len() || p_count == 0 {
@@ -567,6 +594,21 @@ impl Backend for GpuBackend {
             )
         }?;
         Ok(())
+    }
+
+    /// Stand-alone `out += σ_g(x)`: rotated into scratch, then added (a
+    /// ModDown reads a rotated addend in its epilogue instead).
+    fn add_automorphism_assign(
+        &self,
+        out: LimbsMut<'_>,
+        x: Limbs<'_>,
+        g: GaloisElement,
+    ) -> Result<()> {
+        same_length(x.len(), out.len())?;
+        let moduli = out.moduli;
+        let mut rotated = self.scratch(out.len(), x.is_sensitive())?;
+        self.automorphism(x, g, LimbsMut::whole(&mut rotated, moduli)?)?;
+        self.binary_assign(BinaryOp::Add, out, Limbs::whole(&rotated, moduli)?)
     }
 
     fn key_switch_inner_product(

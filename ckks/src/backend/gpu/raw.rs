@@ -23,8 +23,11 @@ impl GpuBackend {
         // callers' views or fresh scratch; compact sources at least N/gap
         // words, checked by `compact_words`), allocated on the compute stream
         // where every launch of this backend runs; the source limbs are the
-        // destination's own or lie in another buffer, and the parts'
-        // destinations are distinct buffers or disjoint limbs of scratch;
+        // destination's own or lie in another buffer (an addend, read
+        // through an automorphism or not, is a shared borrow where the
+        // destinations are mutable ones: always another buffer), and the
+        // parts' destinations are distinct buffers or disjoint limbs of
+        // scratch;
         // the tables cover every modulus index (they are built for the
         // whole global table, and `limb_map` checks each index against it)
         // and the conversion tables match their

@@ -270,6 +270,45 @@ pub unsafe fn scalar_async(
     Ok(())
 }
 
+/// Queues `acc += x·s_limb` (multiplication by Shoup): relinearisation's
+/// `P·d` onto the inner product in one pass.
+///
+/// # Errors
+/// [`Error::LaunchShape`]; [`Error::Launch`].
+///
+/// # Safety
+/// As [`binary_async`], `acc` being both output and first operand; `x`
+/// must not overlap `acc` but limb for limb; `scalars` holds one reduced
+/// scalar per limb.
+pub unsafe fn scalar_mul_add_async(
+    kernels: &Kernels,
+    stream: StreamId,
+    (acc, acc_map): (u64, &LimbMap),
+    (x, x_map): (u64, &LimbMap),
+    scalars: &Scalars,
+    consts: u64,
+    n: u32,
+) -> Result<()> {
+    same_count("scalar_mul_add", acc_map, &[x_map])?;
+    if acc_map.is_empty() {
+        return Ok(());
+    }
+    let mut launch = Launch::new(kernels, stream, &kernels.ckks.scalar_mul_add);
+    launch
+        .arg(&acc)
+        .arg(acc_map)
+        .arg(&x)
+        .arg(x_map)
+        .arg(scalars)
+        .arg(&consts)
+        .arg(&n);
+    // SAFETY: PTX signature (u64, LimbMap, u64, LimbMap, Scalars,
+    // const ModConst*, u32).
+    unsafe { launch.launch(pair_grid(n as usize, acc_map.len())) }
+        .map_err(launched("scalar_mul_add"))?;
+    Ok(())
+}
+
 /// Queues `out = (x − y)·s_limb`: the last step of ModDown and rescaling.
 ///
 /// # Errors

@@ -180,6 +180,20 @@ pub struct Parts {
 // counterpart (checked by the size test below); passed by value.
 unsafe impl cudarc::driver::DeviceRepr for Parts {}
 
+/// The automorphism each part's addend is read through, as `struct
+/// PartGalois` in `cuda/ckks_common.cuh`: part `z` adds `σ_g(addend)` for
+/// `g = g[z] > 1` (0 or 1: the addend itself).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PartGalois {
+    /// Galois element of each part, reduced modulo `2N` (0: none).
+    pub g: [u32; MAX_PARTS],
+}
+
+// SAFETY: a plain-old-data `#[repr(C)]` struct with the layout of its CUDA
+// counterpart (sixteen words); passed by value.
+unsafe impl cudarc::driver::DeviceRepr for PartGalois {}
+
 impl Parts {
     /// Parts writing `dst` (at most [`MAX_PARTS`]).
     ///
@@ -311,6 +325,10 @@ pub enum ForwardEpilogue<'a> {
         add: &'a [u64],
         /// The addends' limbs.
         add_map: &'a LimbMap,
+        /// The automorphism each part's addend is read through (reduced
+        /// modulo `2N`, odd; 0 or 1: none; empty: none at all): a rotation's
+        /// `σ_g(c0)` added without rotating `c0` first.
+        add_galois: &'a [u32],
     },
 }
 
@@ -334,7 +352,8 @@ pub enum ForwardEpilogue<'a> {
 /// part's own destination limbs must not overlap any destination (a
 /// conversion's sources in particular: the kernel reads them through the
 /// read-only data cache, `__ldg`, which does not see the launch's own
-/// writes); distinct parts' destinations must not overlap;
+/// writes); an addend read through an automorphism must not overlap any
+/// destination at all; distinct parts' destinations must not overlap;
 /// `consts` and `twiddles` must address the context's modulus table and
 /// twiddle tables (4·N words per modulus) covering every modulus index of
 /// the maps; conversion tables must match their sources and targets; the
@@ -483,6 +502,7 @@ pub unsafe fn forward_async(
     } else {
         dst_map.count
     };
+    let mut galois = PartGalois::default();
     let (aux_map, scale, mode, add_map) = match epilogue {
         ForwardEpilogue::Store => (&empty, 0u64, 0u32, &empty),
         ForwardEpilogue::SubScale {
@@ -491,6 +511,7 @@ pub unsafe fn forward_async(
             scale,
             add,
             add_map,
+            add_galois,
         } => {
             same_count(dst_map, aux_map)?;
             same_parts(dst, aux)?;
@@ -501,6 +522,31 @@ pub unsafe fn forward_async(
                 same_count(dst_map, add_map)?;
                 same_parts(dst, add)?;
                 fill(&mut parts.extra, add, "addends")?;
+            }
+            if !add_galois.is_empty() {
+                let two_n = 2u64 << geometry.log_n;
+                if add_galois.len() != add.len() {
+                    return Err(Error::LaunchShape {
+                        kernel: "ntt_fwd_rows",
+                        what: "addend automorphisms",
+                        expected: add.len(),
+                        found: add_galois.len(),
+                    });
+                }
+                if let Some(&bad) = add_galois
+                    .iter()
+                    .find(|&&g| g > 1 && (g % 2 == 0 || u64::from(g) >= two_n))
+                {
+                    return Err(Error::LaunchShape {
+                        kernel: "ntt_fwd_rows",
+                        what: "addend automorphism (odd, below 2N)",
+                        expected: two_n as usize,
+                        found: bad as usize,
+                    });
+                }
+                for (slot, &g) in galois.g.iter_mut().zip(add_galois) {
+                    *slot = g;
+                }
             }
             (aux_map, scale, 1u32, add_map)
         }
@@ -519,10 +565,12 @@ pub unsafe fn forward_async(
         .arg(aux_map)
         .arg(&scale)
         .arg(&mode)
-        .arg(add_map);
+        .arg(add_map)
+        .arg(&galois);
     // SAFETY: PTX signature (Parts, LimbMap, const ModConst*, const u64*,
-    // u32, u32, LimbMap, const u64*, u32, LimbMap); every block owns its
-    // rows of one part's limb.
+    // u32, u32, LimbMap, const u64*, u32, LimbMap, PartGalois); every block
+    // owns its rows of one part's limb, and reads its addend (permuted or
+    // not) from a buffer no part writes.
     unsafe {
         launch.launch(NttGeometry::config(
             geometry.rows_shape(),
@@ -694,6 +742,7 @@ mod tests {
     #[test]
     fn parts_match_the_cuda_struct() {
         assert_eq!(std::mem::size_of::<Parts>(), 3 * 8 * MAX_PARTS + 16);
+        assert_eq!(std::mem::size_of::<PartGalois>(), 4 * MAX_PARTS);
         let p = Parts {
             per: 5,
             total: 13,

@@ -31,8 +31,19 @@ mod rows16;
 use rows16::{point_base16, point_stride16, rows16_block, thread_coords16};
 
 pub(super) type Twiddle = (u64, u64);
-/// The NTT_SUB_SCALE epilogue's minuend limb, scale, and optional addend.
-pub(super) type SubScale<'a> = (&'a [u64], Twiddle, Option<&'a [u64]>);
+/// The NTT_SUB_SCALE epilogue's minuend limb, scale, and optional addend
+/// with the Galois element it is read through (0 or 1: as it is).
+pub(super) type SubScale<'a> = (&'a [u64], Twiddle, Option<(&'a [u64], u32)>);
+
+/// `galois_source` of `ckks_common.cuh`: the point of the input that
+/// `σ_g` moves to point `j` (NTT form, bit-reversed evaluations).
+pub(super) fn galois_source(j: u32, galois: u64, log_n: u32) -> u32 {
+    let mask = (2u64 << log_n) - 1;
+    let rev = u64::from(j.reverse_bits() >> (32 - log_n));
+    let e = (galois.wrapping_mul(2 * rev + 1)) & mask;
+    let k = ((e - 1) >> 1) as u32;
+    k.reverse_bits() >> (32 - log_n)
+}
 
 fn mul_shoup_lazy(a: u64, w: u64, ws: u64, q: u64) -> u64 {
     let est = ((u128::from(a) * u128::from(ws)) >> 64) as u64;
@@ -499,7 +510,16 @@ pub(super) fn forward(
     let mut aux = sub_scale.map(|(a, _, _)| Global::new(a.to_vec()));
     let mut addend = sub_scale
         .and_then(|(_, _, e)| e)
-        .map(|e| Global::new(e.to_vec()));
+        .map(|(e, _)| Global::new(e.to_vec()));
+    // `add_addend`: the addend's point, through the automorphism if any.
+    let galois = sub_scale.and_then(|(_, _, e)| e).map_or(0, |(_, g)| g);
+    let source = |p: usize| {
+        if galois > 1 {
+            galois_source(p as u32, u64::from(galois), g.log_n) as usize
+        } else {
+            p
+        }
+    };
     let mut result = Global::new(vec![u64::MAX; n]);
     let (blocks, _, _) = g.rows_shape();
     let log_m = g.log_c;
@@ -514,7 +534,7 @@ pub(super) fn forward(
             v = mul_shoup(sub_mod(aux.load(at + k), v, q), s.0, s.1, q);
         }
         if let Some(e) = addend.as_mut() {
-            let w = e.load(at + k);
+            let w = e.load(source(at + k));
             v = if v + w >= q { v + w - q } else { v + w };
         }
         result.store(at + k, v);
@@ -710,7 +730,7 @@ fn ntt_kernels_match_the_staged_reference() {
             assert_eq!(fused, reference, "sub-scale epilogue, N = 2^{log_n}");
             // And the addition after it (relinearisation, rotations).
             let extra: Vec<u64> = (0..n).map(|_| rng.next_u64() % q).collect();
-            let fused = forward(g, &a, &fwd, q, None, Some((&aux, pair, Some(&extra))));
+            let fused = forward(g, &a, &fwd, q, None, Some((&aux, pair, Some((&extra, 0)))));
             let reference: Vec<u64> = reference
                 .iter()
                 .zip(&extra)
