@@ -46,6 +46,34 @@ pub fn unit_interval(rng: &mut ChaCha20Rng, count: usize) -> Vec<f64> {
         .collect()
 }
 
+/// Residues uniform below each of `moduli` (global indices into `params`'
+/// table), `N` words a limb, limb after limb: random limbs for tests of the
+/// backends.
+///
+/// # Errors
+/// [`crate::Error::LengthMismatch`] for an index past the table.
+pub fn random_residues(
+    params: &crate::params::Parameters,
+    moduli: &[usize],
+    rng: &mut ChaCha20Rng,
+) -> crate::Result<Vec<u64>> {
+    use rand_core::Rng;
+    let n = params.degree().get();
+    let table = params.all_moduli();
+    let mut words = Vec::with_capacity(moduli.len() * n);
+    for &m in moduli {
+        let q = table
+            .get(m)
+            .ok_or(crate::Error::LengthMismatch {
+                expected: table.len(),
+                actual: m.saturating_add(1),
+            })?
+            .value();
+        words.extend((0..n).map(|_| rng.next_u64() % q));
+    }
+    Ok(words)
+}
+
 /// The largest absolute difference between two complex vectors.
 pub fn max_abs_error(a: &[num_complex::Complex64], b: &[num_complex::Complex64]) -> f64 {
     a.iter()

@@ -15,7 +15,7 @@ use hemem_ckks::encoding::CompactPlaintext;
 use hemem_ckks::keys::KeyKind;
 use hemem_ckks::ntt::{GaloisElement, automorphism_permutation};
 use hemem_ckks::prelude::*;
-use hemem_ckks::testing::{max_abs_error, seed32, seeded_rng, unit_disk};
+use hemem_ckks::testing::{max_abs_error, random_residues, seed32, seeded_rng, unit_disk};
 use hemem_ckks::{Error, KeyError, OperandError};
 use hemem_memory::MemoryClass;
 use num_complex::Complex64;
@@ -1799,19 +1799,6 @@ fn automorphisms_take_elements_modulo_2n_and_refuse_even_ones() {
     }
 }
 
-/// Random residues for `moduli` (global indices), limb after limb.
-fn random_words(params: &Parameters, moduli: &[usize], rng: &mut impl Rng) -> Vec<u64> {
-    let n = params.degree().get();
-    let table = params.all_moduli();
-    moduli
-        .iter()
-        .flat_map(|&m| {
-            let q = table[m].value();
-            (0..n).map(|_| rng.next_u64() % q).collect::<Vec<_>>()
-        })
-        .collect()
-}
-
 /// `words` in a new buffer of `moduli.len()` limbs on `backend`.
 fn upload(backend: &Arc<dyn Backend>, moduli: &[usize], words: &[u64]) -> hemem_memory::Buffer {
     let mut b = backend
@@ -1824,6 +1811,22 @@ fn upload(backend: &Arc<dyn Backend>, moduli: &[usize], words: &[u64]) -> hemem_
         )
         .unwrap();
     b
+}
+
+/// The words of `buffer`'s `moduli.len()` limbs on `backend`.
+fn download(
+    backend: &Arc<dyn Backend>,
+    moduli: &[usize],
+    buffer: &hemem_memory::Buffer,
+) -> Vec<u64> {
+    let mut words = vec![0u64; moduli.len() * backend.degree()];
+    backend
+        .read(
+            Limbs::new(backend.as_ref(), buffer, moduli).unwrap(),
+            &mut words,
+        )
+        .unwrap();
+    words
 }
 
 /// `Backend::add_automorphism_assign` adds `x[perm_g[j]]` to word `j` of
@@ -1839,8 +1842,8 @@ fn adding_through_an_automorphism_matches_the_permutation() {
     let moduli = params.q_indices(params.max_level()).unwrap();
     let table = params.all_moduli();
     let mut rng = seeded_rng(141);
-    let x_words = random_words(params, &moduli, &mut rng);
-    let acc_words = random_words(params, &moduli, &mut rng);
+    let x_words = random_residues(params, &moduli, &mut rng).unwrap();
+    let acc_words = random_residues(params, &moduli, &mut rng).unwrap();
     let buffer = |words: &[u64]| upload(backend, &moduli, words);
     let x = buffer(&x_words);
     for g in [
@@ -1856,13 +1859,7 @@ fn adding_through_an_automorphism_matches_the_permutation() {
                 g,
             )
             .unwrap();
-        let mut got = vec![0u64; moduli.len() * n];
-        backend
-            .read(
-                Limbs::new(backend.as_ref(), &acc, &moduli).unwrap(),
-                &mut got,
-            )
-            .unwrap();
+        let got = download(backend, &moduli, &acc);
         let perm = automorphism_permutation(n, g);
         for (i, &m) in moduli.iter().enumerate() {
             let q = u128::from(table[m].value());
@@ -1900,8 +1897,8 @@ fn a_scalar_multiply_add_matches_the_modular_arithmetic() {
     let moduli = params.q_indices(params.max_level()).unwrap();
     let table = params.all_moduli();
     let mut rng = seeded_rng(143);
-    let x_words = random_words(params, &moduli, &mut rng);
-    let acc_words = random_words(params, &moduli, &mut rng);
+    let x_words = random_residues(params, &moduli, &mut rng).unwrap();
+    let acc_words = random_residues(params, &moduli, &mut rng).unwrap();
     let scalars: Vec<u64> = moduli.iter().map(|_| rng.next_u64()).collect();
     let buffer = |words: &[u64]| upload(backend, &moduli, words);
     let x = buffer(&x_words);
@@ -1913,13 +1910,7 @@ fn a_scalar_multiply_add_matches_the_modular_arithmetic() {
             &scalars,
         )
         .unwrap();
-    let mut got = vec![0u64; moduli.len() * n];
-    backend
-        .read(
-            Limbs::new(backend.as_ref(), &acc, &moduli).unwrap(),
-            &mut got,
-        )
-        .unwrap();
+    let got = download(backend, &moduli, &acc);
     for (i, &m) in moduli.iter().enumerate() {
         let q = u128::from(table[m].value());
         let s = u128::from(scalars[i]) % q;
@@ -1951,7 +1942,13 @@ fn the_inner_product_through_an_automorphism_equals_rotated_digits() {
     let backend = s.context.backend();
     let moduli = params.qp_indices(params.max_level()).unwrap();
     let mut rng = seeded_rng(145);
-    let mut buffer = || upload(backend, &moduli, &random_words(params, &moduli, &mut rng));
+    let mut buffer = || {
+        upload(
+            backend,
+            &moduli,
+            &random_residues(params, &moduli, &mut rng).unwrap(),
+        )
+    };
     let digits: Vec<_> = (0..3).map(|_| buffer()).collect();
     let (b, a): (Vec<_>, Vec<_>) = (0..3).map(|_| (buffer(), buffer())).unzip();
     macro_rules! view {
@@ -1959,11 +1956,7 @@ fn the_inner_product_through_an_automorphism_equals_rotated_digits() {
             Limbs::new(backend.as_ref(), $x, &moduli).unwrap()
         };
     }
-    let read = |x: &hemem_memory::Buffer| {
-        let mut w = vec![0u64; moduli.len() * n];
-        backend.read(view!(x), &mut w).unwrap();
-        w
-    };
+    let read = |x: &hemem_memory::Buffer| download(backend, &moduli, x);
     let bv: Vec<_> = b.iter().map(|x| view!(x)).collect();
     let av: Vec<_> = a.iter().map(|x| view!(x)).collect();
     for g in [GaloisElement::rotation(9, n), GaloisElement::conjugation(n)] {

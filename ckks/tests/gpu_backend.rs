@@ -17,7 +17,7 @@ use hemem_ckks::backend::{Addend, Backend, BinaryOp, Limbs, LimbsMut, NttRows, P
 use hemem_ckks::ntt::GaloisElement;
 use hemem_ckks::prelude::*;
 use hemem_ckks::sampling::{SeedPrf, UniformSeed};
-use hemem_ckks::testing::{max_abs_error, seed32, seeded_rng, unit_disk};
+use hemem_ckks::testing::{max_abs_error, random_residues, seed32, seeded_rng, unit_disk};
 use hemem_ckks::{Error, Result};
 use hemem_memory::MemoryClass;
 use hemem_memory::testing::gpu_or_skip;
@@ -43,16 +43,7 @@ fn contexts(name: &str, preset: Preset) -> Option<(Context, Context)> {
 
 /// Random residues for `moduli` (global indices).
 fn random_words(context: &Context, moduli: &[usize], seed: u64) -> Vec<u64> {
-    let n = context.params().degree().get();
-    let table = context.params().all_moduli();
-    let mut rng = seeded_rng(seed);
-    moduli
-        .iter()
-        .flat_map(|&m| {
-            let q = table[m].value();
-            (0..n).map(|_| rng.next_u64() % q).collect::<Vec<_>>()
-        })
-        .collect()
+    random_residues(context.params(), moduli, &mut seeded_rng(seed)).unwrap()
 }
 
 /// The backend behind an `Arc`, for the views' checked constructors.
