@@ -112,19 +112,15 @@ pub(super) fn address(buffer: &Buffer) -> Result<u64> {
     }
 }
 
-/// The first `count` entries of a stack list.
 /// The kernel parameter of a key's seed: its words and the double rounds
 /// of its [`SeedPrf`](crate::sampling::SeedPrf).
 pub(super) fn launch_seed(seed: &UniformSeed) -> Seed {
     Seed::new(&seed.bytes, seed.prf.double_rounds())
 }
 
-pub(super) fn first(list: &[usize], count: usize) -> Result<&[usize]> {
-    list.get(..count).ok_or(Error::EmptyBasis)
-}
-
-/// The first `count` addresses of a stack list.
-pub(super) fn first_u64(list: &[u64], count: usize) -> Result<&[u64]> {
+/// The first `count` entries of a stack list (indices, addresses, Galois
+/// elements of a launch's parts).
+pub(super) fn first<T>(list: &[T], count: usize) -> Result<&[T]> {
     list.get(..count).ok_or(Error::EmptyBasis)
 }
 

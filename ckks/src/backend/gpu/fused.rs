@@ -10,7 +10,7 @@ use hemem_gpu_kernels::launch::ckks::ntt::{ForwardEpilogue, ForwardSource};
 use hemem_memory::{Buffer, MemoryClass, StreamId};
 
 use super::GpuBackend;
-use super::args::{address, first, first_u64, launch_seed};
+use super::args::{address, first, launch_seed};
 use crate::backend::{Addend, Backend, Limbs, LimbsMut, contiguous, inner_product_by_parts};
 use crate::ntt::GaloisElement;
 use crate::sampling::UniformSeed;
@@ -189,15 +189,11 @@ impl GpuBackend {
                 }
             }
         }
-        let rotated = galois.iter().any(|&g| g > 1);
-        let (xs, outs, adds) = (
-            first_u64(&xs, parts)?,
-            first_u64(&outs, parts)?,
-            first_u64(&adds, parts)?,
-        );
-        let add_galois = match galois.get(..parts) {
-            Some(g) if rotated => g,
-            _ => &[],
+        // The parts' addends and their elements (0: none), or none at all.
+        let (xs, outs) = (first(&xs, parts)?, first(&outs, parts)?);
+        let (adds, add_galois) = match first_add {
+            Some(_) => (first(&adds, parts)?, first(&galois, parts)?),
+            None => (&[][..], &[][..]),
         };
         let tables = self.conversion(p_moduli, q_moduli)?;
         let p_part = self.scratch(
@@ -220,7 +216,7 @@ impl GpuBackend {
         // The P limbs to coefficients, out of place (no copy), times
         // N^{-1}·P̂_i^{-1}: the conversion's y_i, once per coefficient.
         self.ntt_inverse_raw(
-            (first_u64(&p_parts, parts)?, &p_map),
+            (first(&p_parts, parts)?, &p_map),
             (xs, &self.limb_map(p_positions, p_moduli)?),
             Some(address(&tables.y_scale)?),
         )?;
@@ -250,7 +246,7 @@ impl GpuBackend {
                 input: p_addr,
                 map: &conv_map,
                 per: p_count,
-                tables: first_u64(&[table; launch::ntt::MAX_PARTS], parts)?,
+                tables: first(&[table; launch::ntt::MAX_PARTS], parts)?,
                 exact: true,
                 prescaled: true,
                 own: None,
@@ -259,7 +255,7 @@ impl GpuBackend {
                 aux: xs,
                 aux_map: &self.limb_map(q_positions, q_moduli)?,
                 scale: address(&tables.scale)?,
-                add: if first_add.is_some() { adds } else { &[] },
+                add: adds,
                 add_map: &add_map,
                 add_galois,
             },
@@ -323,7 +319,7 @@ impl GpuBackend {
             *xa = self.read_view(v)?.0;
             *oa = self.write_view(o)?.0;
         }
-        let (xs, outs) = (first_u64(&xs, parts)?, first_u64(&outs, parts)?);
+        let (xs, outs) = (first(&xs, parts)?, first(&outs, parts)?);
         let kept_map = self.limb_map(
             x0.positions.get(..kept.len()).ok_or(Error::EmptyBasis)?,
             kept,
@@ -338,7 +334,7 @@ impl GpuBackend {
         let tops = [top_addr, top_addr + (self.degree * 8) as u64];
         // The last limb of each part to coefficients, out of place (no copy).
         self.ntt_inverse_raw(
-            (first_u64(&tops, parts)?, &self.limb_map(&[0], &[last])?),
+            (first(&tops, parts)?, &self.limb_map(&[0], &[last])?),
             (xs, &self.limb_map(&[last_position], &[last])?),
             None,
         )?;
@@ -425,14 +421,14 @@ impl GpuBackend {
         // its points.
         self.ntt_forward_raw(
             (
-                first_u64(&outs, parts)?,
+                first(&outs, parts)?,
                 &self.limb_map(o0.positions, o0.moduli)?,
             ),
             ForwardSource::Convert {
                 input: ya,
                 map: &y_map,
                 per: alpha,
-                tables: first_u64(&table_addresses, parts)?,
+                tables: first(&table_addresses, parts)?,
                 exact: true,
                 prescaled: true,
                 own: Some((ca, &cm)),

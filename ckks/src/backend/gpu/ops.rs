@@ -8,7 +8,7 @@ use hemem_gpu_kernels::launch::ckks::{self as launch, ElementOp};
 use hemem_memory::{Allocator, Buffer, StreamId};
 
 use super::GpuBackend;
-use super::args::{address, first, first_u64, launch_seed, same_length};
+use super::args::{address, first, launch_seed, same_length};
 use crate::backend::{
     Addend, Backend, BinaryOp, Device, Limbs, LimbsMut, PeriodicLimbs, decompose_by_parts,
     empty_sum, mod_down_by_parts, seeded_inner_product_by_parts, tensor_by_parts,
@@ -798,7 +798,7 @@ impl Backend for GpuBackend {
             self.ntt_forward_raw(
                 (&addresses, &map),
                 ForwardSource::Compact {
-                    src: first_u64(&words, sources.len())?,
+                    src: first(&words, sources.len())?,
                     log_gap: gap.trailing_zeros(),
                 },
                 ForwardEpilogue::Store,

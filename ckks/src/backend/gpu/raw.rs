@@ -7,7 +7,7 @@ use hemem_gpu_kernels::launch::ckks::{self as launch, LimbMap};
 use hemem_memory::{Buffer, StreamId};
 
 use super::GpuBackend;
-use super::args::{address, first_u64, same_length};
+use super::args::{address, first, same_length};
 use crate::Result;
 
 impl GpuBackend {
@@ -138,7 +138,7 @@ impl GpuBackend {
                 &self.kernels,
                 StreamId::Compute,
                 dst,
-                first_u64(&sources, compact.len())?,
+                first(&sources, compact.len())?,
                 map,
                 self.consts()?,
                 address(&self.twiddles)?,
@@ -171,7 +171,7 @@ impl GpuBackend {
                 &self.kernels,
                 StreamId::Compute,
                 dst,
-                first_u64(&sources, compact.len())?,
+                first(&sources, compact.len())?,
                 map,
                 self.consts()?,
                 self.n(),
